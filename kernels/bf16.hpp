@@ -1,0 +1,52 @@
+#pragma once
+// bfloat16 storage type: 1 sign, 8 exponent, 7 mantissa bits; the top half of an IEEE fp32.
+// Usable on host and device. Arithmetic is always done in fp32: convert, compute, round back.
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <cstring>
+
+namespace shardft {
+
+struct bf16 {
+  std::uint16_t bits = 0;
+
+  KOKKOS_INLINE_FUNCTION bf16() = default;
+  KOKKOS_INLINE_FUNCTION explicit bf16(float f) : bits(round_bits(f)) {}
+  KOKKOS_INLINE_FUNCTION explicit operator float() const { return to_float(bits); }
+
+  // fp32 -> bf16 with round-to-nearest-even; NaN stays a (quiet) NaN.
+  KOKKOS_INLINE_FUNCTION static std::uint16_t round_bits(float f) {
+    std::uint32_t u = float_bits(f);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) {
+      return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+    }
+    const std::uint32_t lsb = (u >> 16) & 1u;
+    u += 0x7fffu + lsb;
+    return static_cast<std::uint16_t>(u >> 16);
+  }
+  KOKKOS_INLINE_FUNCTION static float to_float(std::uint16_t b) {
+    const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+    float f;
+    memcpy_bits(&f, &u);
+    return f;
+  }
+
+ private:
+  KOKKOS_INLINE_FUNCTION static std::uint32_t float_bits(float f) {
+    std::uint32_t u;
+    memcpy_bits(&u, &f);
+    return u;
+  }
+  template <class A, class B>
+  KOKKOS_INLINE_FUNCTION static void memcpy_bits(A* dst, const B* src) {
+    static_assert(sizeof(A) == sizeof(B), "bit copy of equal sizes only");
+    const unsigned char* s = reinterpret_cast<const unsigned char*>(src);
+    unsigned char* d = reinterpret_cast<unsigned char*>(dst);
+    for (unsigned i = 0; i < sizeof(A); ++i) d[i] = s[i];
+  }
+};
+
+// The value an fp32 number has after a round trip through bf16.
+KOKKOS_INLINE_FUNCTION float round_to_bf16(float f) { return bf16::to_float(bf16::round_bits(f)); }
+
+}  // namespace shardft

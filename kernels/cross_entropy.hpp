@@ -1,0 +1,23 @@
+#pragma once
+// Softmax cross-entropy with ignore_index -100.
+//   logits [N,V], targets [N]:  loss_n = logsumexp_v(logits[n,:]) - logits[n, targets[n]]
+//   loss_sum = sum over n with targets[n] != -100;  count = number of such n
+// Backward (written over the logits when grad_scale is given):
+//   dlogits[n,v] = grad_scale * (softmax(logits[n,:])[v] - [v == targets[n]]),  0 on ignored rows
+#include "kernels/types.hpp"
+
+namespace shardft {
+
+struct CrossEntropySums {
+  double loss_sum = 0.0;
+  std::int64_t count = 0;
+};
+
+// Loss only; logits unchanged.
+CrossEntropySums cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets);
+
+// Loss, then the logits buffer is overwritten by its gradient times grad_scale (saves a [N,V] buffer).
+CrossEntropySums cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
+                                                float grad_scale);
+
+}  // namespace shardft

@@ -1,0 +1,18 @@
+#pragma once
+// RMSNorm over the last dimension.
+//   x [N,d], w [d]:  rstd[n] = 1 / sqrt(mean_j x[n,j]^2 + eps),   y[n,j] = w[j] * x[n,j] * rstd[n]
+// Backward, with g[n,j] = dy[n,j] * w[j]:
+//   dx[n,j] += rstd[n] * g[n,j] - rstd[n]^3 * x[n,j] * (1/d) * sum_k g[n,k] * x[n,k]
+//   dw[j]   += sum_n dy[n,j] * x[n,j] * rstd[n]
+#include "kernels/types.hpp"
+
+namespace shardft {
+
+void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<float> y,
+                     Unmanaged1<float> rstd);
+
+// Adds into dx (the residual stream's gradient arrives there first) and into dw.
+void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+                      Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw);
+
+}  // namespace shardft

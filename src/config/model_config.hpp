@@ -1,0 +1,24 @@
+#pragma once
+// The decoder's shape, under the names HF config.json uses (LlamaConfig / Qwen2Config).
+#include <cstdint>
+#include <string>
+
+namespace shardft {
+
+struct ModelConfig {
+  int vocab_size = 272;
+  int hidden_size = 128;
+  int num_hidden_layers = 2;
+  int num_attention_heads = 4;
+  int num_key_value_heads = 2;
+  int intermediate_size = 384;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+  bool tie_word_embeddings = true;
+  int max_position_embeddings = 256;
+  double initializer_range = 0.02;
+
+  int head_dim() const { return hidden_size / num_attention_heads; }
+};
+
+}  // namespace shardft

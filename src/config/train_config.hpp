@@ -1,0 +1,75 @@
+#pragma once
+// The recipe: every key a run reads, under trl / HF TrainingArguments names where one exists.
+// Defaults here are the defaults of `shardft train` with no recipe at all.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/model_config.hpp"
+
+namespace shardft {
+
+// A recipe that cannot be used. The message names the file:line or the key and what was expected.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainConfig {
+  ModelConfig model;
+
+  // data
+  std::string dataset_path = "jobs/data/sft_train.jsonl";       // trl: dataset_name / train file
+  std::string eval_dataset_path = "jobs/data/sft_eval.jsonl";
+  int max_seq_length = 64;
+
+  // optimisation
+  double learning_rate = 3e-3;
+  std::string lr_scheduler_type = "cosine";  // constant | linear | cosine | cosine_with_min_lr
+  int warmup_steps = 0;
+  double warmup_ratio = 0.0;                 // used when warmup_steps == 0
+  double min_lr = 0.0;                       // cosine_with_min_lr: absolute floor ...
+  double min_lr_rate = 0.0;                  // ... or a fraction of learning_rate (one of the two)
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;                // <= 0 disables clipping
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+
+  // batch and length of the run
+  int per_device_train_batch_size = 8;
+  int per_device_eval_batch_size = 64;
+  int gradient_accumulation_steps = 1;
+  double num_train_epochs = 3.0;
+  int max_steps = -1;                        // > 0 overrides num_train_epochs
+
+  // bookkeeping
+  int logging_steps = 10;
+  int save_steps = 0;                        // 0: no intermediate saves (checkpoints arrive later)
+  std::string output_dir = "runs/default";
+  std::uint64_t seed = 42;
+  bool bf16 = false;
+
+  // evaluation
+  bool do_eval = true;                       // evaluate on eval_dataset_path at the end
+  int eval_max_new_tokens = 32;
+  int eval_samples = -1;                     // -1: the whole eval set
+
+  // where each key came from, for error messages and the startup report ("recipe.yaml:12", "--seed")
+  std::vector<std::pair<std::string, std::string>> sources;
+};
+
+// Builds a TrainConfig: defaults, then the YAML recipe (when config_path is not empty), then
+// command-line overrides (`--key=value` or `--key value`), then validation.
+// Throws ConfigError for an unknown key, a value of the wrong type, an out-of-range value,
+// or an inconsistent combination; the message names file:line or the flag.
+TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides);
+
+// Validation alone (load_train_config calls it); throws ConfigError naming the key.
+void validate(const TrainConfig& cfg);
+
+// "key: value" lines of every key, for the startup report and for saving beside a run.
+std::string to_yaml(const TrainConfig& cfg);
+
+}  // namespace shardft

@@ -1,0 +1,82 @@
+#pragma once
+// Supervised fine-tuning data: conversations read from JSONL, rendered with the chat template,
+// tokenized, and collated into padded micro-batches with assistant-only targets.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardft {
+
+// Malformed data. The message names file:line and what was expected.
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Turn {
+  std::string role;     // "system" | "user" | "assistant" (trl's names; "human"/"gpt" are mapped)
+  std::string content;
+};
+using Conversation = std::vector<Turn>;
+
+// Reads a JSONL file in the `conversations` format: one object per line,
+// {"conversations":[{"from":"human","value":...},{"from":"gpt","value":...}]}. Blank lines are
+// skipped; anything else malformed throws DataError("path:line: ...").
+std::vector<Conversation> read_conversations_jsonl(const std::string& path);
+
+// Byte-level tokenizer: ids 0..255 are the bytes, then the special tokens.
+class ByteTokenizer {
+ public:
+  static constexpr int kPad = 256;
+  static constexpr int kBos = 257;
+  static constexpr int kEnd = 258;        // ends every turn; generation stops on it
+  static constexpr int kSystem = 259;
+  static constexpr int kUser = 260;
+  static constexpr int kAssistant = 261;
+  static constexpr int kVocabSize = 262;
+
+  std::vector<std::int32_t> encode(const std::string& text) const;
+  // Special tokens are rendered as "<|pad|>", "<|bos|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>".
+  std::string decode(const std::vector<std::int32_t>& ids) const;
+  int vocab_size() const { return kVocabSize; }
+};
+
+// One tokenized training sample. labels[t] is the token at t when it takes loss (assistant content
+// and the <|end|> that closes an assistant turn), else -100. Not yet shifted.
+struct TokenizedSample {
+  std::vector<std::int32_t> input_ids;
+  std::vector<std::int32_t> labels;
+};
+
+// Chat template: <|bos|> then for each turn <|role|> content <|end|>.
+// Truncated to max_seq_length tokens.
+TokenizedSample apply_chat_template(const ByteTokenizer& tok, const Conversation& conv, int max_seq_length);
+
+// The prompt to generate from: every turn but the last (which must be the assistant's), then
+// <|assistant|>; and the expected answer text.
+struct GenerationPrompt {
+  std::vector<std::int32_t> prompt_ids;
+  std::string reference;
+};
+GenerationPrompt make_generation_prompt(const ByteTokenizer& tok, const Conversation& conv);
+
+// A micro-batch on the host, row-major [batch, seq]. targets are shifted: targets[t] is the label of
+// position t+1 (what the logits at t must predict), -100 at the last position and on padding.
+// Padding uses kPad; position_ids restart at 0 for each sample; seq_ids number the samples of a
+// row (one sample per row when not packing), so attention never crosses two samples.
+struct TokenBatch {
+  int batch = 0;
+  int seq = 0;
+  std::vector<std::int32_t> input_ids, position_ids, seq_ids, targets;
+  std::int64_t num_targets() const;  // entries of targets != -100
+};
+
+// Pads samples[indices[i]] into row i; seq = the longest of them (seq_len_multiple rounds it up).
+TokenBatch collate(const std::vector<TokenizedSample>& samples, const std::vector<std::int64_t>& indices,
+                   int seq_len_multiple = 1);
+
+// Deterministic epoch order: a permutation of [0, n) from (seed, epoch).
+std::vector<std::int64_t> epoch_permutation(std::int64_t n, std::uint64_t seed, std::int64_t epoch);
+
+}  // namespace shardft

@@ -1,0 +1,229 @@
+#include "model/decoder.hpp"
+
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/swiglu.hpp"
+
+namespace shardft {
+
+namespace {
+
+// A device buffer that only grows, handing out exactly-shaped views; micro-batches of different
+// padded lengths reuse the same memory.
+class Scratch {
+ public:
+  explicit Scratch(const char* name) : name_(name) {}
+  void reserve(std::int64_t n) {
+    if (static_cast<std::int64_t>(data_.extent(0)) < n) data_ = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name_)), n);
+  }
+  Unmanaged2<float> mat(std::int64_t rows, std::int64_t cols) const { return Unmanaged2<float>(data_.data(), rows, cols); }
+  Unmanaged1<float> vec(std::int64_t n) const { return Unmanaged1<float>(data_.data(), n); }
+
+ private:
+  const char* name_;
+  View1<float> data_;
+};
+
+void round_if_bf16(ComputeDtype dtype, Unmanaged2<float> x) {
+  if (dtype == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
+}
+
+}  // namespace
+
+// What forward keeps for backward, per layer: the layer input and every intermediate a gradient needs.
+struct LayerActivations {
+  Scratch h1{"h1"}, rstd1{"rstd1"}, q{"q"}, k{"k"}, v{"v"}, probs{"probs"}, o{"o"}, x_mid{"x_mid"}, h2{"h2"},
+      rstd2{"rstd2"}, g{"g"}, u{"u"}, s{"s"}, x_out{"x_out"};
+};
+
+struct Decoder::Activations {
+  std::vector<LayerActivations> layers;
+  Scratch x0{"x0"}, hf{"hf"}, rstdf{"rstdf"}, logits{"logits"};
+  // backward scratch, shared by all layers
+  Scratch dx{"dx"}, dh{"dh"}, dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dg{"dg"}, du{"du"}, ds{"ds"},
+      dscores{"dscores"};
+};
+
+Decoder::Decoder(const ModelConfig& cfg, ComputeDtype dtype)
+    : cfg_(cfg), layout_(cfg), dtype_(dtype), acts_(std::make_unique<Activations>()) {
+  acts_->layers.resize(cfg.num_hidden_layers);
+}
+
+Decoder::~Decoder() = default;
+
+LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads,
+                                   double loss_normalizer) {
+  if (!(loss_normalizer > 0)) throw std::invalid_argument("forward_backward: loss_normalizer must be > 0");
+  return run(in, params, &grads, loss_normalizer, {}, {});
+}
+
+LossSums Decoder::forward_loss(const ModelInputs& in, ParamSource& params) { return run(in, params, nullptr, 1.0, {}, {}); }
+
+void Decoder::forward_logits(const ModelInputs& in, ParamSource& params, View1<const std::int32_t> rows,
+                             View2<float> logits) {
+  run(in, params, nullptr, 1.0, rows, logits);
+}
+
+LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grads, double loss_normalizer,
+                      View1<const std::int32_t> logit_rows, View2<float> logits_out) {
+  const std::int64_t N = static_cast<std::int64_t>(in.batch) * in.seq;
+  const std::int64_t d = cfg_.hidden_size, hd = cfg_.head_dim(), I = cfg_.intermediate_size, V = cfg_.vocab_size;
+  const std::int64_t qd = cfg_.num_attention_heads * hd, kvd = cfg_.num_key_value_heads * hd;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const AttentionShape ashape{in.batch, in.seq, cfg_.num_attention_heads, cfg_.num_key_value_heads, static_cast<int>(hd)};
+  if (static_cast<std::int64_t>(in.input_ids.extent(0)) != N || in.targets.extent(0) != in.input_ids.extent(0) ||
+      in.position_ids.extent(0) != in.input_ids.extent(0) || in.seq_ids.extent(0) != in.input_ids.extent(0)) {
+    throw std::invalid_argument("Decoder: inputs must all hold batch*seq tokens");
+  }
+  Unmanaged1<const std::int32_t> ids(in.input_ids.data(), N), pos(in.position_ids.data(), N),
+      seq_ids(in.seq_ids.data(), N), targets(in.targets.data(), N);
+  check_token_ids(ids, cfg_.vocab_size);
+
+  Activations& A = *acts_;
+  auto W = [&](int p) { return params.weight(p); };
+  auto W2 = [&](int p) {
+    const auto& sh = layout_.params()[p].shape;
+    return Unmanaged2<const float>(params.weight(p).data(), sh[0], sh[1]);
+  };
+
+  // ---- forward --------------------------------------------------------------------------------
+  A.x0.reserve(N * d);
+  params.acquire(0);
+  embedding_forward(ids, W2(layout_.embed_tokens()), A.x0.mat(N, d));
+  params.release(0);
+
+  Unmanaged2<float> x_in = A.x0.mat(N, d);
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const LayerParams& P = layout_.layer(l);
+    LayerActivations& L = A.layers[l];
+    for (auto* s : {&L.h1, &L.x_mid, &L.h2, &L.x_out}) s->reserve(N * d);
+    for (auto* s : {&L.rstd1, &L.rstd2}) s->reserve(N);
+    for (auto* s : {&L.q, &L.o}) s->reserve(N * qd);
+    for (auto* s : {&L.k, &L.v}) s->reserve(N * kvd);
+    for (auto* s : {&L.g, &L.u, &L.s}) s->reserve(N * I);
+    L.probs.reserve(ashape.probs_size());
+    params.acquire(l + 1);
+
+    auto h1 = L.h1.mat(N, d), q = L.q.mat(N, qd), k = L.k.mat(N, kvd), v = L.v.mat(N, kvd), o = L.o.mat(N, qd);
+    rmsnorm_forward(x_in, W(P.input_layernorm), eps, h1, L.rstd1.vec(N));
+    round_if_bf16(dtype_, h1);
+    linear_forward(h1, W(P.q_proj), q);
+    linear_forward(h1, W(P.k_proj), k);
+    linear_forward(h1, W(P.v_proj), v);
+    rope_forward(q, pos, static_cast<int>(hd), cfg_.rope_theta);
+    rope_forward(k, pos, static_cast<int>(hd), cfg_.rope_theta);
+    attention_forward(ashape, q, k, v, seq_ids, o, L.probs.vec(ashape.probs_size()));
+    round_if_bf16(dtype_, o);
+    auto x_mid = L.x_mid.mat(N, d);
+    Kokkos::deep_copy(x_mid, x_in);
+    linear_forward(o, W(P.o_proj), x_mid, 1.f);  // x_mid = x_in + attention
+
+    auto h2 = L.h2.mat(N, d), g = L.g.mat(N, I), u = L.u.mat(N, I), s = L.s.mat(N, I);
+    rmsnorm_forward(x_mid, W(P.post_attention_layernorm), eps, h2, L.rstd2.vec(N));
+    round_if_bf16(dtype_, h2);
+    linear_forward(h2, W(P.gate_proj), g);
+    linear_forward(h2, W(P.up_proj), u);
+    swiglu_forward(g, u, s);
+    round_if_bf16(dtype_, s);
+    auto x_out = L.x_out.mat(N, d);
+    Kokkos::deep_copy(x_out, x_mid);
+    linear_forward(s, W(P.down_proj), x_out, 1.f);  // x_out = x_mid + mlp
+
+    params.release(l + 1);
+    x_in = x_out;
+  }
+
+  // ---- head: final norm, LM head, cross-entropy -------------------------------------------------
+  const int head = layout_.head_block();
+  A.hf.reserve(N * d);
+  A.rstdf.reserve(N);
+  params.acquire(head);
+  auto hf = A.hf.mat(N, d);
+  rmsnorm_forward(x_in, W(layout_.final_norm()), eps, hf, A.rstdf.vec(N));
+  round_if_bf16(dtype_, hf);
+
+  if (logits_out.extent(0) > 0) {  // generation: logits at the requested rows only
+    const std::int64_t R = static_cast<std::int64_t>(logit_rows.extent(0));
+    A.dh.reserve(R * d);
+    auto picked = A.dh.mat(R, d);
+    Kokkos::parallel_for(
+        "gather_rows", Range(0, R), KOKKOS_LAMBDA(const std::int64_t r) {
+          for (std::int64_t j = 0; j < d; ++j) picked(r, j) = hf(logit_rows(r), j);
+        });
+    linear_forward(picked, W(layout_.lm_head()), logits_out);
+    params.release(head);
+    return {};
+  }
+
+  A.logits.reserve(N * V);
+  auto logits = A.logits.mat(N, V);
+  linear_forward(hf, W(layout_.lm_head()), logits);
+  if (!grads) {
+    const CrossEntropySums ce = cross_entropy_forward(logits, targets);
+    params.release(head);
+    return {ce.loss_sum, ce.count};
+  }
+  const CrossEntropySums ce =
+      cross_entropy_forward_backward(logits, targets, static_cast<float>(1.0 / loss_normalizer));
+
+  // ---- backward ---------------------------------------------------------------------------------
+  for (auto* s : {&A.dx, &A.dh}) s->reserve(N * d);
+  for (auto* s : {&A.dattn, &A.dq}) s->reserve(N * qd);
+  for (auto* s : {&A.dk, &A.dv}) s->reserve(N * kvd);
+  for (auto* s : {&A.dg, &A.du, &A.ds}) s->reserve(N * I);
+  A.dscores.reserve(ashape.probs_size());
+  auto dx = A.dx.mat(N, d), dh = A.dh.mat(N, d);
+
+  linear_backward(hf, W(layout_.lm_head()), logits, dh, 0.f, grads->grad(layout_.lm_head()));
+  Kokkos::deep_copy(dx, 0.f);
+  rmsnorm_backward(x_in, W(layout_.final_norm()), A.rstdf.vec(N), dh, dx, grads->grad(layout_.final_norm()));
+  grads->block_done(head);
+  params.release(head);
+
+  for (int l = cfg_.num_hidden_layers - 1; l >= 0; --l) {
+    const LayerParams& P = layout_.layer(l);
+    LayerActivations& L = A.layers[l];
+    params.acquire(l + 1);
+    auto layer_in = l == 0 ? A.x0.mat(N, d) : A.layers[l - 1].x_out.mat(N, d);
+    // dx holds d loss / d x_out; the residual passes it straight to x_mid and x_in.
+    auto dg = A.dg.mat(N, I), du = A.du.mat(N, I), ds = A.ds.mat(N, I);
+    linear_backward(L.s.mat(N, I), W(P.down_proj), dx, ds, 0.f, grads->grad(P.down_proj));
+    swiglu_backward(L.g.mat(N, I), L.u.mat(N, I), ds, dg, du);
+    auto h2 = L.h2.mat(N, d);
+    linear_backward(h2, W(P.gate_proj), dg, dh, 0.f, grads->grad(P.gate_proj));
+    linear_backward(h2, W(P.up_proj), du, dh, 1.f, grads->grad(P.up_proj));
+    rmsnorm_backward(L.x_mid.mat(N, d), W(P.post_attention_layernorm), L.rstd2.vec(N), dh, dx,
+                     grads->grad(P.post_attention_layernorm));
+
+    auto dattn = A.dattn.mat(N, qd), dq = A.dq.mat(N, qd), dk = A.dk.mat(N, kvd), dv = A.dv.mat(N, kvd);
+    linear_backward(L.o.mat(N, qd), W(P.o_proj), dx, dattn, 0.f, grads->grad(P.o_proj));
+    attention_backward(ashape, L.q.mat(N, qd), L.k.mat(N, kvd), L.v.mat(N, kvd), L.probs.vec(ashape.probs_size()),
+                       dattn, dq, dk, dv, A.dscores.vec(ashape.probs_size()));
+    rope_backward(dq, pos, static_cast<int>(hd), cfg_.rope_theta);
+    rope_backward(dk, pos, static_cast<int>(hd), cfg_.rope_theta);
+    auto h1 = L.h1.mat(N, d);
+    linear_backward(h1, W(P.q_proj), dq, dh, 0.f, grads->grad(P.q_proj));
+    linear_backward(h1, W(P.k_proj), dk, dh, 1.f, grads->grad(P.k_proj));
+    linear_backward(h1, W(P.v_proj), dv, dh, 1.f, grads->grad(P.v_proj));
+    rmsnorm_backward(layer_in, W(P.input_layernorm), L.rstd1.vec(N), dh, dx, grads->grad(P.input_layernorm));
+    grads->block_done(l + 1);
+    params.release(l + 1);
+  }
+
+  params.acquire(0);
+  const std::int64_t e = layout_.embed_tokens();
+  embedding_backward(ids, dx, Unmanaged2<float>(grads->grad(e).data(), V, d));
+  grads->block_done(0);
+  params.release(0);
+  return {ce.loss_sum, ce.count};
+}
+
+}  // namespace shardft

@@ -1,0 +1,68 @@
+#pragma once
+// The Llama-family decoder: embedding, L x (RMSNorm, GQA attention with RoPE, residual, RMSNorm,
+// SwiGLU MLP, residual), final RMSNorm, LM head, cross-entropy. Forward and backward, block by
+// block through a ParamSource / GradSink. Reads like the math; knows nothing of ranks.
+#include <cstdint>
+#include <memory>
+
+#include "config/model_config.hpp"
+#include "kernels/types.hpp"
+#include "model/param_layout.hpp"
+#include "model/param_source.hpp"
+
+namespace shardft {
+
+enum class ComputeDtype { fp32, bf16 };
+
+// One micro-batch on the device, row-major [batch, seq]. targets are already shifted (targets[t] is
+// what the logits at t predict; -100 takes no loss). Tokens attend causally, and only to tokens with
+// the same seq_id in their row (packed samples never see each other).
+struct ModelInputs {
+  int batch = 0;
+  int seq = 0;
+  View1<std::int32_t> input_ids, position_ids, seq_ids, targets;
+};
+
+struct LossSums {
+  double loss_sum = 0.0;        // sum of cross-entropy over target tokens
+  std::int64_t num_targets = 0;
+};
+
+class Decoder {
+ public:
+  Decoder(const ModelConfig& cfg, ComputeDtype dtype);
+  ~Decoder();
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+  ComputeDtype dtype() const { return dtype_; }
+
+  // Forward and backward of one micro-batch. Gradients are ADDED into the sink, as the gradient of
+  // loss = (sum of CE over this micro-batch's targets) / loss_normalizer; with loss_normalizer = the
+  // number of targets in the whole optimizer step, summing micro-batches gives the step's gradient.
+  LossSums forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads, double loss_normalizer);
+
+  // Forward only: the summed loss, nothing kept for backward.
+  LossSums forward_loss(const ModelInputs& in, ParamSource& params);
+
+  // Forward only: logits [rows.extent(0), vocab] at the flat token positions `rows` (index b*seq+t).
+  void forward_logits(const ModelInputs& in, ParamSource& params, View1<const std::int32_t> rows,
+                      View2<float> logits);
+
+ private:
+  struct Activations;
+  LossSums run(const ModelInputs& in, ParamSource& params, GradSink* grads, double loss_normalizer,
+               View1<const std::int32_t> logit_rows, View2<float> logits);
+
+  ModelConfig cfg_;
+  ParamLayout layout_;
+  ComputeDtype dtype_;
+  std::unique_ptr<Activations> acts_;
+};
+
+// Deterministic initialisation of a flat parameter buffer (layout order) from the seed: matrices
+// N(0, initializer_range) by a counter-based generator keyed on (seed, param index, element),
+// norm weights 1. Independent of how the buffer is later sharded.
+void init_params(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, View1<float> flat);
+
+}  // namespace shardft

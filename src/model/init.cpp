@@ -1,0 +1,43 @@
+#include <cmath>
+
+#include "kernels/math.hpp"
+#include "model/decoder.hpp"
+
+namespace shardft {
+
+namespace {
+// splitmix64: a counter-based generator, so element e of parameter p gets the same value however
+// the buffer is later split across ranks, and on host or device alike.
+KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+KOKKOS_INLINE_FUNCTION double unit_open(std::uint64_t bits) {  // in (0, 1)
+  return (static_cast<double>(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+}  // namespace
+
+void init_params(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, View1<float> flat) {
+  const double stddev = cfg.initializer_range;
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    const ParamSpec& spec = layout.params()[p];
+    Unmanaged1<float> w(flat.data() + layout.offset(static_cast<int>(p)), spec.numel());
+    if (spec.is_norm()) {
+      Kokkos::deep_copy(w, 1.f);
+      continue;
+    }
+    const std::uint64_t key = mix64(seed ^ mix64(0x5eed0000ull + p));
+    Kokkos::parallel_for(
+        "init_normal", Range(0, spec.numel()), KOKKOS_LAMBDA(const std::int64_t e) {
+          // Box-Muller from two independent uniforms of this element's counter.
+          const std::uint64_t c = key + 2ull * static_cast<std::uint64_t>(e);
+          const double u1 = unit_open(mix64(c)), u2 = unit_open(mix64(c + 1));
+          const double z = kmath::sqrt(-2.0 * kmath::log(u1)) * kmath::cos(6.283185307179586 * u2);
+          w(e) = static_cast<float>(stddev * z);
+        });
+  }
+}
+
+}  // namespace shardft

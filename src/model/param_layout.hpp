@@ -1,0 +1,58 @@
+#pragma once
+// Every parameter of the decoder, under its HF name and row-major shape, grouped into blocks.
+// A block is the unit the sharding engine gathers and releases: block 0 is the embedding,
+// blocks 1..L the decoder layers, block L+1 the final norm and LM head. With tied embeddings
+// the head block uses the embedding weight too (it appears in both blocks' param lists).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/model_config.hpp"
+
+namespace shardft {
+
+struct ParamSpec {
+  std::string name;               // e.g. "model.layers.0.self_attn.q_proj.weight"
+  std::vector<std::int64_t> shape;  // [out, in] for matrices, [n] for norm weights
+  std::int64_t numel() const;
+  bool is_norm() const { return shape.size() == 1; }
+};
+
+struct ParamBlock {
+  std::string name;               // "embed", "layers.3", "head"
+  std::vector<int> params;        // indices into ParamLayout::params()
+};
+
+// Indices of one decoder layer's parameters, in the order the layout stores them.
+struct LayerParams {
+  int input_layernorm, q_proj, k_proj, v_proj, o_proj, post_attention_layernorm, gate_proj, up_proj, down_proj;
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelConfig& cfg);
+
+  const std::vector<ParamSpec>& params() const { return params_; }
+  const std::vector<ParamBlock>& blocks() const { return blocks_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  const LayerParams& layer(int l) const { return layers_[l]; }
+  int embed_tokens() const { return embed_; }
+  int final_norm() const { return norm_; }
+  int lm_head() const { return lm_head_; }  // == embed_tokens() when tied
+  int head_block() const { return static_cast<int>(blocks_.size()) - 1; }
+
+  int index(const std::string& name) const;  // throws std::out_of_range naming the parameter
+  std::int64_t offset(int param) const { return offsets_[param]; }  // in a flat buffer of all params
+  std::int64_t total_numel() const { return total_; }
+
+ private:
+  int add(const std::string& name, std::vector<std::int64_t> shape);
+  std::vector<ParamSpec> params_;
+  std::vector<std::int64_t> offsets_;
+  std::vector<ParamBlock> blocks_;
+  std::vector<LayerParams> layers_;
+  int embed_ = -1, norm_ = -1, lm_head_ = -1;
+  std::int64_t total_ = 0;
+};
+
+}  // namespace shardft

@@ -1,0 +1,50 @@
+#pragma once
+// How the model reaches its weights and hands back its gradients, block by block, without knowing
+// where they live. The sharding engine (parallel/) implements both with gathers and reductions;
+// LocalParams is the single-rank implementation: everything resident, nothing to communicate.
+#include "kernels/types.hpp"
+#include "model/param_layout.hpp"
+
+namespace shardft {
+
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  // Makes the weights of `block` readable until release(block); may communicate.
+  virtual void acquire(int block) = 0;
+  // A parameter of an acquired block, in compute precision (bf16-rounded values in bf16 mode).
+  virtual Unmanaged1<const float> weight(int param) = 0;
+  virtual void release(int block) = 0;
+};
+
+class GradSink {
+ public:
+  virtual ~GradSink() = default;
+  // The fp32 buffer the model ADDS this parameter's gradient into.
+  virtual Unmanaged1<float> grad(int param) = 0;
+  // Every gradient contribution of `block` for this micro-batch has been added.
+  virtual void block_done(int block) = 0;
+};
+
+// Single rank: one flat fp32 buffer of weights and one of gradients, in layout order.
+class LocalParams : public ParamSource, public GradSink {
+ public:
+  explicit LocalParams(const ParamLayout& layout);
+
+  void acquire(int) override {}
+  Unmanaged1<const float> weight(int param) override;
+  void release(int) override {}
+  Unmanaged1<float> grad(int param) override;
+  void block_done(int) override {}
+
+  View1<float> weights() const { return weights_; }
+  View1<float> grads() const { return grads_; }
+  const ParamLayout& layout() const { return layout_; }
+
+ private:
+  const ParamLayout& layout_;
+  View1<float> weights_;
+  View1<float> grads_;
+};
+
+}  // namespace shardft

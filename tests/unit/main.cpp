@@ -1,0 +1,9 @@
+// gtest entry point for the single-process tests: Kokkos lives for the whole run.
+#include <Kokkos_Core.hpp>
+#include <gtest/gtest.h>
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  Kokkos::ScopeGuard kokkos(argc, argv);
+  return RUN_ALL_TESTS();
+}
