@@ -4,6 +4,7 @@
 // block through a ParamSource / GradSink. Reads like the math; knows nothing of ranks.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "config/model_config.hpp"
 #include "kernels/types.hpp"
@@ -22,6 +23,11 @@ struct ModelInputs {
   int seq = 0;
   View1<std::int32_t> input_ids, position_ids, seq_ids, targets;
 };
+
+// Copies a host micro-batch into device views.
+ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
+                          const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,
+                          const std::vector<std::int32_t>& targets);
 
 struct LossSums {
   double loss_sum = 0.0;        // sum of cross-entropy over target tokens
