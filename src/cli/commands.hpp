@@ -1,0 +1,23 @@
+#pragma once
+// The subcommands. Each parses what main hands it, wires the pieces and reports.
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+
+namespace shardft::cli {
+
+struct Invocation {
+  std::string config_path;              // --config
+  std::vector<std::string> overrides;   // every other --key=value / --key value
+};
+
+// Splits --config PATH / --config=PATH from the recipe overrides.
+Invocation parse_invocation(const std::vector<std::string>& args);
+
+int train(const Invocation& inv, const MpiSession& mpi);
+int eval(const Invocation& inv, const MpiSession& mpi);
+int keys(std::ostream& out);
+
+}  // namespace shardft::cli

@@ -1,0 +1,64 @@
+// shardft: one binary, one subcommand per file. main parses the subcommand, starts MPI and Kokkos,
+// and turns every error into one clear message and a non-zero exit on every rank.
+#include <Kokkos_Core.hpp>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "comm/bootstrap.hpp"
+#include "config/train_config.hpp"
+#include "data/sft_data.hpp"
+#include "io/safetensors.hpp"
+#include "kernels/gemm.hpp"
+
+namespace {
+
+void usage(std::ostream& out) {
+  out << "usage: shardft <command> [--config recipe.yaml] [--key=value | --key value ...]\n"
+         "commands:\n"
+         "  train   fine-tune the model of the recipe on its dataset\n"
+         "  eval    held-out loss and greedy exact match of output_dir/model.safetensors\n"
+         "  keys    list every recipe key with its default and meaning\n"
+         "run 'shardft keys' for the keys; any key may be given on the command line.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    usage(args.empty() ? std::cerr : std::cout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "keys") return shardft::cli::keys(std::cout);
+
+  shardft::MpiSession mpi(&argc, &argv);
+  int code = 0;
+  try {
+    Kokkos::ScopeGuard kokkos;
+    shardft::gemm_set_num_threads(1);  // one rank per core
+    const shardft::cli::Invocation inv = shardft::cli::parse_invocation(args);
+    if (command == "train") {
+      code = shardft::cli::train(inv, mpi);
+    } else if (command == "eval") {
+      code = shardft::cli::eval(inv, mpi);
+    } else {
+      std::cerr << "shardft: unknown command '" << command << "'\n";
+      usage(std::cerr);
+      code = 2;
+    }
+  } catch (const shardft::ConfigError& e) {
+    mpi.abort_job(2, std::string("error: ") + e.what());
+  } catch (const shardft::DataError& e) {
+    mpi.abort_job(2, std::string("error: ") + e.what());
+  } catch (const shardft::FormatError& e) {
+    mpi.abort_job(2, std::string("error: ") + e.what());
+  } catch (const std::exception& e) {
+    mpi.abort_job(1, std::string("error: ") + e.what());
+  }
+  return code;
+}

@@ -1,0 +1,337 @@
+// The table of recipe keys and the text <-> value conversions every key shares.
+#include "config/recipe_schema.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
+
+namespace shardft {
+
+// ---- ranges -------------------------------------------------------------------------------
+
+bool ValueRange::contains(double value) const {
+  if (allows_minus_one && value == -1.0) return true;
+  // Written so that NaN fails every comparison and is rejected.
+  const bool above_min = min_inclusive ? value >= min : value > min;
+  const bool below_max = max_inclusive ? value <= max : value < max;
+  return above_min && below_max;
+}
+
+bool ValueRange::is_unbounded() const {
+  return !allows_minus_one && std::isinf(min) && std::isinf(max);
+}
+
+namespace {
+std::string bound_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+}  // namespace
+
+std::string ValueRange::describe() const {
+  std::string text = allows_minus_one ? "-1 or " : "";
+  const bool has_min = !std::isinf(min);
+  const bool has_max = !std::isinf(max);
+  if (has_min && has_max) {
+    text += std::string("in ") + (min_inclusive ? "[" : "(") + bound_text(min) + ", " + bound_text(max) +
+            (max_inclusive ? "]" : ")");
+  } else if (has_min) {
+    text += (min_inclusive ? ">= " : "> ") + bound_text(min);
+  } else if (has_max) {
+    text += (max_inclusive ? "<= " : "< ") + bound_text(max);
+  }
+  return text;
+}
+
+ValueRange at_least(double min) { return ValueRange{min, true, HUGE_VAL, true, false}; }
+ValueRange greater_than(double min) { return ValueRange{min, false, HUGE_VAL, true, false}; }
+ValueRange closed_interval(double min, double max) { return ValueRange{min, true, max, true, false}; }
+ValueRange half_open_interval(double min, double max) { return ValueRange{min, true, max, false, false}; }
+ValueRange minus_one_or_at_least(double min) { return ValueRange{min, true, HUGE_VAL, true, true}; }
+
+RecipeKey RecipeKey::in(ValueRange r) const { RecipeKey k = *this; k.range = r; return k; }
+RecipeKey RecipeKey::one_of(std::vector<std::string> allowed) const {
+  RecipeKey k = *this; k.choices = std::move(allowed); return k;
+}
+RecipeKey RecipeKey::non_empty() const { RecipeKey k = *this; k.must_be_non_empty = true; return k; }
+RecipeKey RecipeKey::also_named(std::string alias) const {
+  RecipeKey k = *this; k.aliases.push_back(std::move(alias)); return k;
+}
+
+// ---- the table ----------------------------------------------------------------------------
+
+namespace {
+
+template <typename T>
+RecipeKey train_key(std::string name, T TrainConfig::*member, std::string doc) {
+  RecipeKey k;
+  k.name = std::move(name);
+  k.field = [member](TrainConfig& cfg) -> ConfigField { return &(cfg.*member); };
+  k.doc = std::move(doc);
+  return k;
+}
+
+template <typename T>
+RecipeKey model_key(std::string name, T ModelConfig::*member, std::string doc) {
+  RecipeKey k;
+  k.name = std::move(name);
+  k.is_model_key = true;
+  k.field = [member](TrainConfig& cfg) -> ConfigField { return &(cfg.model.*member); };
+  k.doc = std::move(doc);
+  return k;
+}
+
+std::vector<RecipeKey> build_recipe_keys() {
+  using T = TrainConfig;
+  using M = ModelConfig;
+  return {
+      // data
+      train_key("dataset_path", &T::dataset_path, "training conversations, JSONL").non_empty(),
+      train_key("eval_dataset_path", &T::eval_dataset_path, "evaluation conversations, JSONL (needed when do_eval)"),
+      train_key("max_seq_length", &T::max_seq_length, "tokens per packed sequence")
+          .in(at_least(2)).also_named("max_length"),  // trl >= 0.16 calls it max_length
+      // optimisation
+      train_key("learning_rate", &T::learning_rate, "peak learning rate").in(greater_than(0)),
+      train_key("lr_scheduler_type", &T::lr_scheduler_type, "learning-rate schedule after warmup")
+          .one_of({"constant", "linear", "cosine", "cosine_with_min_lr"}),
+      train_key("warmup_steps", &T::warmup_steps, "linear warmup steps; 0: use warmup_ratio").in(at_least(0)),
+      train_key("warmup_ratio", &T::warmup_ratio, "warmup as a fraction of all steps").in(closed_interval(0, 1)),
+      train_key("min_lr", &T::min_lr, "cosine_with_min_lr: absolute floor").in(at_least(0)),
+      train_key("min_lr_rate", &T::min_lr_rate, "cosine_with_min_lr: floor as a fraction of learning_rate")
+          .in(closed_interval(0, 1)),
+      train_key("weight_decay", &T::weight_decay, "AdamW decoupled weight decay").in(at_least(0)),
+      train_key("max_grad_norm", &T::max_grad_norm, "clip the global gradient norm to this; <= 0: no clipping"),
+      train_key("adam_beta1", &T::adam_beta1, "AdamW first-moment decay").in(half_open_interval(0, 1)),
+      train_key("adam_beta2", &T::adam_beta2, "AdamW second-moment decay").in(half_open_interval(0, 1)),
+      train_key("adam_epsilon", &T::adam_epsilon, "AdamW denominator epsilon").in(greater_than(0)),
+      // batch and length of the run
+      train_key("per_device_train_batch_size", &T::per_device_train_batch_size, "sequences per rank per micro-batch")
+          .in(at_least(1)),
+      train_key("per_device_eval_batch_size", &T::per_device_eval_batch_size, "sequences per rank per eval batch")
+          .in(at_least(1)),
+      train_key("gradient_accumulation_steps", &T::gradient_accumulation_steps, "micro-batches per optimizer step")
+          .in(at_least(1)),
+      train_key("num_train_epochs", &T::num_train_epochs, "passes over the data (when max_steps is -1)")
+          .in(at_least(0)),
+      train_key("max_steps", &T::max_steps, "optimizer steps; -1: run num_train_epochs")
+          .in(minus_one_or_at_least(1)),
+      // bookkeeping
+      train_key("logging_steps", &T::logging_steps, "log every this many optimizer steps").in(at_least(1)),
+      train_key("save_steps", &T::save_steps, "checkpoint every this many steps; 0: only at the end").in(at_least(0)),
+      train_key("output_dir", &T::output_dir, "where checkpoints and metrics go").non_empty(),
+      train_key("seed", &T::seed, "seed for initialisation and data order"),
+      train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),
+      // evaluation
+      train_key("do_eval", &T::do_eval, "evaluate on eval_dataset_path at the end"),
+      train_key("eval_max_new_tokens", &T::eval_max_new_tokens, "generation length in evaluation").in(at_least(1)),
+      train_key("eval_samples", &T::eval_samples, "eval conversations to use; -1: all")
+          .in(minus_one_or_at_least(1)),
+      // model shape, under HF config.json names
+      model_key("vocab_size", &M::vocab_size, "tokenizer vocabulary size").in(at_least(1)),
+      model_key("hidden_size", &M::hidden_size, "model width").in(at_least(1)),
+      model_key("num_hidden_layers", &M::num_hidden_layers, "decoder layers").in(at_least(1)),
+      model_key("num_attention_heads", &M::num_attention_heads, "query heads").in(at_least(1)),
+      model_key("num_key_value_heads", &M::num_key_value_heads, "key/value heads (grouped-query attention)")
+          .in(at_least(1)),
+      model_key("intermediate_size", &M::intermediate_size, "SwiGLU hidden width").in(at_least(1)),
+      model_key("rope_theta", &M::rope_theta, "RoPE base frequency").in(greater_than(0)),
+      model_key("rms_norm_eps", &M::rms_norm_eps, "RMSNorm epsilon").in(greater_than(0)),
+      model_key("tie_word_embeddings", &M::tie_word_embeddings, "LM head shares the embedding matrix"),
+      model_key("max_position_embeddings", &M::max_position_embeddings, "longest sequence the model supports")
+          .in(at_least(1)),
+      model_key("initializer_range", &M::initializer_range, "std of the normal initialisation").in(at_least(0)),
+  };
+}
+
+std::string to_lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Optimal-string-alignment distance: Levenshtein plus adjacent transpositions, the usual typos.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[n][m];
+}
+
+// ---- text <-> value, one overload per value type ------------------------------------------
+
+bool parse_text(const std::string& s, int* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (*end != '\0' || errno == ERANGE || v < INT_MIN || v > INT_MAX) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+bool parse_text(const std::string& s, std::uint64_t* out) {
+  // strtoull accepts "-1" and wraps it around; a seed is never negative.
+  if (s.empty() || s.find('-') != std::string::npos) return false;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (*end != '\0' || errno == ERANGE) return false;
+  *out = static_cast<std::uint64_t>(v);
+  return true;
+}
+
+bool parse_text(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  // Rejects "inf", "nan" and overflow: no recipe value is meant to be infinite. Underflow
+  // (ERANGE with a tiny result) is a real, if odd, value and is kept.
+  if (*end != '\0' || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_text(const std::string& s, bool* out) {
+  const std::string t = to_lower(s);
+  if (t == "true" || t == "yes" || t == "on" || t == "1") { *out = true; return true; }
+  if (t == "false" || t == "no" || t == "off" || t == "0") { *out = false; return true; }
+  return false;
+}
+
+bool parse_text(const std::string& s, std::string* out) {
+  *out = s;
+  return true;
+}
+
+template <typename V>
+std::string type_text() {
+  if constexpr (std::is_same_v<V, int>) return "an integer";
+  else if constexpr (std::is_same_v<V, std::uint64_t>) return "a non-negative integer";
+  else if constexpr (std::is_same_v<V, double>) return "a number";
+  else if constexpr (std::is_same_v<V, bool>) return "true or false";
+  else return "a string";
+}
+
+// The field of a config we only read; the accessor wants a mutable config, nothing is written.
+ConfigField field_for_reading(const TrainConfig& cfg, const RecipeKey& key) {
+  return key.field(const_cast<TrainConfig&>(cfg));
+}
+
+}  // namespace
+
+const std::vector<RecipeKey>& recipe_keys() {
+  static const std::vector<RecipeKey> keys = build_recipe_keys();
+  return keys;
+}
+
+const RecipeKey* find_recipe_key(const std::string& name) {
+  for (const RecipeKey& key : recipe_keys()) {
+    if (key.name == name) return &key;
+    if (std::find(key.aliases.begin(), key.aliases.end(), name) != key.aliases.end()) return &key;
+  }
+  return nullptr;
+}
+
+std::string closest_recipe_key(const std::string& unknown) {
+  const std::string needle = to_lower(unknown);
+  // Allow more typos in longer names; two-letter names would match almost anything otherwise.
+  const std::size_t allowed = needle.size() <= 4 ? 1 : needle.size() <= 8 ? 2 : 3;
+  std::string best;
+  std::size_t best_distance = allowed + 1;
+  for (const RecipeKey& key : recipe_keys()) {
+    std::vector<std::string> names = key.aliases;
+    names.insert(names.begin(), key.name);
+    for (const std::string& name : names) {
+      const std::size_t d = edit_distance(needle, name);
+      if (d < best_distance) {
+        best_distance = d;
+        best = key.name;
+      }
+    }
+  }
+  return best;
+}
+
+std::string format_double(double value) {
+  char buf[48];
+  int precision = 1;
+  for (; precision < 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  // %g switches to an exponent once it reaches the precision; "500000.0" reads better than
+  // "5.0e+05", so widen the precision for magnitudes up to 1e16.
+  const int exponent =
+      value == 0 || !std::isfinite(value) ? 0 : static_cast<int>(std::floor(std::log10(std::fabs(value))));
+  if (exponent >= precision && exponent < 16) precision = exponent + 1;
+  std::snprintf(buf, sizeof buf, "%.*g", precision, value);
+  std::string text = buf;
+  if (!std::isfinite(value)) return text;
+  if (text.find('.') == std::string::npos) {
+    const std::size_t e = text.find('e');
+    text.insert(e == std::string::npos ? text.size() : e, ".0");
+  }
+  return text;
+}
+
+std::string value_text(const TrainConfig& cfg, const RecipeKey& key) {
+  return std::visit(
+      [](auto* p) -> std::string {
+        using V = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<V, std::string>) return *p;
+        else if constexpr (std::is_same_v<V, bool>) return *p ? "true" : "false";
+        else if constexpr (std::is_same_v<V, double>) return format_double(*p);
+        else return std::to_string(*p);
+      },
+      field_for_reading(cfg, key));
+}
+
+double numeric_value(const TrainConfig& cfg, const RecipeKey& key) {
+  return std::visit(
+      [](auto* p) -> double {
+        using V = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, bool>) return std::nan("");
+        else return static_cast<double>(*p);
+      },
+      field_for_reading(cfg, key));
+}
+
+bool is_string_key(const RecipeKey& key) {
+  TrainConfig probe;
+  return std::holds_alternative<std::string*>(key.field(probe));
+}
+
+bool is_bool_key(const RecipeKey& key) {
+  TrainConfig probe;
+  return std::holds_alternative<bool*>(key.field(probe));
+}
+
+std::string expected_value_text(const RecipeKey& key) {
+  TrainConfig probe;
+  return std::visit([](auto* p) { return type_text<std::remove_pointer_t<decltype(p)>>(); }, key.field(probe));
+}
+
+void set_value_from_text(TrainConfig& cfg, const RecipeKey& key, const std::string& text,
+                         const std::string& where) {
+  const bool parsed = std::visit([&text](auto* p) { return parse_text(text, p); }, key.field(cfg));
+  if (!parsed) {
+    throw ConfigError(where + ": key '" + key.name + "' expects " + expected_value_text(key) + ", got '" + text +
+                      "'");
+  }
+}
+
+}  // namespace shardft

@@ -1,0 +1,331 @@
+// Loading a recipe: defaults, then the YAML file, then --key=value overrides, then validation.
+// Every per-key decision comes from the table in recipe_schema.cpp; this file only knows
+// where values come from and the checks that involve more than one key.
+#include "config/train_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+
+#include "config/recipe_schema.hpp"
+
+namespace shardft {
+namespace {
+
+// ---- where each key was set ---------------------------------------------------------------
+
+// The last setter wins, so each key has at most one entry.
+void record_source(TrainConfig& cfg, const std::string& key, const std::string& where) {
+  for (auto& entry : cfg.sources) {
+    if (entry.first == key) {
+      entry.second = where;
+      return;
+    }
+  }
+  cfg.sources.emplace_back(key, where);
+}
+
+std::string source_of(const TrainConfig& cfg, const std::string& key) {
+  for (const auto& entry : cfg.sources) {
+    if (entry.first == key) return entry.second;
+  }
+  return "";
+}
+
+std::string unknown_key_message(const std::string& where, const std::string& name, const std::string& context) {
+  std::string message = where + ": unknown key '" + name + "'" + context;
+  const std::string suggestion = closest_recipe_key(name);
+  if (!suggestion.empty()) message += " (did you mean '" + suggestion + "'?)";
+  return message;
+}
+
+// ---- the YAML recipe ----------------------------------------------------------------------
+
+const char* node_kind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence: return "a sequence";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Null: return "nothing";
+    default: return "a scalar";
+  }
+}
+
+class RecipeFileReader {
+ public:
+  RecipeFileReader(TrainConfig& cfg, std::string path) : cfg_(cfg), path_(std::move(path)) {}
+
+  void read() {
+    std::ifstream in(path_);
+    if (!in) throw ConfigError("cannot open recipe '" + path_ + "': " + std::strerror(errno));
+    // A directory opens fine on Linux and reads as empty, which would mean "all defaults".
+    std::error_code ec;
+    if (std::filesystem::is_directory(path_, ec)) {
+      throw ConfigError("cannot open recipe '" + path_ + "': Is a directory");
+    }
+    YAML::Node root;
+    try {
+      root = YAML::Load(in);
+    } catch (const YAML::ParserException& e) {
+      throw ConfigError(path_ + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    }
+    if (root.IsNull()) return;  // an empty recipe keeps every default
+    if (!root.IsMap()) {
+      throw ConfigError(location(root) + ": a recipe is a mapping of 'key: value' lines, got " + node_kind(root));
+    }
+    for (const auto& entry : root) apply_entry(entry.first, entry.second, /*under_model=*/false);
+  }
+
+ private:
+  std::string location(const YAML::Node& node) const {
+    const YAML::Mark mark = node.Mark();
+    return mark.is_null() ? path_ : path_ + ":" + std::to_string(mark.line + 1);
+  }
+
+  void apply_entry(const YAML::Node& key_node, const YAML::Node& value, bool under_model) {
+    const std::string where = location(key_node);
+    if (!key_node.IsScalar()) throw ConfigError(where + ": keys must be plain names, got " + node_kind(key_node));
+    const std::string name = key_node.Scalar();
+
+    if (name == "model" && !under_model) {
+      if (value.IsNull()) return;
+      if (!value.IsMap()) {
+        throw ConfigError(where + ": key 'model' expects a mapping of model keys (hidden_size: ...), got " +
+                          node_kind(value));
+      }
+      for (const auto& entry : value) apply_entry(entry.first, entry.second, /*under_model=*/true);
+      return;
+    }
+
+    const RecipeKey* key = find_recipe_key(name);
+    if (key == nullptr) throw ConfigError(unknown_key_message(where, name, under_model ? " under 'model'" : ""));
+    if (under_model && !key->is_model_key) {
+      throw ConfigError(where + ": key '" + name + "' is not a model key; write it at the top level");
+    }
+    // yaml-cpp keeps both entries of a repeated key; silently taking the last hides mistakes.
+    const auto seen = first_seen_.find(key->name);
+    if (seen != first_seen_.end()) {
+      throw ConfigError(where + ": key '" + key->name + "' is set twice (first at " + seen->second + ")");
+    }
+    first_seen_.emplace(key->name, where);
+
+    if (value.IsNull() && is_string_key(*key)) {
+      set_value_from_text(cfg_, *key, "", where);  // `eval_dataset_path:` means none
+    } else if (value.IsScalar()) {
+      set_value_from_text(cfg_, *key, value.Scalar(), where);
+    } else {
+      throw ConfigError(where + ": key '" + key->name + "' expects " + expected_value_text(*key) + ", got " +
+                        node_kind(value));
+    }
+    record_source(cfg_, key->name, where);
+  }
+
+  TrainConfig& cfg_;
+  std::string path_;
+  std::map<std::string, std::string> first_seen_;
+};
+
+// ---- command-line overrides ---------------------------------------------------------------
+
+bool is_flag(const std::string& arg) { return arg.size() > 2 && arg.compare(0, 2, "--") == 0; }
+
+// "--learning-rate" and "--model.hidden_size" name the same keys as their recipe spellings.
+const RecipeKey* find_override_key(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  if (const RecipeKey* key = find_recipe_key(name)) return key;
+  const std::string model_prefix = "model.";
+  if (name.compare(0, model_prefix.size(), model_prefix) == 0) {
+    const RecipeKey* key = find_recipe_key(name.substr(model_prefix.size()));
+    if (key != nullptr && key->is_model_key) return key;
+  }
+  return nullptr;
+}
+
+void apply_overrides(TrainConfig& cfg, const std::vector<std::string>& overrides) {
+  for (std::size_t i = 0; i < overrides.size(); ++i) {
+    const std::string& arg = overrides[i];
+    if (!is_flag(arg)) {
+      throw ConfigError("unexpected argument '" + arg + "': overrides are --key=value or --key value");
+    }
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const std::string where = "--" + name;
+    const RecipeKey* key = find_override_key(name);
+    if (key == nullptr) throw ConfigError(unknown_key_message(where, name, ""));
+
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < overrides.size() && !is_flag(overrides[i + 1])) {
+      value = overrides[++i];
+    } else if (is_bool_key(*key)) {
+      value = "true";  // a bare boolean flag: `--bf16`
+    } else {
+      throw ConfigError(where + ": key '" + key->name + "' needs a value (" + expected_value_text(*key) + ")");
+    }
+    set_value_from_text(cfg, *key, value, where);
+    record_source(cfg, key->name, where);
+  }
+}
+
+// ---- validation ---------------------------------------------------------------------------
+
+const RecipeKey& key_named(const char* name) {
+  const RecipeKey* key = find_recipe_key(name);
+  if (key == nullptr) throw std::logic_error(std::string("recipe schema has no key ") + name);
+  return *key;
+}
+
+std::string location_prefix(const TrainConfig& cfg, const std::string& key) {
+  const std::string where = source_of(cfg, key);
+  return where.empty() ? "" : where + ": ";
+}
+
+// A check that involves several keys: the message starts at the first of them that a recipe
+// or flag set, and ends with every key's value and origin, so the user sees what to change.
+[[noreturn]] void fail_combination(const TrainConfig& cfg, std::initializer_list<const char*> keys,
+                                   const std::string& problem) {
+  std::string prefix;
+  std::string values;
+  for (const char* name : keys) {
+    const std::string where = source_of(cfg, name);
+    if (prefix.empty() && !where.empty()) prefix = where + ": ";
+    values += std::string(values.empty() ? "" : ", ") + name + " = " + value_text(cfg, key_named(name)) + " (" +
+              (where.empty() ? "default" : where) + ")";
+  }
+  throw ConfigError(prefix + problem + "; have " + values);
+}
+
+void validate_each_key(const TrainConfig& cfg) {
+  for (const RecipeKey& key : recipe_keys()) {
+    const std::string got = value_text(cfg, key);
+    const std::string prefix = location_prefix(cfg, key.name) + "key '" + key.name + "' ";
+    if (is_string_key(key)) {
+      if (key.must_be_non_empty && got.empty()) throw ConfigError(prefix + "must not be empty");
+      if (!key.choices.empty() && std::find(key.choices.begin(), key.choices.end(), got) == key.choices.end()) {
+        std::string allowed;
+        for (const std::string& c : key.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+        throw ConfigError(prefix + "must be one of " + allowed + ", got '" + got + "'");
+      }
+      continue;
+    }
+    if (is_bool_key(key)) continue;
+    const double value = numeric_value(cfg, key);
+    if (!std::isfinite(value)) throw ConfigError(prefix + "must be a finite number, got " + got);
+    if (!key.range.is_unbounded() && !key.range.contains(value)) {
+      throw ConfigError(prefix + "must be " + key.range.describe() + ", got " + got);
+    }
+  }
+}
+
+void validate_combinations(const TrainConfig& cfg) {
+  const ModelConfig& m = cfg.model;
+  if (m.hidden_size % m.num_attention_heads != 0) {
+    fail_combination(cfg, {"hidden_size", "num_attention_heads"},
+                     "hidden_size must be divisible by num_attention_heads");
+  }
+  if (m.head_dim() % 2 != 0) {
+    fail_combination(cfg, {"hidden_size", "num_attention_heads"},
+                     "head_dim = hidden_size / num_attention_heads = " + std::to_string(m.head_dim()) +
+                         " must be even (RoPE rotates pairs of dimensions)");
+  }
+  if (m.num_attention_heads % m.num_key_value_heads != 0) {
+    fail_combination(cfg, {"num_attention_heads", "num_key_value_heads"},
+                     "num_attention_heads must be divisible by num_key_value_heads (grouped-query attention)");
+  }
+  if (cfg.max_seq_length > m.max_position_embeddings) {
+    fail_combination(cfg, {"max_seq_length", "max_position_embeddings"},
+                     "max_seq_length must not exceed max_position_embeddings");
+  }
+
+  const bool has_min_lr = cfg.min_lr > 0;
+  const bool has_min_lr_rate = cfg.min_lr_rate > 0;
+  if (cfg.lr_scheduler_type == "cosine_with_min_lr") {
+    if (has_min_lr == has_min_lr_rate) {
+      fail_combination(cfg, {"lr_scheduler_type", "min_lr", "min_lr_rate"},
+                       "lr_scheduler_type cosine_with_min_lr needs exactly one of min_lr > 0 or min_lr_rate > 0");
+    }
+    if (cfg.min_lr > cfg.learning_rate) {
+      fail_combination(cfg, {"min_lr", "learning_rate"}, "min_lr must not exceed learning_rate");
+    }
+  } else if (has_min_lr || has_min_lr_rate) {
+    // Ignoring them would train with a different schedule than the recipe reads.
+    fail_combination(cfg, {"min_lr", "min_lr_rate", "lr_scheduler_type"},
+                     "min_lr and min_lr_rate apply only to lr_scheduler_type cosine_with_min_lr");
+  }
+
+  if (cfg.max_steps == -1 && !(cfg.num_train_epochs > 0)) {
+    fail_combination(cfg, {"num_train_epochs", "max_steps"},
+                     "num_train_epochs must be > 0 when max_steps is -1 (the run would have no steps)");
+  }
+  if (cfg.do_eval && cfg.eval_dataset_path.empty()) {
+    fail_combination(cfg, {"eval_dataset_path", "do_eval"}, "do_eval needs an eval_dataset_path");
+  }
+}
+
+// ---- writing YAML -------------------------------------------------------------------------
+
+// Plain when every YAML reader reads it back as this same string, double-quoted otherwise.
+std::string yaml_string(const std::string& s) {
+  const bool plain_chars = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '/' || c == '.' || c == '-' || c == '+';
+  });
+  std::string lower = s;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool looks_like_other_type = lower == "true" || lower == "false" || lower == "yes" || lower == "no" ||
+                                     lower == "on" || lower == "off" || lower == "null" || lower == "y" ||
+                                     lower == "n" || lower.find_first_not_of("0123456789.+-e_") == std::string::npos;
+  const bool starts_plain = plain_chars && (std::isalnum(static_cast<unsigned char>(s[0])) || s[0] == '_' ||
+                                            s[0] == '/' || s[0] == '.');
+  if (plain_chars && starts_plain && !looks_like_other_type) return s;
+
+  std::string quoted = "\"";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+      quoted += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      quoted += buf;
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "\"";
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides) {
+  TrainConfig cfg;
+  if (!config_path.empty()) RecipeFileReader(cfg, config_path).read();
+  apply_overrides(cfg, overrides);
+  validate(cfg);
+  return cfg;
+}
+
+void validate(const TrainConfig& cfg) {
+  validate_each_key(cfg);
+  validate_combinations(cfg);
+}
+
+std::string to_yaml(const TrainConfig& cfg) {
+  std::string out;
+  for (const RecipeKey& key : recipe_keys()) {
+    const std::string text = value_text(cfg, key);
+    out += key.name + ": " + (is_string_key(key) ? yaml_string(text) : text) + "\n";
+  }
+  return out;
+}
+
+}  // namespace shardft

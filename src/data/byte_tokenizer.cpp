@@ -1,0 +1,43 @@
+// Byte-level tokenizer: every UTF-8 byte is its own token, so any text round-trips exactly and no
+// vocabulary file is needed. The special tokens sit after the 256 byte ids.
+#include <string>
+#include <vector>
+
+#include "data/sft_data.hpp"
+
+namespace shardft {
+namespace {
+
+// Indexed by id - kPad; order must follow the constants in ByteTokenizer.
+const char* const kSpecialNames[] = {"<|pad|>", "<|bos|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"};
+static_assert(sizeof(kSpecialNames) / sizeof(kSpecialNames[0]) == ByteTokenizer::kVocabSize - ByteTokenizer::kPad,
+              "one name per special token");
+
+}  // namespace
+
+std::vector<std::int32_t> ByteTokenizer::encode(const std::string& text) const {
+  std::vector<std::int32_t> ids;
+  ids.reserve(text.size());
+  // Go through unsigned char: plain char is signed on x86, and bytes >= 0x80 must map to 128..255.
+  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  return ids;
+}
+
+std::string ByteTokenizer::decode(const std::vector<std::int32_t>& ids) const {
+  std::string text;
+  text.reserve(ids.size());
+  for (std::int32_t id : ids) {
+    if (id >= 0 && id < kPad) {
+      text.push_back(static_cast<char>(static_cast<unsigned char>(id)));
+    } else if (id >= kPad && id < kVocabSize) {
+      text += kSpecialNames[id - kPad];
+    } else {
+      // A model whose embedding is padded past kVocabSize can still sample such an id; show it rather
+      // than throw in the middle of generation.
+      text += "<|unk:" + std::to_string(id) + "|>";
+    }
+  }
+  return text;
+}
+
+}  // namespace shardft

@@ -1,0 +1,93 @@
+#include "train/evaluate.hpp"
+
+#include <algorithm>
+
+#include "train/trainer.hpp"
+
+namespace shardft {
+
+std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSource& params,
+                                                       const std::vector<std::vector<std::int32_t>>& prompts,
+                                                       int max_new_tokens, int max_seq_length) {
+  const int rows = static_cast<int>(prompts.size());
+  const int vocab = model.config().vocab_size;
+  std::vector<std::vector<std::int32_t>> seqs = prompts, out(rows);
+  std::vector<bool> done(rows, false);
+  for (int step = 0; step < max_new_tokens; ++step) {
+    int seq = 0;
+    for (const auto& s : seqs) seq = std::max<int>(seq, static_cast<int>(s.size()));
+    if (seq >= max_seq_length) break;
+    // No KV cache yet: each new token re-runs the (short) sequences; right padding never reaches the
+    // last real token because attention is causal.
+    TokenBatch b;
+    b.batch = rows;
+    b.seq = seq;
+    b.input_ids.assign(static_cast<std::size_t>(rows) * seq, ByteTokenizer::kPad);
+    b.position_ids.resize(b.input_ids.size());
+    b.seq_ids.assign(b.input_ids.size(), 0);
+    b.targets.assign(b.input_ids.size(), kIgnoreIndex);
+    View1<std::int32_t> last("last_rows", rows);
+    auto last_h = Kokkos::create_mirror_view(last);
+    for (int r = 0; r < rows; ++r) {
+      std::copy(seqs[r].begin(), seqs[r].end(), b.input_ids.begin() + static_cast<std::ptrdiff_t>(r) * seq);
+      for (int t = 0; t < seq; ++t) b.position_ids[static_cast<std::size_t>(r) * seq + t] = t;
+      last_h(r) = r * seq + static_cast<int>(seqs[r].size()) - 1;
+    }
+    Kokkos::deep_copy(last, last_h);
+    View2<float> logits("gen_logits", rows, vocab);
+    model.forward_logits(to_model_inputs(b), params, last, logits);
+    auto logits_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits);
+    bool all_done = true;
+    for (int r = 0; r < rows; ++r) {
+      if (done[r]) continue;
+      int best = 0;
+      for (int v = 1; v < vocab; ++v) best = logits_h(r, v) > logits_h(r, best) ? v : best;
+      if (best == ByteTokenizer::kEnd) {
+        done[r] = true;
+        continue;
+      }
+      seqs[r].push_back(best);
+      out[r].push_back(best);
+      all_done = false;
+    }
+    if (all_done) break;
+  }
+  return out;
+}
+
+EvalResult evaluate(Decoder& model, ParamSource& params, const std::vector<Conversation>& eval_set, int batch_size,
+                    int max_seq_length, int max_new_tokens) {
+  EvalResult res;
+  ByteTokenizer tok;
+  std::vector<TokenizedSample> samples;
+  for (const auto& c : eval_set) samples.push_back(apply_chat_template(tok, c, max_seq_length));
+  double loss_sum = 0;
+  std::int64_t targets = 0, correct = 0;
+  for (std::size_t start = 0; start < samples.size(); start += batch_size) {
+    const std::size_t end = std::min(samples.size(), start + batch_size);
+    std::vector<std::int64_t> idx;
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::vector<std::string> refs;
+    for (std::size_t i = start; i < end; ++i) {
+      idx.push_back(static_cast<std::int64_t>(i));
+      GenerationPrompt gp = make_generation_prompt(tok, eval_set[i]);
+      prompts.push_back(std::move(gp.prompt_ids));
+      refs.push_back(std::move(gp.reference));
+    }
+    const LossSums ls = model.forward_loss(to_model_inputs(collate(samples, idx)), params);
+    loss_sum += ls.loss_sum;
+    targets += ls.num_targets;
+    const auto gens = greedy_generate(model, params, prompts, max_new_tokens, max_seq_length);
+    for (std::size_t r = 0; r < gens.size(); ++r) {
+      std::string text = tok.decode(gens[r]);
+      correct += text == refs[r];
+      res.generations.push_back(std::move(text));
+    }
+  }
+  res.samples = static_cast<std::int64_t>(samples.size());
+  res.eval_loss = targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0;
+  res.exact_match = res.samples > 0 ? static_cast<double>(correct) / static_cast<double>(res.samples) : 0.0;
+  return res;
+}
+
+}  // namespace shardft

@@ -1,0 +1,199 @@
+#include "train/run.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/safetensors.hpp"
+#include "train/trainer.hpp"
+
+namespace shardft {
+
+namespace {
+
+std::string model_path(const TrainConfig& cfg) { return cfg.output_dir + "/model.safetensors"; }
+
+// Python's dict repr, as trl prints its log lines: {'loss': 1.234, 'epoch': 0.5}
+std::string py_dict(const std::vector<std::pair<std::string, double>>& kv) {
+  std::ostringstream s;
+  s << std::setprecision(6) << "{";
+  for (std::size_t i = 0; i < kv.size(); ++i) s << (i ? ", " : "") << "'" << kv[i].first << "': " << kv[i].second;
+  s << "}";
+  return s.str();
+}
+
+std::int64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+void save_model(Trainer& tr, const std::string& path) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tr.master());
+  const ParamLayout& layout = tr.model().layout();
+  std::vector<NamedTensorRef> refs;
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    refs.push_back({layout.params()[p].name, layout.params()[p].shape, host.data() + layout.offset(static_cast<int>(p))});
+  }
+  write_safetensors_f32(path, refs);
+}
+
+void load_model(const std::string& path, const ParamLayout& layout, View1<float> flat) {
+  const auto tensors = read_safetensors_f32(path);
+  auto host = Kokkos::create_mirror_view(flat);
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    const ParamSpec& spec = layout.params()[p];
+    auto it = tensors.find(spec.name);
+    if (it == tensors.end()) throw FormatError(path + ": tensor '" + spec.name + "' is missing");
+    if (it->second.shape != spec.shape) throw FormatError(path + ": tensor '" + spec.name + "' has another shape than the recipe's model");
+    std::copy(it->second.data.begin(), it->second.data.end(), host.data() + layout.offset(static_cast<int>(p)));
+  }
+  Kokkos::deep_copy(flat, host);
+}
+
+void report_eval(const EvalResult& ev, std::ostream& log) {
+  log << py_dict({{"eval_loss", ev.eval_loss}, {"eval_exact_match", ev.exact_match},
+                  {"eval_samples", static_cast<double>(ev.samples)}})
+      << std::endl;
+}
+
+std::vector<Conversation> eval_subset(const TrainConfig& cfg) {
+  auto set = read_conversations_jsonl(cfg.eval_dataset_path);
+  if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.size()) set.resize(cfg.eval_samples);
+  return set;
+}
+
+}  // namespace
+
+StepPlan plan_steps(const TrainConfig& cfg, long num_samples) {
+  StepPlan p;
+  p.samples_per_step = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps;
+  if (num_samples < p.samples_per_step) {
+    throw ConfigError(cfg.dataset_path + ": " + std::to_string(num_samples) + " samples, fewer than one optimizer step needs (per_device_train_batch_size x gradient_accumulation_steps = " +
+                      std::to_string(p.samples_per_step) + ")");
+  }
+  p.steps_per_epoch = num_samples / p.samples_per_step;
+  p.total_steps = cfg.max_steps > 0 ? cfg.max_steps
+                                    : static_cast<long>(std::ceil(cfg.num_train_epochs * static_cast<double>(p.steps_per_epoch)));
+  return p;
+}
+
+RunSummary run_training(const TrainConfig& cfg, std::ostream& log) {
+  const auto t_start = std::chrono::steady_clock::now();
+  ByteTokenizer tok;
+  if (cfg.model.vocab_size < tok.vocab_size()) {
+    throw ConfigError("vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
+                      std::to_string(tok.vocab_size()));
+  }
+  const std::vector<Conversation> train_set = read_conversations_jsonl(cfg.dataset_path);
+  std::vector<Conversation> eval_set;
+  if (cfg.do_eval) eval_set = eval_subset(cfg);  // read now: a bad eval file fails before training
+  std::vector<TokenizedSample> samples;
+  samples.reserve(train_set.size());
+  for (const auto& c : train_set) samples.push_back(apply_chat_template(tok, c, cfg.max_seq_length));
+
+  const StepPlan plan = plan_steps(cfg, static_cast<long>(samples.size()));
+  std::filesystem::create_directories(cfg.output_dir);
+  std::ofstream metrics(cfg.output_dir + "/metrics.jsonl", std::ios::trunc);
+  if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
+
+  Trainer tr(cfg, plan.total_steps);
+  log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size()
+      << " samples, global batch " << plan.samples_per_step << " (" << cfg.per_device_train_batch_size << " x "
+      << cfg.gradient_accumulation_steps << " accumulation x 1 rank), " << plan.total_steps << " steps ("
+      << plan.steps_per_epoch << " per epoch), " << (cfg.bf16 ? "bf16" : "fp32") << " compute" << std::endl;
+
+  std::vector<std::int64_t> perm;
+  long perm_epoch = -1;
+  double window_loss = 0, window_seconds = 0, total_loss = 0;
+  std::int64_t window_tokens = 0;
+  long window_steps = 0;
+  for (long s = 0; s < plan.total_steps; ++s) {
+    const long epoch = s / plan.steps_per_epoch, k = s % plan.steps_per_epoch;
+    if (epoch != perm_epoch) {
+      perm = epoch_permutation(static_cast<std::int64_t>(samples.size()), cfg.seed, epoch);
+      perm_epoch = epoch;
+    }
+    std::vector<TokenBatch> micro;
+    for (int m = 0; m < cfg.gradient_accumulation_steps; ++m) {
+      const auto first = perm.begin() + k * plan.samples_per_step + static_cast<long>(m) * cfg.per_device_train_batch_size;
+      micro.push_back(collate(samples, std::vector<std::int64_t>(first, first + cfg.per_device_train_batch_size)));
+    }
+    const StepStats st = tr.step(micro);
+    if (!std::isfinite(st.loss)) throw std::runtime_error("step " + std::to_string(s + 1) + ": loss is not finite");
+    window_loss += st.loss;
+    total_loss += st.loss;
+    window_seconds += st.seconds;
+    window_tokens += st.tokens;
+    ++window_steps;
+    if ((s + 1) % cfg.logging_steps == 0 || s + 1 == plan.total_steps) {
+      const double epoch_f = static_cast<double>(s + 1) / static_cast<double>(plan.steps_per_epoch);
+      const double loss = window_loss / static_cast<double>(window_steps);
+      const double tps = window_seconds > 0 ? static_cast<double>(window_tokens) / window_seconds : 0.0;
+      log << py_dict({{"loss", loss}, {"grad_norm", st.grad_norm}, {"learning_rate", st.learning_rate},
+                      {"epoch", epoch_f}, {"tokens_per_second", tps}})
+          << std::endl;
+      metrics << nlohmann::json{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
+                                {"learning_rate", st.learning_rate}, {"epoch", epoch_f}, {"tokens_per_second", tps}}
+                     .dump()
+              << std::endl;
+      window_loss = window_seconds = 0;
+      window_tokens = 0;
+      window_steps = 0;
+    }
+  }
+
+  RunSummary sum;
+  sum.steps = plan.total_steps;
+  sum.train_runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  sum.train_samples_per_second = static_cast<double>(plan.total_steps * plan.samples_per_step) / sum.train_runtime;
+  sum.train_steps_per_second = static_cast<double>(plan.total_steps) / sum.train_runtime;
+  sum.train_loss = total_loss / static_cast<double>(plan.total_steps);
+  log << py_dict({{"train_runtime", sum.train_runtime}, {"train_samples_per_second", sum.train_samples_per_second},
+                  {"train_steps_per_second", sum.train_steps_per_second}, {"train_loss", sum.train_loss},
+                  {"epoch", static_cast<double>(plan.total_steps) / static_cast<double>(plan.steps_per_epoch)}})
+      << std::endl;
+  save_model(tr, model_path(cfg));
+  log << "saved " << model_path(cfg) << std::endl;
+
+  nlohmann::json summary{{"train_runtime", sum.train_runtime},
+                         {"train_samples_per_second", sum.train_samples_per_second},
+                         {"train_steps_per_second", sum.train_steps_per_second},
+                         {"train_loss", sum.train_loss},
+                         {"global_step", plan.total_steps},
+                         {"peak_memory_bytes", peak_rss_bytes()}};
+  if (cfg.do_eval) {
+    sum.eval = evaluate(tr.model(), tr.params(), eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
+                        cfg.eval_max_new_tokens);
+    sum.evaluated = true;
+    report_eval(sum.eval, log);
+    summary["eval_loss"] = sum.eval.eval_loss;
+    summary["eval_exact_match"] = sum.eval.exact_match;
+    summary["eval_samples"] = sum.eval.samples;
+  }
+  metrics << summary.dump() << std::endl;
+  return sum;
+}
+
+EvalResult run_evaluation(const TrainConfig& cfg, std::ostream& log) {
+  const std::vector<Conversation> eval_set = eval_subset(cfg);
+  Decoder model(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32);
+  LocalParams params(model.layout());
+  load_model(model_path(cfg), model.layout(), params.weights());
+  const EvalResult ev =
+      evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length, cfg.eval_max_new_tokens);
+  report_eval(ev, log);
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, eval_set.size()); ++i) {
+    log << "  example: " << eval_set[i].back().content << " <- generated: " << ev.generations[i] << std::endl;
+  }
+  return ev;
+}
+
+}  // namespace shardft
