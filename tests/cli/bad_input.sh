@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Bad input to `shardft train`: one clear error naming the key or file:line, a non-zero exit.
+# Usage: bad_input.sh SHARDFT_BINARY SOURCE_DIR
+set -u
+bin=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cd "$src" || exit 2
+fails=0
+
+# expect_error NAME EXPECTED_TEXT ARGS...: the run must exit non-zero and print EXPECTED_TEXT.
+expect_error() {
+  local name=$1 want=$2; shift 2
+  local out code
+  out=$("$bin" train "$@" --output_dir "$tmp/out" 2>&1); code=$?
+  if [ $code -eq 0 ]; then
+    echo "FAIL $name: exit code 0"; fails=$((fails+1))
+  elif ! grep -qF -- "$want" <<<"$out"; then
+    echo "FAIL $name: output lacks '$want':"; echo "$out" | head -5; fails=$((fails+1))
+  else
+    echo "ok   $name (exit $code): $(grep -F -- "$want" <<<"$out" | head -1)"
+  fi
+}
+
+printf 'learning_rate: 0.001\nlearning_rat: 0.002\n' > "$tmp/unknown.yaml"
+expect_error unknown-key "unknown.yaml:2: unknown key 'learning_rat'" --config "$tmp/unknown.yaml"
+
+printf 'seed: 3\nlearning_rate: fast\n' > "$tmp/type.yaml"
+expect_error wrong-type "type.yaml:2: key 'learning_rate' expects a number, got 'fast'" --config "$tmp/type.yaml"
+
+printf 'adam_beta1: 1.5\n' > "$tmp/range.yaml"
+expect_error out-of-range "range.yaml:1: key 'adam_beta1' must be in [0, 1), got 1.5" --config "$tmp/range.yaml"
+
+expect_error override-unknown "--per_device_batch_size: unknown key" --per_device_batch_size 4
+expect_error override-range "--gradient_accumulation_steps" --gradient_accumulation_steps 0
+expect_error missing-recipe "cannot open recipe '$tmp/nope.yaml'" --config "$tmp/nope.yaml"
+expect_error missing-dataset "cannot open dataset '$tmp/missing.jsonl'" --dataset_path "$tmp/missing.jsonl"
+
+{
+  echo '{"conversations":[{"from":"human","value":"upper: ab"},{"from":"gpt","value":"AB"}]}'
+  echo ''
+  echo '{"conversations":[{"from":"human","value":"upper: cd"},{"from":"gpt","value":"CD"}'
+} > "$tmp/bad.jsonl"
+expect_error malformed-jsonl "$tmp/bad.jsonl:3: not valid JSON" --dataset_path "$tmp/bad.jsonl"
+
+echo '{"conversations":[{"from":"robot","value":"hi"},{"from":"gpt","value":"x"}]}' > "$tmp/role.jsonl"
+expect_error unknown-role "$tmp/role.jsonl:1:" --dataset_path "$tmp/role.jsonl"
+
+expect_error too-few-samples "fewer than one optimizer step needs" --per_device_train_batch_size 5000
+out=$("$bin" frobnicate 2>&1); code=$?
+if [ $code -eq 0 ] || ! grep -q "unknown command 'frobnicate'" <<<"$out"; then echo "FAIL unknown-command"; fails=$((fails+1)); else echo "ok   unknown-command"; fi
+
+[ -e "$tmp/out/model.safetensors" ] && { echo "FAIL: a failed run wrote a model"; fails=$((fails+1)); }
+echo "bad_input: $fails failed"
+[ $fails -eq 0 ]
