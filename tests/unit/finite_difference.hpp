@@ -169,5 +169,21 @@ double expect_all_near(const std::string& name, const std::vector<A>& actual, co
   return worst;
 }
 
+// For kernels that add into their output: got[i] == init[i] + fresh[i] up to fp32 rounding of the
+// sum (the kernel may fuse or order the add differently from the test).
+inline void expect_added_into(const std::string& name, const std::vector<float>& got, const std::vector<float>& init,
+                              const std::vector<float>& fresh) {
+  ASSERT_EQ(got.size(), init.size()) << name;
+  ASSERT_EQ(got.size(), fresh.size()) << name;
+  int reported = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double want = static_cast<double>(init[i]) + fresh[i];
+    const double tol = 1e-6 * (std::fabs(init[i]) + std::fabs(fresh[i])) + 1e-12;
+    if (!(std::fabs(got[i] - want) <= tol) && reported++ < 5) {
+      ADD_FAILURE() << name << "[" << i << "]: " << got[i] << ", want " << init[i] << " + " << fresh[i];
+    }
+  }
+}
+
 }  // namespace kernel_test
 }  // namespace shardft

@@ -135,13 +135,13 @@ TEST(KernelLinear, BackwardAddsIntoDwAndHonoursDxBeta) {
   const auto dx0 = random_vector(x.size(), 100, -2.f, 2.f), dw0 = random_vector(w.size(), 101, -2.f, 2.f);
 
   const LinearGrads accumulated = run_linear_backward(x, w, dy, dx0, 1.f, dw0);
-  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(accumulated.dx[i], dx0[i] + fresh.dx[i], 1e-6f) << i;
-  for (std::size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(accumulated.dw[i], dw0[i] + fresh.dw[i], 1e-6f) << i;
+  expect_added_into("linear_dx_beta1", accumulated.dx, dx0, fresh.dx);
+  expect_added_into("linear_dw", accumulated.dw, dw0, fresh.dw);
 
   // dx_beta = 0 overwrites dx whatever it held; dW still accumulates.
   const LinearGrads overwritten = run_linear_backward(x, w, dy, std::vector<float>(x.size(), 1e4f), 0.f, dw0);
-  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(overwritten.dx[i], fresh.dx[i], 1e-6f) << i;
-  for (std::size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(overwritten.dw[i], dw0[i] + fresh.dw[i], 1e-6f) << i;
+  expect_all_near("linear_dx_beta0", overwritten.dx, fresh.dx, 1e-6, 1e-7);
+  expect_added_into("linear_dw_again", overwritten.dw, dw0, fresh.dw);
 }
 
 }  // namespace

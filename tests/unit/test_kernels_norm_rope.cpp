@@ -2,6 +2,7 @@
 // finite differences of L = sum(out * R), and the add-into / in-place contracts of the headers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -114,8 +115,8 @@ TEST(KernelRmsNorm, BackwardAddsIntoDxAndDw) {
   const auto dx0 = random_vector(x.size(), 17, -3.f, 3.f);
   const auto dw0 = random_vector(kNormDim, 18, -3.f, 3.f);
   const NormGrads added = run_rmsnorm_backward(x, w, dy, dx0, dw0);
-  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(added.dx[i], dx0[i] + fresh.dx[i]) << i;
-  for (int j = 0; j < kNormDim; ++j) EXPECT_FLOAT_EQ(added.dw[j], dw0[j] + fresh.dw[j]) << j;
+  expect_added_into("rmsnorm_dx", added.dx, dx0, fresh.dx);
+  expect_added_into("rmsnorm_dw", added.dw, dw0, fresh.dw);
 }
 
 // ---- RoPE ---------------------------------------------------------------------------------
