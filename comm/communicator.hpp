@@ -1,0 +1,67 @@
+#pragma once
+// One interface for every collective shardft runs, whatever carries it (MPI on CPU, NCCL on GPU).
+// Buffers are raw device-accessible pointers plus an element count and type: the comm layer knows
+// buffers, never models. Every call records what this rank sends in the group's ledger.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/ledger.hpp"
+
+namespace shardft {
+
+enum class DType { f32, f64, bf16, i8, u8, i32, i64 };
+enum class ReduceOp { sum, max };
+
+std::size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+
+// A nonblocking collective in flight; wait() returns when its buffers may be used again.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const std::string& name() const = 0;  // "world", "node", "shard", "replica", ...
+  virtual const char* backend() const = 0;     // "mpi" | "nccl"
+
+  // recv[i] = op over ranks of send[i]; send == recv is in place.
+  virtual RequestPtr iall_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) = 0;
+  // send holds size()*recv_count elements; rank r receives block r reduced over ranks.
+  virtual RequestPtr ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t, ReduceOp op) = 0;
+  // recv holds size()*send_count elements: block r is rank r's send. send may alias recv's own block.
+  virtual RequestPtr iall_gather(const void* send, void* recv, std::size_t send_count, DType t) = 0;
+  virtual RequestPtr ibroadcast(void* buf, std::size_t count, DType t, int root) = 0;
+  // Block r of send goes to rank r; block r of recv came from rank r. count is per block.
+  virtual RequestPtr iall_to_all(const void* send, void* recv, std::size_t count, DType t) = 0;
+  virtual void barrier() = 0;
+
+  // Blocking forms.
+  void all_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
+    iall_reduce(send, recv, count, t, op)->wait();
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t, ReduceOp op) {
+    ireduce_scatter(send, recv, recv_count, t, op)->wait();
+  }
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType t) {
+    iall_gather(send, recv, send_count, t)->wait();
+  }
+  void broadcast(void* buf, std::size_t count, DType t, int root) { ibroadcast(buf, count, t, root)->wait(); }
+  void all_to_all(const void* send, void* recv, std::size_t count, DType t) {
+    iall_to_all(send, recv, count, t)->wait();
+  }
+
+  // Bytes this rank has sent through this communicator, by collective.
+  virtual ByteLedger& ledger() = 0;
+};
+
+}  // namespace shardft

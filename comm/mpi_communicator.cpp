@@ -1,0 +1,153 @@
+#include "comm/mpi_communicator.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/bf16.hpp"
+
+namespace shardft {
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: case DType::i32: return 4;
+    case DType::f64: case DType::i64: return 8;
+    case DType::bf16: return 2;
+    case DType::i8: case DType::u8: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::i8: return "i8";
+    case DType::u8: return "u8";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+  }
+  return "?";
+}
+
+namespace {
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::bf16: return MPI_UINT16_T;
+    case DType::i8: return MPI_INT8_T;
+    case DType::u8: return MPI_UINT8_T;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+  }
+  return MPI_BYTE;
+}
+
+// bf16 has no MPI type: reduce it as uint16 bit patterns through user ops that add (or max) in fp32.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = bf16::round_bits(bf16::to_float(a[i]) + bf16::to_float(b[i]));
+}
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    if (bf16::to_float(a[i]) > bf16::to_float(b[i])) b[i] = a[i];
+  }
+}
+
+MPI_Op mpi_op(DType t, ReduceOp op) {
+  if (t == DType::bf16) {
+    static MPI_Op sum = MPI_OP_NULL, max = MPI_OP_NULL;
+    if (sum == MPI_OP_NULL) {
+      MPI_Op_create(&bf16_sum, 1, &sum);
+      MPI_Op_create(&bf16_max, 1, &max);
+    }
+    return op == ReduceOp::sum ? sum : max;
+  }
+  if (t == DType::i8 || t == DType::u8) throw std::invalid_argument("reductions over 8-bit integers are not supported");
+  return op == ReduceOp::sum ? MPI_SUM : MPI_MAX;
+}
+
+int checked_count(std::size_t count) {
+  if (count > static_cast<std::size_t>(INT32_MAX)) {
+    throw std::length_error("collective of " + std::to_string(count) + " elements exceeds MPI's int count; bucket it");
+  }
+  return static_cast<int>(count);
+}
+
+class MpiRequest : public Request {
+ public:
+  MPI_Request req = MPI_REQUEST_NULL;
+  void wait() override { MPI_Wait(&req, MPI_STATUS_IGNORE); }
+  ~MpiRequest() override {
+    if (req != MPI_REQUEST_NULL) MPI_Wait(&req, MPI_STATUS_IGNORE);  // never leave a collective dangling
+  }
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+RequestPtr MpiCommunicator::iall_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
+  auto r = std::make_unique<MpiRequest>();
+  ledger_.record(Collective::all_reduce, bus_bytes(Collective::all_reduce, double(count) * dtype_size(t), size_));
+  MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_type(t), mpi_op(t, op), comm_, &r->req);
+  return r;
+}
+
+RequestPtr MpiCommunicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t, ReduceOp op) {
+  auto r = std::make_unique<MpiRequest>();
+  const double total = double(recv_count) * size_ * dtype_size(t);
+  ledger_.record(Collective::reduce_scatter, bus_bytes(Collective::reduce_scatter, total, size_));
+  // In place: MPI takes the whole input from recv and leaves this rank's block at its start.
+  MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, checked_count(recv_count), mpi_type(t),
+                            mpi_op(t, op), comm_, &r->req);
+  return r;
+}
+
+RequestPtr MpiCommunicator::iall_gather(const void* send, void* recv, std::size_t send_count, DType t) {
+  auto r = std::make_unique<MpiRequest>();
+  const std::size_t sz = dtype_size(t);
+  ledger_.record(Collective::all_gather, bus_bytes(Collective::all_gather, double(send_count) * size_ * sz, size_));
+  const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * send_count * sz;
+  MPI_Iallgather(in_place ? MPI_IN_PLACE : send, checked_count(send_count), mpi_type(t), recv, checked_count(send_count),
+                 mpi_type(t), comm_, &r->req);
+  return r;
+}
+
+RequestPtr MpiCommunicator::ibroadcast(void* buf, std::size_t count, DType t, int root) {
+  auto r = std::make_unique<MpiRequest>();
+  ledger_.record(Collective::broadcast, bus_bytes(Collective::broadcast, double(count) * dtype_size(t), size_));
+  MPI_Ibcast(buf, checked_count(count), mpi_type(t), root, comm_, &r->req);
+  return r;
+}
+
+RequestPtr MpiCommunicator::iall_to_all(const void* send, void* recv, std::size_t count, DType t) {
+  auto r = std::make_unique<MpiRequest>();
+  ledger_.record(Collective::all_to_all, bus_bytes(Collective::all_to_all, double(count) * size_ * dtype_size(t), size_));
+  MPI_Ialltoall(send, checked_count(count), mpi_type(t), recv, checked_count(count), mpi_type(t), comm_, &r->req);
+  return r;
+}
+
+void MpiCommunicator::barrier() { MPI_Barrier(comm_); }
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key, const std::string& name) const {
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(comm_, color, key, &sub);
+  return std::make_unique<MpiCommunicator>(sub, name);
+}
+
+}  // namespace shardft

@@ -1,0 +1,33 @@
+#pragma once
+// Where each rank runs: node identity from MPI (ranks that share memory share a node), or from a
+// `ranks_per_node` override so that 4 ranks on one machine can behave as 2 nodes of 2.
+#include <mpi.h>
+
+#include <memory>
+
+#include "comm/mpi_communicator.hpp"
+
+namespace shardft {
+
+struct Topology {
+  int world_rank = 0, world_size = 1;
+  int node = 0, num_nodes = 1;          // this rank's node index, nodes in the job
+  int local_rank = 0, ranks_per_node = 1;
+
+  // ranks_per_node_override > 0 replaces what MPI finds. Throws std::invalid_argument when the
+  // ranks are not spread evenly over the nodes (hybrid sharding needs equal node sizes).
+  static Topology discover(MPI_Comm world, int ranks_per_node_override = 0);
+};
+
+// The groups a job communicates in: the world, the ranks of this node, and for hybrid sharding the
+// shard group (ranks that split one model copy) and the replica group (same shard index across
+// shard groups).
+struct ProcessGroups {
+  std::unique_ptr<MpiCommunicator> world, node, shard, replica;
+
+  // shard_size 0 = the whole world is one shard group (plain ZeRO); otherwise world_size must be a
+  // multiple of it and groups are consecutive ranks.
+  static ProcessGroups create(MPI_Comm world, const Topology& topo, int shard_size);
+};
+
+}  // namespace shardft
