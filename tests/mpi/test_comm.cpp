@@ -145,7 +145,9 @@ TEST(CommTopology, ShardAndReplicaGroupsTileTheWorld) {
   g.shard->all_reduce(&s, &s, 1, DType::i32, ReduceOp::sum);
   const int first = (r / f) * f;
   EXPECT_EQ(s, f * first + f * (f - 1) / 2);
-  if (n > 1) EXPECT_THROW(ProcessGroups::create(MPI_COMM_WORLD, t, n + 1), std::invalid_argument);
+  if (n > 1) {
+    EXPECT_THROW(ProcessGroups::create(MPI_COMM_WORLD, t, n + 1), std::invalid_argument);
+  }
 }
 
 }  // namespace
