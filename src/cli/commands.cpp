@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "comm/topology.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
 #include "train/run.hpp"
@@ -24,26 +25,21 @@ Invocation parse_invocation(const std::vector<std::string>& args) {
   return inv;
 }
 
-namespace {
-TrainConfig single_rank_config(const Invocation& inv, const MpiSession& mpi) {
-  TrainConfig cfg = load_train_config(inv.config_path, inv.overrides);
-  if (mpi.size() != 1) {
-    throw ConfigError("this build trains on one rank; launched with " + std::to_string(mpi.size()) +
-                      " (data-parallel ZeRO stages are the next milestone)");
-  }
-  return cfg;
-}
-}  // namespace
-
 int train(const Invocation& inv, const MpiSession& mpi) {
-  const TrainConfig cfg = single_rank_config(inv, mpi);
-  const RunSummary s = run_training(cfg, std::cout);
+  const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides);
+  (void)mpi;
+  const Topology topo = Topology::discover(MPI_COMM_WORLD, cfg.ranks_per_node);
+  (void)topo;  // hybrid sharding groups arrive with the next milestone
+  MpiCommunicator world(MPI_COMM_WORLD, "world");
+  const RunSummary s = run_training(cfg, world, std::cout);
   return s.steps > 0 ? 0 : 1;
 }
 
 int eval(const Invocation& inv, const MpiSession& mpi) {
-  const TrainConfig cfg = single_rank_config(inv, mpi);
-  run_evaluation(cfg, std::cout);
+  const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides);
+  (void)mpi;
+  MpiCommunicator world(MPI_COMM_WORLD, "world");
+  run_evaluation(cfg, world, std::cout);
   return 0;
 }
 

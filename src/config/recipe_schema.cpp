@@ -126,6 +126,11 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("output_dir", &T::output_dir, "where checkpoints and metrics go").non_empty(),
       train_key("seed", &T::seed, "seed for initialisation and data order"),
       train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),
+      // data parallelism
+      train_key("zero_stage", &T::zero_stage, "ZeRO stage: 0 replicate, 1 shard optimizer, 2 + gradients, 3 + weights")
+          .in(closed_interval(0, 3)),
+      train_key("ranks_per_node", &T::ranks_per_node, "treat every N consecutive ranks as one node; 0: ask MPI")
+          .in(at_least(0)),
       // evaluation
       train_key("do_eval", &T::do_eval, "evaluate on eval_dataset_path at the end"),
       train_key("eval_max_new_tokens", &T::eval_max_new_tokens, "generation length in evaluation").in(at_least(1)),

@@ -51,6 +51,10 @@ struct TrainConfig {
   std::uint64_t seed = 42;
   bool bf16 = false;
 
+  // data parallelism
+  int zero_stage = 0;                        // 0: replicate, 1: shard optimizer, 2: + gradients, 3: + weights
+  int ranks_per_node = 0;                    // > 0: topology override (4 ranks on one machine as 2 nodes of 2)
+
   // evaluation
   bool do_eval = true;                       // evaluate on eval_dataset_path at the end
   int eval_max_new_tokens = 32;

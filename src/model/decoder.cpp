@@ -218,11 +218,10 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     params.release(l + 1);
   }
 
-  params.acquire(0);
+  // The embedding's backward is a scatter-add of dx: it needs no weights, so block 0 is not acquired.
   const std::int64_t e = layout_.embed_tokens();
   embedding_backward(ids, dx, Unmanaged2<float>(grads->grad(e).data(), V, d));
   grads->block_done(0);
-  params.release(0);
   return {ce.loss_sum, ce.count};
 }
 

@@ -70,5 +70,9 @@ class Decoder {
 // N(0, initializer_range) by a counter-based generator keyed on (seed, param index, element),
 // norm weights 1. Independent of how the buffer is later sharded.
 void init_params(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, View1<float> flat);
+// Elements [begin, begin + dst.extent(0)) of one parameter, exactly as init_params writes them: a rank
+// initialises only the slice it owns.
+void init_param_range(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, int param,
+                      std::int64_t begin, Unmanaged1<float> dst);
 
 }  // namespace shardft

@@ -19,24 +19,30 @@ KOKKOS_INLINE_FUNCTION double unit_open(std::uint64_t bits) {  // in (0, 1)
 }
 }  // namespace
 
-void init_params(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, View1<float> flat) {
+void init_param_range(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, int param,
+                      std::int64_t begin, Unmanaged1<float> dst) {
+  const ParamSpec& spec = layout.params()[param];
+  if (spec.is_norm()) {
+    Kokkos::deep_copy(dst, 1.f);
+    return;
+  }
   const double stddev = cfg.initializer_range;
+  const std::uint64_t key = mix64(seed ^ mix64(0x5eed0000ull + static_cast<std::uint64_t>(param)));
+  Kokkos::parallel_for(
+      "init_normal", Range(0, dst.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+        // Box-Muller from two independent uniforms of this element's counter.
+        const std::uint64_t c = key + 2ull * static_cast<std::uint64_t>(begin + i);
+        const double u1 = unit_open(mix64(c)), u2 = unit_open(mix64(c + 1));
+        const double z = kmath::sqrt(-2.0 * kmath::log(u1)) * kmath::cos(6.283185307179586 * u2);
+        dst(i) = static_cast<float>(stddev * z);
+      });
+}
+
+void init_params(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, View1<float> flat) {
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    const ParamSpec& spec = layout.params()[p];
-    Unmanaged1<float> w(flat.data() + layout.offset(static_cast<int>(p)), spec.numel());
-    if (spec.is_norm()) {
-      Kokkos::deep_copy(w, 1.f);
-      continue;
-    }
-    const std::uint64_t key = mix64(seed ^ mix64(0x5eed0000ull + p));
-    Kokkos::parallel_for(
-        "init_normal", Range(0, spec.numel()), KOKKOS_LAMBDA(const std::int64_t e) {
-          // Box-Muller from two independent uniforms of this element's counter.
-          const std::uint64_t c = key + 2ull * static_cast<std::uint64_t>(e);
-          const double u1 = unit_open(mix64(c)), u2 = unit_open(mix64(c + 1));
-          const double z = kmath::sqrt(-2.0 * kmath::log(u1)) * kmath::cos(6.283185307179586 * u2);
-          w(e) = static_cast<float>(stddev * z);
-        });
+    const int pi = static_cast<int>(p);
+    init_param_range(layout, cfg, seed, pi, 0,
+                     Unmanaged1<float>(flat.data() + layout.offset(pi), layout.params()[p].numel()));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "io/safetensors.hpp"
+#include "kernels/elementwise.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -35,12 +36,14 @@ std::int64_t peak_rss_bytes() {
   return 0;
 }
 
-void save_model(Trainer& tr, const std::string& path) {
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tr.master());
+// Collective: every rank gathers, rank 0 writes.
+void save_model(Trainer& tr, const std::string& path, bool writer) {
+  const std::vector<float> full = tr.engine().gather_master();
+  if (!writer) return;
   const ParamLayout& layout = tr.model().layout();
   std::vector<NamedTensorRef> refs;
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    refs.push_back({layout.params()[p].name, layout.params()[p].shape, host.data() + layout.offset(static_cast<int>(p))});
+    refs.push_back({layout.params()[p].name, layout.params()[p].shape, full.data() + layout.offset(static_cast<int>(p))});
   }
   write_safetensors_f32(path, refs);
 }
@@ -72,12 +75,15 @@ std::vector<Conversation> eval_subset(const TrainConfig& cfg) {
 
 }  // namespace
 
-StepPlan plan_steps(const TrainConfig& cfg, long num_samples) {
+StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks) {
   StepPlan p;
-  p.samples_per_step = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps;
+  p.samples_per_step = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;
   if (num_samples < p.samples_per_step) {
-    throw ConfigError(cfg.dataset_path + ": " + std::to_string(num_samples) + " samples, fewer than one optimizer step needs (per_device_train_batch_size x gradient_accumulation_steps = " +
-                      std::to_string(p.samples_per_step) + ")");
+    throw ConfigError(cfg.dataset_path + ": " + std::to_string(num_samples) +
+                      " samples, fewer than one optimizer step needs (global batch = per_device_train_batch_size " +
+                      std::to_string(cfg.per_device_train_batch_size) + " x gradient_accumulation_steps " +
+                      std::to_string(cfg.gradient_accumulation_steps) + " x " + std::to_string(dp_ranks) +
+                      " ranks = " + std::to_string(p.samples_per_step) + ")");
   }
   p.steps_per_epoch = num_samples / p.samples_per_step;
   p.total_steps = cfg.max_steps > 0 ? cfg.max_steps
@@ -85,8 +91,19 @@ StepPlan plan_steps(const TrainConfig& cfg, long num_samples) {
   return p;
 }
 
-RunSummary run_training(const TrainConfig& cfg, std::ostream& log) {
+std::vector<std::int64_t> micro_batch_indices(const TrainConfig& cfg, const StepPlan& plan,
+                                              const std::vector<std::int64_t>& epoch_order, long step, int micro,
+                                              int rank, int dp_ranks) {
+  const long B = cfg.per_device_train_batch_size;
+  const long first = (step % plan.steps_per_epoch) * plan.samples_per_step + (static_cast<long>(micro) * dp_ranks + rank) * B;
+  return std::vector<std::int64_t>(epoch_order.begin() + first, epoch_order.begin() + first + B);
+}
+
+RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostream& log_stream) {
   const auto t_start = std::chrono::steady_clock::now();
+  const bool writer = world.rank() == 0;
+  std::ostream null_stream(nullptr);
+  std::ostream& log = writer ? log_stream : null_stream;
   ByteTokenizer tok;
   if (cfg.model.vocab_size < tok.vocab_size()) {
     throw ConfigError("vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
@@ -99,32 +116,40 @@ RunSummary run_training(const TrainConfig& cfg, std::ostream& log) {
   samples.reserve(train_set.size());
   for (const auto& c : train_set) samples.push_back(apply_chat_template(tok, c, cfg.max_seq_length));
 
-  const StepPlan plan = plan_steps(cfg, static_cast<long>(samples.size()));
-  std::filesystem::create_directories(cfg.output_dir);
-  std::ofstream metrics(cfg.output_dir + "/metrics.jsonl", std::ios::trunc);
-  if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
+  const int dp = world.size();
+  const StepPlan plan = plan_steps(cfg, static_cast<long>(samples.size()), dp);
+  std::ofstream metrics;
+  if (writer) {
+    std::filesystem::create_directories(cfg.output_dir);
+    metrics.open(cfg.output_dir + "/metrics.jsonl", std::ios::trunc);
+    if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
+  }
 
-  Trainer tr(cfg, plan.total_steps);
-  log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size()
-      << " samples, global batch " << plan.samples_per_step << " (" << cfg.per_device_train_batch_size << " x "
-      << cfg.gradient_accumulation_steps << " accumulation x 1 rank), " << plan.total_steps << " steps ("
-      << plan.steps_per_epoch << " per epoch), " << (cfg.bf16 ? "bf16" : "fp32") << " compute" << std::endl;
+  Trainer tr(cfg, plan.total_steps, world);
+  const MemoryReport mem = tr.engine().memory();
+  log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size() << " samples, "
+      << (cfg.bf16 ? "bf16" : "fp32") << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
+      << (dp > 1 ? "s" : "") << " (" << world.backend() << ")\n"
+      << "  global batch " << plan.samples_per_step << " = " << cfg.per_device_train_batch_size
+      << " per device x " << cfg.gradient_accumulation_steps << " accumulation x " << dp << " ranks; "
+      << plan.total_steps << " steps (" << plan.steps_per_epoch << " per epoch)\n"
+      << "  per-rank state: weights " << mem.weights << " B, gradients " << mem.grads << " B, optimizer "
+      << mem.optimizer << " B" << std::endl;
 
-  std::vector<std::int64_t> perm;
-  long perm_epoch = -1;
-  double window_loss = 0, window_seconds = 0, total_loss = 0;
+  std::vector<std::int64_t> order;
+  long order_epoch = -1;
+  double window_loss = 0, window_seconds = 0, total_loss = 0, window_bytes = 0;
   std::int64_t window_tokens = 0;
   long window_steps = 0;
   for (long s = 0; s < plan.total_steps; ++s) {
-    const long epoch = s / plan.steps_per_epoch, k = s % plan.steps_per_epoch;
-    if (epoch != perm_epoch) {
-      perm = epoch_permutation(static_cast<std::int64_t>(samples.size()), cfg.seed, epoch);
-      perm_epoch = epoch;
+    const long epoch = s / plan.steps_per_epoch;
+    if (epoch != order_epoch) {
+      order = epoch_permutation(static_cast<std::int64_t>(samples.size()), cfg.seed, epoch);
+      order_epoch = epoch;
     }
     std::vector<TokenBatch> micro;
     for (int m = 0; m < cfg.gradient_accumulation_steps; ++m) {
-      const auto first = perm.begin() + k * plan.samples_per_step + static_cast<long>(m) * cfg.per_device_train_batch_size;
-      micro.push_back(collate(samples, std::vector<std::int64_t>(first, first + cfg.per_device_train_batch_size)));
+      micro.push_back(collate(samples, micro_batch_indices(cfg, plan, order, s, m, world.rank(), dp)));
     }
     const StepStats st = tr.step(micro);
     if (!std::isfinite(st.loss)) throw std::runtime_error("step " + std::to_string(s + 1) + ": loss is not finite");
@@ -132,19 +157,25 @@ RunSummary run_training(const TrainConfig& cfg, std::ostream& log) {
     total_loss += st.loss;
     window_seconds += st.seconds;
     window_tokens += st.tokens;
+    window_bytes += st.comm_bytes;
     ++window_steps;
     if ((s + 1) % cfg.logging_steps == 0 || s + 1 == plan.total_steps) {
       const double epoch_f = static_cast<double>(s + 1) / static_cast<double>(plan.steps_per_epoch);
       const double loss = window_loss / static_cast<double>(window_steps);
       const double tps = window_seconds > 0 ? static_cast<double>(window_tokens) / window_seconds : 0.0;
+      const double bytes = window_bytes / static_cast<double>(window_steps);
       log << py_dict({{"loss", loss}, {"grad_norm", st.grad_norm}, {"learning_rate", st.learning_rate},
-                      {"epoch", epoch_f}, {"tokens_per_second", tps}})
+                      {"epoch", epoch_f}, {"tokens_per_second", tps}, {"comm_bytes", bytes}})
           << std::endl;
-      metrics << nlohmann::json{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
-                                {"learning_rate", st.learning_rate}, {"epoch", epoch_f}, {"tokens_per_second", tps}}
-                     .dump()
-              << std::endl;
-      window_loss = window_seconds = 0;
+      if (writer) {
+        metrics << nlohmann::json{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
+                                  {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
+                                  {"tokens_per_second", tps}, {"comm_bytes", bytes},
+                                  {"peak_memory_bytes", peak_rss_bytes()}}
+                       .dump()
+                << std::endl;
+      }
+      window_loss = window_seconds = window_bytes = 0;
       window_tokens = 0;
       window_steps = 0;
     }
@@ -160,7 +191,7 @@ RunSummary run_training(const TrainConfig& cfg, std::ostream& log) {
                   {"train_steps_per_second", sum.train_steps_per_second}, {"train_loss", sum.train_loss},
                   {"epoch", static_cast<double>(plan.total_steps) / static_cast<double>(plan.steps_per_epoch)}})
       << std::endl;
-  save_model(tr, model_path(cfg));
+  save_model(tr, model_path(cfg), writer);
   log << "saved " << model_path(cfg) << std::endl;
 
   nlohmann::json summary{{"train_runtime", sum.train_runtime},
@@ -168,9 +199,12 @@ RunSummary run_training(const TrainConfig& cfg, std::ostream& log) {
                          {"train_steps_per_second", sum.train_steps_per_second},
                          {"train_loss", sum.train_loss},
                          {"global_step", plan.total_steps},
+                         {"world_size", dp},
+                         {"zero_stage", cfg.zero_stage},
                          {"peak_memory_bytes", peak_rss_bytes()}};
   if (cfg.do_eval) {
-    sum.eval = evaluate(tr.model(), tr.params(), eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
+    // Every rank evaluates the same set: stage 3 gathers are collective.
+    sum.eval = evaluate(tr.model(), tr.engine(), eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
                         cfg.eval_max_new_tokens);
     sum.evaluated = true;
     report_eval(sum.eval, log);
@@ -178,15 +212,18 @@ RunSummary run_training(const TrainConfig& cfg, std::ostream& log) {
     summary["eval_exact_match"] = sum.eval.exact_match;
     summary["eval_samples"] = sum.eval.samples;
   }
-  metrics << summary.dump() << std::endl;
+  if (writer) metrics << summary.dump() << std::endl;
   return sum;
 }
 
-EvalResult run_evaluation(const TrainConfig& cfg, std::ostream& log) {
+EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostream& log_stream) {
+  std::ostream null_stream(nullptr);
+  std::ostream& log = world.rank() == 0 ? log_stream : null_stream;
   const std::vector<Conversation> eval_set = eval_subset(cfg);
   Decoder model(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32);
   LocalParams params(model.layout());
   load_model(model_path(cfg), model.layout(), params.weights());
+  if (cfg.bf16) round_to_bf16(params.weights(), params.weights());
   const EvalResult ev =
       evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length, cfg.eval_max_new_tokens);
   report_eval(ev, log);

@@ -2,12 +2,21 @@
 
 #include <chrono>
 
-#include "kernels/elementwise.hpp"
-
 namespace shardft {
 
 ModelInputs to_model_inputs(const TokenBatch& b) {
   return upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets);
+}
+
+ZeroConfig zero_config(const TrainConfig& cfg) {
+  ZeroConfig z;
+  z.stage = cfg.zero_stage;
+  z.dtype = cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32;
+  z.adam_beta1 = cfg.adam_beta1;
+  z.adam_beta2 = cfg.adam_beta2;
+  z.adam_epsilon = cfg.adam_epsilon;
+  z.weight_decay = cfg.weight_decay;
+  return z;
 }
 
 namespace {
@@ -18,14 +27,12 @@ std::int64_t count_real_tokens(const TokenBatch& b) {
 }
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& cfg, long total_steps)
+Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group)
     : cfg_(cfg),
+      group_(dp_group),
       model_(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32),
-      params_(model_.layout()),
-      master_("master_weights", model_.layout().total_numel()),
-      optimizer_(model_.layout(), AdamWConfig{cfg.adam_beta1, cfg.adam_beta2, cfg.adam_epsilon, cfg.weight_decay}) {
-  init_params(model_.layout(), cfg.model, cfg.seed, master_);
-  refresh_compute_weights();
+      engine_(model_.layout(), zero_config(cfg), dp_group) {
+  engine_.init_weights(cfg.model, cfg.seed);
   schedule_.type = cfg.lr_scheduler_type;
   schedule_.peak_lr = cfg.learning_rate;
   schedule_.total_steps = total_steps;
@@ -33,35 +40,37 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps)
   schedule_.min_lr_rate = cfg.min_lr > 0 ? cfg.min_lr / cfg.learning_rate : cfg.min_lr_rate;
 }
 
-void Trainer::refresh_compute_weights() {
-  if (model_.dtype() == ComputeDtype::bf16) {
-    round_to_bf16(master_, params_.weights());
-  } else {
-    Kokkos::deep_copy(params_.weights(), master_);
-  }
-}
-
 StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double bytes_before = group_.ledger().total();
   StepStats st;
+  std::int64_t counts[2] = {0, 0};  // targets, tokens: known before any backward, summed over ranks
   for (const auto& mb : micro_batches) {
-    st.targets += mb.num_targets();
-    st.tokens += count_real_tokens(mb);
+    counts[0] += mb.num_targets();
+    counts[1] += count_real_tokens(mb);
   }
-  Kokkos::deep_copy(params_.grads(), 0.f);
+  group_.all_reduce(counts, counts, 2, DType::i64, ReduceOp::sum);
+  st.targets = counts[0];
+  st.tokens = counts[1];
+
+  engine_.begin_step();
   double loss_sum = 0.0;
-  if (st.targets > 0) {
-    // Every micro-batch's loss is divided by the step's target count, so the accumulated gradient
-    // is that of one big batch, whatever the split.
-    for (const auto& mb : micro_batches) {
-      loss_sum += model_.forward_backward(to_model_inputs(mb), params_, params_, static_cast<double>(st.targets)).loss_sum;
+  for (std::size_t m = 0; m < micro_batches.size(); ++m) {
+    engine_.begin_micro_batch(m + 1 == micro_batches.size());
+    // Every micro-batch's loss is divided by the global step's target count, so the accumulated and
+    // reduced gradient is that of one big batch, however it is split over ranks and micro-batches.
+    if (st.targets > 0) {
+      loss_sum += model_.forward_backward(to_model_inputs(micro_batches[m]), engine_, engine_,
+                                          static_cast<double>(st.targets)).loss_sum;
     }
+    engine_.end_micro_batch();
   }
+  group_.all_reduce(&loss_sum, &loss_sum, 1, DType::f64, ReduceOp::sum);
   st.loss = st.targets > 0 ? loss_sum / static_cast<double>(st.targets) : 0.0;
-  st.grad_norm = clip_grad_norm(params_.grads(), cfg_.max_grad_norm);
-  st.learning_rate = schedule_.at(optimizer_.steps_taken());
-  optimizer_.step(master_, params_.grads(), st.learning_rate);
-  refresh_compute_weights();
+  st.grad_norm = engine_.clip_grad_norm(cfg_.max_grad_norm);
+  st.learning_rate = schedule_.at(engine_.steps_taken());
+  engine_.optimizer_step(st.learning_rate);
+  st.comm_bytes = group_.ledger().total() - bytes_before;
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

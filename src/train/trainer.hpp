@@ -1,52 +1,50 @@
 #pragma once
-// One optimizer step over a list of micro-batches: gradient accumulation with the loss normalised
-// by the target tokens of the whole step, global-norm clipping, AdamW on fp32 master weights, and
-// the refresh of the compute-precision weights the model reads.
+// One optimizer step over this rank's micro-batches: gradient accumulation with the loss normalised
+// by the target tokens of the whole global step (all ranks, all micro-batches), then the sharding
+// engine's reduction, global-norm clipping and AdamW update.
 #include <cstdint>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "config/train_config.hpp"
 #include "data/sft_data.hpp"
 #include "model/decoder.hpp"
+#include "parallel/zero_engine.hpp"
 #include "train/lr_schedule.hpp"
-#include "train/optimizer.hpp"
 
 namespace shardft {
 
 struct StepStats {
-  double loss = 0.0;            // mean CE over the step's target tokens
+  double loss = 0.0;            // mean CE over the global step's target tokens
   double grad_norm = 0.0;       // before clipping
   double learning_rate = 0.0;   // the rate this step used
-  std::int64_t tokens = 0;      // non-padding tokens processed
-  std::int64_t targets = 0;
+  std::int64_t tokens = 0;      // non-padding tokens processed, all ranks
+  std::int64_t targets = 0;     // target tokens, all ranks
   double seconds = 0.0;
+  double comm_bytes = 0.0;      // bytes this rank sent during the step
 };
 
 class Trainer {
  public:
-  // total_steps sizes the LR schedule.
-  Trainer(const TrainConfig& cfg, long total_steps);
+  // total_steps sizes the LR schedule; dp_group is the data-parallel group (world).
+  Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group);
 
   StepStats step(const std::vector<TokenBatch>& micro_batches);
 
   Decoder& model() { return model_; }
-  LocalParams& params() { return params_; }      // compute-precision weights and gradients
-  View1<float> master() const { return master_; }
+  ZeroEngine& engine() { return engine_; }
   const LrSchedule& schedule() const { return schedule_; }
-  long steps_done() const { return optimizer_.steps_taken(); }
-
-  // Copies master into the weights the model reads (rounded to bf16 when computing in bf16).
-  void refresh_compute_weights();
+  long steps_done() const { return engine_.steps_taken(); }
 
  private:
   TrainConfig cfg_;
+  Communicator& group_;
   Decoder model_;
-  LocalParams params_;
-  View1<float> master_;
-  AdamW optimizer_;
+  ZeroEngine engine_;
   LrSchedule schedule_;
 };
 
 ModelInputs to_model_inputs(const TokenBatch& b);
+ZeroConfig zero_config(const TrainConfig& cfg);
 
 }  // namespace shardft

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "comm/self_communicator.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/trainer.hpp"
 
@@ -37,9 +38,20 @@ std::vector<TokenizedSample> four_samples() {
   return s;
 }
 
-std::vector<float> host_copy(View1<float> v) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return std::vector<float>(h.data(), h.data() + h.extent(0));
+SelfCommunicator& self() {
+  static SelfCommunicator c;
+  return c;
+}
+
+// The compute-precision weights the model reads, in layout order.
+std::vector<float> compute_weights(Trainer& tr) {
+  std::vector<float> out;
+  const auto& layout = tr.model().layout();
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    auto w = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tr.engine().weight(static_cast<int>(p)));
+    out.insert(out.end(), w.data(), w.data() + w.extent(0));
+  }
+  return out;
 }
 
 // ||a - b|| / ||b||: the relative difference of two whole weight vectors.
@@ -55,7 +67,7 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(TrainStep, MicroBatch4EqualsFourMicroBatchesOf1) {
   const auto samples = four_samples();
   const TrainConfig cfg = tiny_config();
-  Trainer whole(cfg, 10), split(cfg, 10);
+  Trainer whole(cfg, 10, self()), split(cfg, 10, self());
   for (int step = 0; step < 3; ++step) {
     const StepStats a = whole.step({collate(samples, {0, 1, 2, 3})});
     const StepStats b = split.step({collate(samples, {0}), collate(samples, {1}), collate(samples, {2}), collate(samples, {3})});
@@ -63,17 +75,17 @@ TEST(TrainStep, MicroBatch4EqualsFourMicroBatchesOf1) {
     EXPECT_NEAR(a.loss, b.loss, 1e-6 * std::abs(a.loss));
     EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * a.grad_norm);
   }
-  EXPECT_LT(rel_diff(host_copy(split.master()), host_copy(whole.master())), 1e-6);
+  EXPECT_LT(rel_diff(split.engine().gather_master(), whole.engine().gather_master()), 1e-6);
 }
 
 TEST(TrainStep, LossIsMeanOverTheStepsTargetsNotMeanOfMicroBatchMeans) {
   const auto samples = four_samples();
   const TrainConfig cfg = tiny_config();
-  Trainer tr(cfg, 10);
+  Trainer tr(cfg, 10, self());
   const TokenBatch small = collate(samples, {0}), large = collate(samples, {3});
   ASSERT_NE(small.num_targets(), large.num_targets());
-  const LossSums ls = tr.model().forward_loss(to_model_inputs(small), tr.params());
-  const LossSums ll = tr.model().forward_loss(to_model_inputs(large), tr.params());
+  const LossSums ls = tr.model().forward_loss(to_model_inputs(small), tr.engine());
+  const LossSums ll = tr.model().forward_loss(to_model_inputs(large), tr.engine());
   const StepStats st = tr.step({small, large});
   const double token_mean = (ls.loss_sum + ll.loss_sum) / double(ls.num_targets + ll.num_targets);
   const double mean_of_means = 0.5 * (ls.loss_sum / ls.num_targets + ll.loss_sum / ll.num_targets);
@@ -85,12 +97,12 @@ TEST(TrainStep, ClippingScalesTheGradientToMaxNorm) {
   const auto samples = four_samples();
   TrainConfig cfg = tiny_config();
   cfg.max_grad_norm = 1e-3;  // far below the natural norm, so clipping acts
-  Trainer tr(cfg, 10);
+  Trainer tr(cfg, 10, self());
   const StepStats st = tr.step({collate(samples, {0, 1, 2, 3})});
   EXPECT_GT(st.grad_norm, 1e-3);
   const double clipped = std::sqrt([&] {
     double s = 0;
-    for (float g : host_copy(tr.params().grads())) s += double(g) * g;
+    for (float g : tr.engine().gather_grads()) s += double(g) * g;
     return s;
   }());
   EXPECT_NEAR(clipped, 1e-3, 1e-6);
@@ -99,22 +111,22 @@ TEST(TrainStep, ClippingScalesTheGradientToMaxNorm) {
 TEST(TrainStep, SameSeedSameLossesBitwise) {
   const auto samples = four_samples();
   const TrainConfig cfg = tiny_config();
-  Trainer a(cfg, 10), b(cfg, 10);
+  Trainer a(cfg, 10, self()), b(cfg, 10, self());
   for (int step = 0; step < 3; ++step) {
     EXPECT_EQ(a.step({collate(samples, {0, 2})}).loss, b.step({collate(samples, {0, 2})}).loss);
   }
   TrainConfig other = cfg;
   other.seed = 12;
-  Trainer c(other, 10);
-  EXPECT_NE(c.step({collate(samples, {0, 2})}).loss, Trainer(cfg, 10).step({collate(samples, {0, 2})}).loss);
+  Trainer c(other, 10, self());
+  EXPECT_NE(c.step({collate(samples, {0, 2})}).loss, Trainer(cfg, 10, self()).step({collate(samples, {0, 2})}).loss);
 }
 
 TEST(TrainStep, Bf16ComputeStaysNearFp32) {
   const auto samples = four_samples();
   TrainConfig cfg = tiny_config();
-  Trainer fp32(cfg, 10);
+  Trainer fp32(cfg, 10, self());
   cfg.bf16 = true;
-  Trainer bf16(cfg, 10);
+  Trainer bf16(cfg, 10, self());
   for (int step = 0; step < 5; ++step) {
     const double a = fp32.step({collate(samples, {0, 1, 2, 3})}).loss;
     const double b = bf16.step({collate(samples, {0, 1, 2, 3})}).loss;
@@ -122,7 +134,7 @@ TEST(TrainStep, Bf16ComputeStaysNearFp32) {
     EXPECT_NEAR(b, a, 0.02 * a) << "step " << step;
   }
   // the compute weights really are bf16 values
-  for (float w : host_copy(bf16.params().weights())) {
+  for (float w : compute_weights(bf16)) {
     std::uint32_t u;
     std::memcpy(&u, &w, 4);
     ASSERT_EQ(u & 0xffffu, 0u);

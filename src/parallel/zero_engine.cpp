@@ -1,0 +1,318 @@
+#include "parallel/zero_engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/adamw.hpp"
+#include "kernels/elementwise.hpp"
+
+namespace shardft {
+
+namespace {
+Unmanaged1<float> slice(const View1<float>& v, std::int64_t off, std::int64_t n) {
+  return Unmanaged1<float>(v.data() + off, n);
+}
+View1<float> zeros(const char* name, std::int64_t n) { return View1<float>(std::string(name), n); }
+}  // namespace
+
+ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group)
+    : layout_(layout), cfg_(cfg), group_(group), part_(layout, group.size()), rank_(group.rank()), size_(group.size()) {
+  if (cfg.stage < 0 || cfg.stage > 3) throw std::invalid_argument("zero_stage must be 0, 1, 2 or 3");
+  const auto& units = part_.units();
+  // What this rank owns: all of every unit at stage 0, its shard of every unit otherwise.
+  for (const FlatUnit& u : units) {
+    if (cfg.stage == 0) {
+      owned_.push_back({u.full_offset, u.full_offset, u.padded});
+    } else {
+      owned_.push_back({u.shard_offset, u.full_offset + rank_ * u.shard, u.shard});
+    }
+  }
+  owned_numel_ = cfg.stage == 0 ? part_.full_numel() : part_.shard_numel();
+  // Norm weights take no weight decay (HF Trainer's rule); padding is zero either way.
+  for (std::size_t ui = 0; ui < units.size(); ++ui) {
+    const FlatUnit& u = units[ui];
+    const OwnedSegment& o = owned_[ui];
+    const std::int64_t lo = o.full_offset - u.full_offset, hi = lo + o.length;
+    for (std::size_t k = 0; k < u.params.size(); ++k) {
+      const std::int64_t b = std::max(lo, u.param_offset[k]);
+      const std::int64_t e = std::min(hi, u.param_offset[k] + layout.params()[u.params[k]].numel());
+      if (b < e) opt_segments_.push_back({o.owned_offset + (b - lo), e - b, !layout.params()[u.params[k]].is_norm()});
+    }
+  }
+  master_ = zeros("zero_master", owned_numel_);
+  exp_avg_ = zeros("zero_exp_avg", owned_numel_);
+  exp_avg_sq_ = zeros("zero_exp_avg_sq", owned_numel_);
+  if (cfg.stage < 3) {
+    full_weights_ = zeros("zero_full_weights", part_.full_numel());
+  } else {
+    shard_weights_ = zeros("zero_shard_weights", part_.shard_numel());
+  }
+  if (cfg.stage <= 1) full_grads_ = zeros("zero_full_grads", part_.full_numel());
+  grad_owned_ = cfg.stage == 0 ? full_grads_ : zeros("zero_grad_shard", owned_numel_);
+  std::int64_t max_shard = 0;
+  for (const FlatUnit& u : units) max_shard = std::max(max_shard, u.shard);
+  if (cfg.stage >= 1) scratch_shard_ = zeros("zero_scratch_shard", max_shard);
+  gathered_.resize(units.size());
+  pending_.resize(units.size());
+  refcount_.assign(units.size(), 0);
+  unit_grads_.resize(units.size());
+}
+
+void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
+  const auto& units = part_.units();
+  for (std::size_t ui = 0; ui < units.size(); ++ui) {
+    const FlatUnit& u = units[ui];
+    const OwnedSegment& o = owned_[ui];
+    const std::int64_t lo = o.full_offset - u.full_offset, hi = lo + o.length;
+    for (std::size_t k = 0; k < u.params.size(); ++k) {
+      const std::int64_t b = std::max(lo, u.param_offset[k]);
+      const std::int64_t e = std::min(hi, u.param_offset[k] + layout_.params()[u.params[k]].numel());
+      if (b < e) {
+        init_param_range(layout_, model, seed, u.params[k], b - u.param_offset[k],
+                         slice(master_, o.owned_offset + (b - lo), e - b));
+      }
+    }
+  }
+  refresh_compute_weights();
+}
+
+void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
+  if (static_cast<std::int64_t>(layout_order.size()) != layout_.total_numel()) {
+    throw std::invalid_argument("load_weights: expected " + std::to_string(layout_.total_numel()) + " values");
+  }
+  auto host = Kokkos::create_mirror_view(master_);
+  Kokkos::deep_copy(host, 0.f);
+  const auto& units = part_.units();
+  for (std::size_t ui = 0; ui < units.size(); ++ui) {
+    const FlatUnit& u = units[ui];
+    const OwnedSegment& o = owned_[ui];
+    const std::int64_t lo = o.full_offset - u.full_offset, hi = lo + o.length;
+    for (std::size_t k = 0; k < u.params.size(); ++k) {
+      const std::int64_t b = std::max(lo, u.param_offset[k]);
+      const std::int64_t e = std::min(hi, u.param_offset[k] + layout_.params()[u.params[k]].numel());
+      const std::int64_t src = layout_.offset(u.params[k]) + (b - u.param_offset[k]);
+      for (std::int64_t i = 0; i < e - b; ++i) host(o.owned_offset + (b - lo) + i) = layout_order[src + i];
+    }
+  }
+  Kokkos::deep_copy(master_, host);
+  refresh_compute_weights();
+}
+
+void ZeroEngine::refresh_compute_weights() {
+  auto to_compute = [&](Unmanaged1<const float> src, Unmanaged1<float> dst) {
+    if (cfg_.dtype == ComputeDtype::bf16) {
+      round_to_bf16(src, dst);
+    } else {
+      Kokkos::deep_copy(dst, src);
+    }
+  };
+  if (cfg_.stage == 3) {
+    to_compute(master_, shard_weights_);
+    return;
+  }
+  for (const OwnedSegment& o : owned_) {
+    to_compute(slice(master_, o.owned_offset, o.length), slice(full_weights_, o.full_offset, o.length));
+  }
+  if (cfg_.stage == 0) return;
+  for (const FlatUnit& u : part_.units()) {  // every rank updated its shard; gather the rest in place
+    float* unit = full_weights_.data() + u.full_offset;
+    group_.all_gather(unit + rank_ * u.shard, unit, static_cast<std::size_t>(u.shard), DType::f32);
+  }
+}
+
+// ---- the step --------------------------------------------------------------------------------------
+
+void ZeroEngine::begin_step() {
+  if (full_grads_.extent(0) > 0) Kokkos::deep_copy(full_grads_, 0.f);
+  Kokkos::deep_copy(grad_owned_, 0.f);
+}
+
+void ZeroEngine::begin_micro_batch(bool last) { last_micro_batch_ = last; }
+
+void ZeroEngine::end_micro_batch() {
+  // Stages 0 and 1 accumulate locally and communicate once per optimizer step.
+  if (!last_micro_batch_ || cfg_.stage >= 2) return;
+  if (cfg_.stage == 0) {
+    group_.all_reduce(full_grads_.data(), full_grads_.data(), full_grads_.extent(0), DType::f32, ReduceOp::sum);
+    return;
+  }
+  for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
+    reduce_unit_grad(static_cast<int>(ui), full_grads_.data() + part_.units()[ui].full_offset, false);
+  }
+}
+
+void ZeroEngine::reduce_unit_grad(int unit, const float* full_unit_grad, bool accumulate) {
+  const FlatUnit& u = part_.units()[unit];
+  auto dst = slice(grad_owned_, u.shard_offset, u.shard);
+  if (!accumulate) {
+    group_.reduce_scatter(full_unit_grad, dst.data(), static_cast<std::size_t>(u.shard), DType::f32, ReduceOp::sum);
+    return;
+  }
+  auto tmp = slice(scratch_shard_, 0, u.shard);
+  group_.reduce_scatter(full_unit_grad, tmp.data(), static_cast<std::size_t>(u.shard), DType::f32, ReduceOp::sum);
+  add_inplace(dst, tmp);
+}
+
+double ZeroEngine::clip_grad_norm(double max_norm) {
+  double sq = sum_squares(grad_owned_);
+  if (cfg_.stage >= 1) group_.all_reduce(&sq, &sq, 1, DType::f64, ReduceOp::sum);
+  const double norm = std::sqrt(sq);
+  if (max_norm > 0 && norm > max_norm) scale_inplace(grad_owned_, static_cast<float>(max_norm / (norm + 1e-6)));
+  return norm;
+}
+
+void ZeroEngine::optimizer_step(double lr) {
+  ++step_;
+  AdamWHyper h;
+  h.lr = static_cast<float>(lr);
+  h.beta1 = static_cast<float>(cfg_.adam_beta1);
+  h.beta2 = static_cast<float>(cfg_.adam_beta2);
+  h.eps = static_cast<float>(cfg_.adam_epsilon);
+  h.step = step_;
+  for (const OptSegment& s : opt_segments_) {
+    h.weight_decay = s.decay ? static_cast<float>(cfg_.weight_decay) : 0.f;
+    adamw_update(h, slice(master_, s.owned_offset, s.length), slice(grad_owned_, s.owned_offset, s.length),
+                 slice(exp_avg_, s.owned_offset, s.length), slice(exp_avg_sq_, s.owned_offset, s.length));
+  }
+  drain_gathers();  // gathered copies hold the old weights
+  refresh_compute_weights();
+}
+
+// ---- ParamSource -----------------------------------------------------------------------------------
+
+void ZeroEngine::gather_unit(int unit, bool nonblocking) {
+  const FlatUnit& u = part_.units()[unit];
+  if (gathered_[unit].extent(0) == 0) {
+    gathered_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("zero_gathered")), u.padded);
+  }
+  const float* mine = shard_weights_.data() + u.shard_offset;
+  RequestPtr r = group_.iall_gather(mine, gathered_[unit].data(), static_cast<std::size_t>(u.shard), DType::f32);
+  if (nonblocking) {
+    pending_[unit] = std::move(r);
+  } else {
+    r->wait();
+  }
+  track_peaks();
+}
+
+void ZeroEngine::acquire(int block) {
+  if (cfg_.stage < 3) return;
+  const int head = layout_.head_block();
+  if (block == 0 && last_acquired_ != 1 && !(last_acquired_ == head && head == 1)) forward_ = true;
+  for (int u : part_.units_of_block(block)) {
+    ++refcount_[u];
+    if (pending_[u]) {
+      pending_[u]->wait();
+      pending_[u].reset();
+    } else if (gathered_[u].extent(0) == 0) {
+      gather_unit(u, false);
+    }
+  }
+  // Prefetch the block that comes next: up the layers in forward, down them in backward.
+  if (block == head) forward_ = false;
+  const int next = forward_ ? block + 1 : block - 1;
+  if (next >= 0 && next <= head) {
+    for (int u : part_.units_of_block(next)) {
+      if (!pending_[u] && gathered_[u].extent(0) == 0) gather_unit(u, true);
+    }
+  }
+  last_acquired_ = block;
+}
+
+Unmanaged1<const float> ZeroEngine::weight(int param) {
+  const int u = part_.unit_of(param);
+  const std::int64_t n = layout_.params()[param].numel(), off = part_.offset_in_unit(param);
+  if (cfg_.stage < 3) return Unmanaged1<const float>(full_weights_.data() + part_.units()[u].full_offset + off, n);
+  if (refcount_[u] == 0 || pending_[u]) {
+    throw std::logic_error("weight of '" + layout_.params()[param].name + "' read outside acquire/release");
+  }
+  return Unmanaged1<const float>(gathered_[u].data() + off, n);
+}
+
+void ZeroEngine::release(int block) {
+  if (cfg_.stage < 3) return;
+  for (int u : part_.units_of_block(block)) {
+    if (--refcount_[u] == 0 && !pending_[u]) gathered_[u] = View1<float>();
+  }
+}
+
+void ZeroEngine::drain_gathers() {
+  for (std::size_t u = 0; u < gathered_.size(); ++u) {
+    if (pending_[u]) {
+      pending_[u]->wait();
+      pending_[u].reset();
+    }
+    if (refcount_[u] == 0) gathered_[u] = View1<float>();
+  }
+}
+
+// ---- GradSink --------------------------------------------------------------------------------------
+
+Unmanaged1<float> ZeroEngine::grad(int param) {
+  const int u = part_.unit_of(param);
+  const std::int64_t n = layout_.params()[param].numel(), off = part_.offset_in_unit(param);
+  if (cfg_.stage <= 1) return Unmanaged1<float>(full_grads_.data() + part_.units()[u].full_offset + off, n);
+  if (unit_grads_[u].extent(0) == 0) {
+    unit_grads_[u] = View1<float>(std::string("zero_unit_grad"), part_.units()[u].padded);
+    track_peaks();
+  }
+  return Unmanaged1<float>(unit_grads_[u].data() + off, n);
+}
+
+void ZeroEngine::block_done(int block) {
+  if (cfg_.stage <= 1) return;
+  // The block's own unit is complete once its block is done: a shared weight (the tied embedding)
+  // belongs to the earliest block, which backward reaches last.
+  const int u = block;
+  if (unit_grads_[u].extent(0) == 0) return;
+  reduce_unit_grad(u, unit_grads_[u].data(), true);
+  unit_grads_[u] = View1<float>();
+}
+
+// ---- inspection ------------------------------------------------------------------------------------
+
+std::vector<float> ZeroEngine::owned_to_layout(View1<float> owned) {
+  View1<float> full("zero_full_view", part_.full_numel());
+  for (const OwnedSegment& o : owned_) Kokkos::deep_copy(slice(full, o.full_offset, o.length), slice(owned, o.owned_offset, o.length));
+  if (cfg_.stage >= 1) {
+    for (const FlatUnit& u : part_.units()) {
+      float* unit = full.data() + u.full_offset;
+      group_.all_gather(unit + rank_ * u.shard, unit, static_cast<std::size_t>(u.shard), DType::f32);
+    }
+  }
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), full);
+  std::vector<float> out(layout_.total_numel());
+  for (const FlatUnit& u : part_.units()) {
+    for (std::size_t k = 0; k < u.params.size(); ++k) {
+      const int p = u.params[k];
+      std::copy_n(host.data() + u.full_offset + u.param_offset[k], layout_.params()[p].numel(),
+                  out.begin() + layout_.offset(p));
+    }
+  }
+  return out;
+}
+
+std::vector<float> ZeroEngine::gather_master() { return owned_to_layout(master_); }
+std::vector<float> ZeroEngine::gather_grads() { return owned_to_layout(grad_owned_); }
+
+void ZeroEngine::track_peaks() {
+  std::int64_t g = 0, ug = 0;
+  for (const auto& v : gathered_) g += static_cast<std::int64_t>(v.extent(0));
+  for (const auto& v : unit_grads_) ug += static_cast<std::int64_t>(v.extent(0));
+  peak_gathered_ = std::max(peak_gathered_, 4 * g);
+  peak_unit_grads_ = std::max(peak_unit_grads_, 4 * ug);
+}
+
+MemoryReport ZeroEngine::memory() const {
+  MemoryReport m;
+  m.weights = 4 * static_cast<std::int64_t>(full_weights_.extent(0) + shard_weights_.extent(0));
+  m.grads = 4 * static_cast<std::int64_t>(full_grads_.extent(0) + (cfg_.stage == 0 ? 0 : grad_owned_.extent(0)));
+  m.optimizer = 4 * static_cast<std::int64_t>(master_.extent(0) + exp_avg_.extent(0) + exp_avg_sq_.extent(0));
+  m.peak_gathered = peak_gathered_;
+  m.peak_unit_grads = peak_unit_grads_;
+  return m;
+}
+
+}  // namespace shardft

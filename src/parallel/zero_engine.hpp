@@ -1,0 +1,113 @@
+#pragma once
+// The ZeRO sharding engine: the model's ParamSource and GradSink over a group of N data-parallel
+// ranks, and the owner of the fp32 master weights and AdamW state.
+//   stage 0: everything replicated; the step's gradient is all-reduced once, after the last micro-batch.
+//   stage 1: master weights and AdamW state sharded; gradients reduce-scattered after the last
+//            micro-batch; updated weights all-gathered.
+//   stage 2: gradients sharded as they are produced: each unit's gradient is reduce-scattered when its
+//            block's backward is done, and no full-size gradient outlives its block.
+//   stage 3: weights sharded too: each block's units are all-gathered before its forward and again
+//            before its backward (the next block prefetched with a nonblocking gather), released after.
+// Every rank computes the same step as one rank processing the whole global batch.
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "config/model_config.hpp"
+#include "model/decoder.hpp"
+#include "parallel/flat_partition.hpp"
+
+namespace shardft {
+
+struct ZeroConfig {
+  int stage = 0;
+  ComputeDtype dtype = ComputeDtype::fp32;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8, weight_decay = 0.0;
+};
+
+// Bytes a rank holds, by kind (persistent), and the largest transient gathers / gradient units seen.
+struct MemoryReport {
+  std::int64_t weights = 0, grads = 0, optimizer = 0;
+  std::int64_t peak_gathered = 0, peak_unit_grads = 0;
+};
+
+class ZeroEngine : public ParamSource, public GradSink {
+ public:
+  ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group);
+
+  // Seeded initialisation: each rank creates only the master slice it owns (same values as
+  // init_params on one rank), then the compute weights are refreshed.
+  void init_weights(const ModelConfig& model, std::uint64_t seed);
+  // Every rank passes the whole model in layout order; each keeps its slice.
+  void load_weights(const std::vector<float>& layout_order);
+
+  // One optimizer step: begin_step, then per micro-batch begin_micro_batch(is_last) / the model's
+  // forward_backward / end_micro_batch, then clip_grad_norm and optimizer_step.
+  void begin_step();
+  void begin_micro_batch(bool last);
+  void end_micro_batch();
+  double clip_grad_norm(double max_norm);  // global norm over every shard, before clipping
+  void optimizer_step(double lr);
+
+  // ParamSource
+  void acquire(int block) override;
+  Unmanaged1<const float> weight(int param) override;
+  void release(int block) override;
+  // GradSink
+  Unmanaged1<float> grad(int param) override;
+  void block_done(int block) override;
+
+  // The whole model in layout order on every rank (collective): master weights, or the step's
+  // reduced (and clipped) gradient.
+  std::vector<float> gather_master();
+  std::vector<float> gather_grads();
+
+  MemoryReport memory() const;
+  const FlatPartition& partition() const { return part_; }
+  int stage() const { return cfg_.stage; }
+  Communicator& group() { return group_; }
+  long steps_taken() const { return step_; }
+
+ private:
+  struct OwnedSegment {            // a piece of this rank's owned region
+    std::int64_t owned_offset, full_offset, length;
+  };
+  struct OptSegment {              // a run of owned elements with one weight-decay rule
+    std::int64_t owned_offset, length;
+    bool decay;
+  };
+  void refresh_compute_weights();
+  void drain_gathers();
+  void gather_unit(int unit, bool nonblocking);
+  void reduce_unit_grad(int unit, const float* full_unit_grad, bool accumulate);
+  std::vector<float> owned_to_layout(View1<float> owned);
+  void track_peaks();
+
+  const ParamLayout& layout_;
+  ZeroConfig cfg_;
+  Communicator& group_;
+  FlatPartition part_;
+  int rank_, size_;
+  std::vector<OwnedSegment> owned_;
+  std::vector<OptSegment> opt_segments_;
+  std::int64_t owned_numel_ = 0;
+
+  View1<float> full_weights_;   // stages 0-2: every unit, compute precision
+  View1<float> shard_weights_;  // stage 3: this rank's shard of every unit
+  View1<float> full_grads_;     // stages 0-1: the step's whole gradient
+  View1<float> grad_owned_;     // the reduced gradient of the owned region (aliases full_grads_ at stage 0)
+  View1<float> master_, exp_avg_, exp_avg_sq_;
+  View1<float> scratch_shard_;  // receives one unit's reduce-scatter
+
+  std::vector<View1<float>> gathered_;     // stage 3: per unit, while acquired or prefetched
+  std::vector<RequestPtr> pending_;        // stage 3: per unit, a prefetch in flight
+  std::vector<int> refcount_;
+  std::vector<View1<float>> unit_grads_;   // stages 2-3: per unit, during its block's backward
+  bool last_micro_batch_ = true, forward_ = true;
+  int last_acquired_ = -1;
+  long step_ = 0;
+  std::int64_t peak_gathered_ = 0, peak_unit_grads_ = 0;
+};
+
+}  // namespace shardft
