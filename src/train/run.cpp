@@ -1,6 +1,8 @@
 #include "train/run.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +67,20 @@ void report_eval(const EvalResult& ev, std::ostream& log) {
   log << py_dict({{"eval_loss", ev.eval_loss}, {"eval_exact_match", ev.exact_match},
                   {"eval_samples", static_cast<double>(ev.samples)}})
       << std::endl;
+}
+
+// Test hook: SHARDFT_FAULT="RANK:STEP:throw|exit" makes that rank fail before that optimizer step,
+// so tests can prove that the other ranks are ended, never left waiting in a collective.
+void maybe_inject_fault(int rank, long step) {
+  static const char* spec = std::getenv("SHARDFT_FAULT");
+  if (!spec) return;
+  int fault_rank = -1;
+  long fault_step = -1;
+  char kind[16] = {0};
+  if (std::sscanf(spec, "%d:%ld:%15s", &fault_rank, &fault_step, kind) != 3) return;
+  if (fault_rank != rank || fault_step != step) return;
+  if (std::string(kind) == "exit") std::_Exit(3);  // dies without a word, like a killed process
+  throw std::runtime_error("injected fault (SHARDFT_FAULT) before step " + std::to_string(step));
 }
 
 std::vector<Conversation> eval_subset(const TrainConfig& cfg) {
@@ -147,6 +163,7 @@ RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostrea
       order = epoch_permutation(static_cast<std::int64_t>(samples.size()), cfg.seed, epoch);
       order_epoch = epoch;
     }
+    maybe_inject_fault(world.rank(), s + 1);
     std::vector<TokenBatch> micro;
     for (int m = 0; m < cfg.gradient_accumulation_steps; ++m) {
       micro.push_back(collate(samples, micro_batch_indices(cfg, plan, order, s, m, world.rank(), dp)));
