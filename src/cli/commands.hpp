@@ -19,5 +19,6 @@ Invocation parse_invocation(const std::vector<std::string>& args);
 int train(const Invocation& inv, const MpiSession& mpi);
 int eval(const Invocation& inv, const MpiSession& mpi);
 int keys(std::ostream& out);
+int estimate(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace shardft::cli

@@ -20,6 +20,7 @@ void usage(std::ostream& out) {
          "commands:\n"
          "  train   fine-tune the model of the recipe on its dataset\n"
          "  eval    held-out loss and greedy exact match of output_dir/model.safetensors\n"
+         "  estimate  memory per GPU/CPU for ZeRO stages 1-3 (DeepSpeed's table) and activations\n"
          "  keys    list every recipe key with its default and meaning\n"
          "run 'shardft keys' for the keys; any key may be given on the command line.\n";
 }
@@ -35,6 +36,14 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "keys") return shardft::cli::keys(std::cout);
+  if (command == "estimate") {  // arithmetic only: no MPI, no Kokkos
+    try {
+      return shardft::cli::estimate(args, std::cout);
+    } catch (const std::exception& e) {
+      std::cerr << "shardft: error: " << e.what() << "\n";
+      return 2;
+    }
+  }
 
   shardft::MpiSession mpi(&argc, &argv);
   int code = 0;

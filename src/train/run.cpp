@@ -12,6 +12,7 @@
 
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
+#include "parallel/memory_estimate.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -150,7 +151,9 @@ RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostrea
       << " per device x " << cfg.gradient_accumulation_steps << " accumulation x " << dp << " ranks; "
       << plan.total_steps << " steps (" << plan.steps_per_epoch << " per epoch)\n"
       << "  per-rank state: weights " << mem.weights << " B, gradients " << mem.grads << " B, optimizer "
-      << mem.optimizer << " B" << std::endl;
+      << mem.optimizer << " B; activations (estimate) "
+      << static_cast<std::int64_t>(activation_bytes(cfg.model, cfg.per_device_train_batch_size, cfg.max_seq_length))
+      << " B" << std::endl;
 
   std::vector<std::int64_t> order;
   long order_epoch = -1;
@@ -208,6 +211,10 @@ RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostrea
                   {"train_steps_per_second", sum.train_steps_per_second}, {"train_loss", sum.train_loss},
                   {"epoch", static_cast<double>(plan.total_steps) / static_cast<double>(plan.steps_per_epoch)}})
       << std::endl;
+  const MemoryReport after = tr.engine().memory();
+  log << "peak memory per rank: " << peak_rss_bytes() << " B measured (process RSS); model state "
+      << after.weights + after.grads + after.optimizer << " B + transient gathers " << after.peak_gathered
+      << " B + gradient units " << after.peak_unit_grads << " B" << std::endl;
   save_model(tr, model_path(cfg), writer);
   log << "saved " << model_path(cfg) << std::endl;
 
