@@ -1,0 +1,44 @@
+// The NCCL backend: the same collectives as the MPI backend, on device buffers. Built wherever CUDA
+// and NCCL are found; it needs one GPU per rank to run and says so when there is none.
+#include <gtest/gtest.h>
+
+#ifdef SHARDFT_HAVE_NCCL
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "comm/nccl/nccl_communicator.hpp"
+
+namespace shardft {
+namespace {
+
+TEST(CommNccl, AllReduceReduceScatterAllGatherOnDevice) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world");
+  const int gpus = cuda_device_count();
+  int enough = gpus >= 1 ? 1 : 0;
+  world.all_reduce(&enough, &enough, 1, DType::i32, ReduceOp::sum);
+  if (enough < world.size()) {
+    GTEST_SKIP() << "no GPU for every rank (" << gpus << " visible here): NCCL collectives need one GPU per rank";
+  }
+  cudaSetDevice(world.rank() % gpus);
+  NcclCommunicator nccl(world, "world");
+  const int n = nccl.size(), r = nccl.rank(), k = 4;
+  std::vector<float> host(n * k);
+  for (int i = 0; i < n * k; ++i) host[i] = float(i + r);
+  float* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, sizeof(float) * n * k), cudaSuccess);
+  cudaMemcpy(dev, host.data(), sizeof(float) * n * k, cudaMemcpyHostToDevice);
+  nccl.all_reduce(dev, dev, n * k, DType::f32, ReduceOp::sum);
+  cudaMemcpy(host.data(), dev, sizeof(float) * n * k, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n * k; ++i) EXPECT_FLOAT_EQ(host[i], float(n * i + n * (n - 1) / 2));
+  nccl.reduce_scatter(dev, dev, k, DType::f32, ReduceOp::sum);
+  nccl.all_gather(dev + r * k, dev, k, DType::f32);
+  cudaMemcpy(host.data(), dev, sizeof(float) * n * k, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n * k; ++i) EXPECT_FLOAT_EQ(host[i], float(n * (n * i + n * (n - 1) / 2)));
+  EXPECT_GT(nccl.ledger().total(), n > 1 ? 0.0 : -1.0);
+  cudaFree(dev);
+}
+
+}  // namespace
+}  // namespace shardft
+#endif
