@@ -17,6 +17,21 @@ Unmanaged1<float> slice(const View1<float>& v, std::int64_t off, std::int64_t n)
 View1<float> zeros(const char* name, std::int64_t n) { return View1<float>(std::string(name), n); }
 }  // namespace
 
+template <class Fn>
+void ZeroEngine::for_each_owned_slice(Fn&& fn) const {
+  const auto& units = part_.units();
+  for (std::size_t ui = 0; ui < units.size(); ++ui) {
+    const FlatUnit& u = units[ui];
+    const OwnedSegment& o = owned_[ui];
+    const std::int64_t lo = o.full_offset - u.full_offset, hi = lo + o.length;  // owned range inside the unit
+    for (std::size_t k = 0; k < u.params.size(); ++k) {
+      const std::int64_t b = std::max(lo, u.param_offset[k]);
+      const std::int64_t e = std::min(hi, u.param_offset[k] + layout_.params()[u.params[k]].numel());
+      if (b < e) fn(u.params[k], b - u.param_offset[k], o.owned_offset + (b - lo), e - b);
+    }
+  }
+}
+
 ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group)
     : layout_(layout), cfg_(cfg), group_(group), part_(layout, group.size()), rank_(group.rank()), size_(group.size()) {
   if (cfg.stage < 0 || cfg.stage > 3) throw std::invalid_argument("zero_stage must be 0, 1, 2 or 3");
@@ -31,16 +46,9 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communi
   }
   owned_numel_ = cfg.stage == 0 ? part_.full_numel() : part_.shard_numel();
   // Norm weights take no weight decay (HF Trainer's rule); padding is zero either way.
-  for (std::size_t ui = 0; ui < units.size(); ++ui) {
-    const FlatUnit& u = units[ui];
-    const OwnedSegment& o = owned_[ui];
-    const std::int64_t lo = o.full_offset - u.full_offset, hi = lo + o.length;
-    for (std::size_t k = 0; k < u.params.size(); ++k) {
-      const std::int64_t b = std::max(lo, u.param_offset[k]);
-      const std::int64_t e = std::min(hi, u.param_offset[k] + layout.params()[u.params[k]].numel());
-      if (b < e) opt_segments_.push_back({o.owned_offset + (b - lo), e - b, !layout.params()[u.params[k]].is_norm()});
-    }
-  }
+  for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
+    opt_segments_.push_back({owned_offset, length, !layout.params()[param].is_norm()});
+  });
   master_ = zeros("zero_master", owned_numel_);
   exp_avg_ = zeros("zero_exp_avg", owned_numel_);
   exp_avg_sq_ = zeros("zero_exp_avg_sq", owned_numel_);
@@ -61,20 +69,9 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communi
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
-  const auto& units = part_.units();
-  for (std::size_t ui = 0; ui < units.size(); ++ui) {
-    const FlatUnit& u = units[ui];
-    const OwnedSegment& o = owned_[ui];
-    const std::int64_t lo = o.full_offset - u.full_offset, hi = lo + o.length;
-    for (std::size_t k = 0; k < u.params.size(); ++k) {
-      const std::int64_t b = std::max(lo, u.param_offset[k]);
-      const std::int64_t e = std::min(hi, u.param_offset[k] + layout_.params()[u.params[k]].numel());
-      if (b < e) {
-        init_param_range(layout_, model, seed, u.params[k], b - u.param_offset[k],
-                         slice(master_, o.owned_offset + (b - lo), e - b));
-      }
-    }
-  }
+  for_each_owned_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
+    init_param_range(layout_, model, seed, param, first, slice(master_, owned_offset, length));
+  });
   refresh_compute_weights();
 }
 
@@ -84,18 +81,9 @@ void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
   }
   auto host = Kokkos::create_mirror_view(master_);
   Kokkos::deep_copy(host, 0.f);
-  const auto& units = part_.units();
-  for (std::size_t ui = 0; ui < units.size(); ++ui) {
-    const FlatUnit& u = units[ui];
-    const OwnedSegment& o = owned_[ui];
-    const std::int64_t lo = o.full_offset - u.full_offset, hi = lo + o.length;
-    for (std::size_t k = 0; k < u.params.size(); ++k) {
-      const std::int64_t b = std::max(lo, u.param_offset[k]);
-      const std::int64_t e = std::min(hi, u.param_offset[k] + layout_.params()[u.params[k]].numel());
-      const std::int64_t src = layout_.offset(u.params[k]) + (b - u.param_offset[k]);
-      for (std::int64_t i = 0; i < e - b; ++i) host(o.owned_offset + (b - lo) + i) = layout_order[src + i];
-    }
-  }
+  for_each_owned_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
+    std::copy_n(layout_order.begin() + layout_.offset(param) + first, length, host.data() + owned_offset);
+  });
   Kokkos::deep_copy(master_, host);
   refresh_compute_weights();
 }

@@ -77,6 +77,10 @@ class ZeroEngine : public ParamSource, public GradSink {
     std::int64_t owned_offset, length;
     bool decay;
   };
+  // fn(param, first element of the param, offset in the owned region, length) for every piece of a
+  // parameter this rank owns.
+  template <class Fn>
+  void for_each_owned_slice(Fn&& fn) const;
   void refresh_compute_weights();
   void drain_gathers();
   void gather_unit(int unit, bool nonblocking);

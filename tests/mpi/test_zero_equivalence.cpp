@@ -58,6 +58,26 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / den);
 }
 
+// This rank's micro-batches of step s, and the same step's whole global batch for one rank.
+struct StepBatches {
+  std::vector<TokenBatch> mine;
+  TokenBatch global;
+};
+StepBatches step_batches(const TrainConfig& cfg, const std::vector<TokenizedSample>& data, const StepPlan& plan,
+                         const std::vector<std::int64_t>& order, int s, int rank, int N) {
+  StepBatches out;
+  std::vector<std::int64_t> global;
+  for (int m = 0; m < cfg.gradient_accumulation_steps; ++m) {
+    out.mine.push_back(collate(data, micro_batch_indices(cfg, plan, order, s, m, rank, N)));
+    for (int r = 0; r < N; ++r) {
+      const auto idx = micro_batch_indices(cfg, plan, order, s, m, r, N);
+      global.insert(global.end(), idx.begin(), idx.end());
+    }
+  }
+  out.global = collate(data, global);
+  return out;
+}
+
 struct Case {
   int stage, accumulation;
 };
@@ -84,17 +104,9 @@ TEST_P(ZeroEquivalence, FiveStepsMatchOneRankOnTheGlobalBatch) {
   SelfCommunicator self;
   Trainer reference(ref_cfg, steps, self);
   for (int s = 0; s < steps; ++s) {
-    std::vector<TokenBatch> mine;
-    std::vector<std::int64_t> global;
-    for (int m = 0; m < cfg.gradient_accumulation_steps; ++m) {
-      mine.push_back(collate(data, micro_batch_indices(cfg, plan, order, s, m, world.rank(), N)));
-      for (int r = 0; r < N; ++r) {
-        const auto idx = micro_batch_indices(cfg, plan, order, s, m, r, N);
-        global.insert(global.end(), idx.begin(), idx.end());
-      }
-    }
-    const StepStats a = sharded.step(mine);
-    const StepStats b = reference.step({collate(data, global)});  // one rank, one big micro-batch
+    const StepBatches batches = step_batches(cfg, data, plan, order, s, world.rank(), N);
+    const StepStats a = sharded.step(batches.mine);
+    const StepStats b = reference.step({batches.global});  // one rank, one big micro-batch
     EXPECT_EQ(a.targets, b.targets);
     EXPECT_NEAR(a.loss, b.loss, 1e-5 * b.loss) << "step " << s;
     EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * b.grad_norm) << "step " << s;
@@ -136,16 +148,8 @@ TEST(ZeroEquivalenceBf16, EveryStageStaysWithinTheStatedTolerance) {
     Trainer reference(ref_cfg, steps, self);
     double worst_loss = 0;
     for (int s = 0; s < steps; ++s) {
-      std::vector<TokenBatch> mine;
-      std::vector<std::int64_t> global;
-      for (int m = 0; m < cfg.gradient_accumulation_steps; ++m) {
-        mine.push_back(collate(data, micro_batch_indices(cfg, plan, order, s, m, world.rank(), N)));
-        for (int r = 0; r < N; ++r) {
-          const auto idx = micro_batch_indices(cfg, plan, order, s, m, r, N);
-          global.insert(global.end(), idx.begin(), idx.end());
-        }
-      }
-      const double a = sharded.step(mine).loss, b = reference.step({collate(data, global)}).loss;
+      const StepBatches batches = step_batches(cfg, data, plan, order, s, world.rank(), N);
+      const double a = sharded.step(batches.mine).loss, b = reference.step({batches.global}).loss;
       worst_loss = std::max(worst_loss, std::abs(a - b) / b);
     }
     const double diff = rel_diff(sharded.engine().gather_master(), reference.engine().gather_master());
