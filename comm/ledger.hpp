@@ -18,12 +18,20 @@ double bus_bytes(Collective c, double total_bytes, int n);
 
 class ByteLedger {
  public:
+  // Whether the group this ledger belongs to has ranks on more than one node: then every byte it
+  // sends counts as inter-node (DeepSpeed's accounting for ZeRO++), otherwise as intra-node.
+  void set_crosses_nodes(bool crosses) { crosses_nodes_ = crosses; }
+  bool crosses_nodes() const { return crosses_nodes_; }
+
   void record(Collective c, double bytes_sent) {
     by_collective_[c] += bytes_sent;
     total_ += bytes_sent;
+    (crosses_nodes_ ? inter_node_ : intra_node_) += bytes_sent;
     ++calls_;
   }
   double total() const { return total_; }
+  double inter_node() const { return inter_node_; }
+  double intra_node() const { return intra_node_; }
   double of(Collective c) const {
     auto it = by_collective_.find(c);
     return it == by_collective_.end() ? 0.0 : it->second;
@@ -31,13 +39,14 @@ class ByteLedger {
   std::int64_t calls() const { return calls_; }
   void reset() {
     by_collective_.clear();
-    total_ = 0;
+    total_ = inter_node_ = intra_node_ = 0;
     calls_ = 0;
   }
 
  private:
   std::map<Collective, double> by_collective_;
-  double total_ = 0;
+  bool crosses_nodes_ = false;
+  double total_ = 0, inter_node_ = 0, intra_node_ = 0;
   std::int64_t calls_ = 0;
 };
 

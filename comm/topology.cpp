@@ -58,6 +58,13 @@ ProcessGroups ProcessGroups::create(MPI_Comm world, const Topology& topo, int sh
   }
   g.shard = g.world->split(topo.world_rank / f, topo.world_rank, "shard");
   g.replica = g.world->split(topo.world_rank % f, topo.world_rank, "replica");
+  // A group crosses nodes when its members' node indices differ.
+  for (MpiCommunicator* c : {g.world.get(), g.node.get(), g.shard.get(), g.replica.get()}) {
+    int lo = topo.node, hi = topo.node;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, c->comm());
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, c->comm());
+    c->ledger().set_crosses_nodes(lo != hi);
+  }
   return g;
 }
 

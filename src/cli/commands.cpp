@@ -28,10 +28,16 @@ Invocation parse_invocation(const std::vector<std::string>& args) {
 int train(const Invocation& inv, const MpiSession& mpi) {
   const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides);
   (void)mpi;
-  const Topology topo = Topology::discover(MPI_COMM_WORLD, cfg.ranks_per_node);
-  (void)topo;  // hybrid sharding groups arrive with the next milestone
-  MpiCommunicator world(MPI_COMM_WORLD, "world");
-  const RunSummary s = run_training(cfg, world, std::cout);
+  Topology topo;
+  try {
+    topo = Topology::discover(MPI_COMM_WORLD, cfg.ranks_per_node);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("ranks_per_node: ") + e.what());
+  }
+  const int shard = resolve_shard_group_size(cfg, topo.world_size, topo.ranks_per_node);
+  ProcessGroups groups = ProcessGroups::create(MPI_COMM_WORLD, topo, shard);
+  const RunSummary s =
+      run_training(cfg, TrainGroups{groups.world.get(), groups.shard.get(), groups.replica.get()}, std::cout);
   return s.steps > 0 ? 0 : 1;
 }
 

@@ -131,6 +131,12 @@ std::vector<RecipeKey> build_recipe_keys() {
           .in(closed_interval(0, 3)),
       train_key("ranks_per_node", &T::ranks_per_node, "treat every N consecutive ranks as one node; 0: ask MPI")
           .in(at_least(0)),
+      train_key("sharding_strategy", &T::sharding_strategy,
+                "FSDP's name for the stage: FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD; empty: zero_stage")
+          .one_of({"", "FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "_HYBRID_SHARD_ZERO2"}),
+      train_key("shard_group_size", &T::shard_group_size,
+                "ranks that split one model copy (hybrid sharding); 0: all ranks, or a node for HYBRID_SHARD")
+          .in(at_least(0)),
       // evaluation
       train_key("do_eval", &T::do_eval, "evaluate on eval_dataset_path at the end"),
       train_key("eval_max_new_tokens", &T::eval_max_new_tokens, "generation length in evaluation").in(at_least(1)),

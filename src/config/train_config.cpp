@@ -306,11 +306,29 @@ std::string yaml_string(const std::string& s) {
 
 }  // namespace
 
+int stage_of_sharding_strategy(const std::string& s) {
+  if (s == "FULL_SHARD" || s == "HYBRID_SHARD") return 3;
+  if (s == "SHARD_GRAD_OP" || s == "_HYBRID_SHARD_ZERO2") return 2;
+  if (s == "NO_SHARD") return 0;
+  return -1;
+}
+
+bool is_hybrid_strategy(const std::string& s) { return s == "HYBRID_SHARD" || s == "_HYBRID_SHARD_ZERO2"; }
+
 TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides) {
   TrainConfig cfg;
   if (!config_path.empty()) RecipeFileReader(cfg, config_path).read();
   apply_overrides(cfg, overrides);
   validate(cfg);
+  // FSDP users name the stage by strategy; both given must agree.
+  const int implied = stage_of_sharding_strategy(cfg.sharding_strategy);
+  if (implied >= 0) {
+    if (!source_of(cfg, "zero_stage").empty() && cfg.zero_stage != implied) {
+      fail_combination(cfg, {"sharding_strategy", "zero_stage"},
+                       "sharding_strategy " + cfg.sharding_strategy + " means zero_stage " + std::to_string(implied));
+    }
+    cfg.zero_stage = implied;
+  }
   return cfg;
 }
 

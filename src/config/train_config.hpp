@@ -54,6 +54,8 @@ struct TrainConfig {
   // data parallelism
   int zero_stage = 0;                        // 0: replicate, 1: shard optimizer, 2: + gradients, 3: + weights
   int ranks_per_node = 0;                    // > 0: topology override (4 ranks on one machine as 2 nodes of 2)
+  std::string sharding_strategy;             // FSDP's names: FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD
+  int shard_group_size = 0;                  // ranks that split one model copy; 0: all (or a node, for HYBRID_SHARD)
 
   // evaluation
   bool do_eval = true;                       // evaluate on eval_dataset_path at the end
@@ -69,6 +71,11 @@ struct TrainConfig {
 // Throws ConfigError for an unknown key, a value of the wrong type, an out-of-range value,
 // or an inconsistent combination; the message names file:line or the flag.
 TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides);
+
+// FSDP's sharding_strategy in ZeRO terms: the stage it means (-1 when none is given) and whether it
+// shards within a node and replicates across nodes.
+int stage_of_sharding_strategy(const std::string& strategy);
+bool is_hybrid_strategy(const std::string& strategy);
 
 // Validation alone (load_train_config calls it); throws ConfigError naming the key.
 void validate(const TrainConfig& cfg);

@@ -32,8 +32,14 @@ void ZeroEngine::for_each_owned_slice(Fn&& fn) const {
   }
 }
 
-ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group)
-    : layout_(layout), cfg_(cfg), group_(group), part_(layout, group.size()), rank_(group.rank()), size_(group.size()) {
+ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group, Communicator* replica)
+    : layout_(layout),
+      cfg_(cfg),
+      group_(group),
+      replica_(replica && replica->size() > 1 ? replica : nullptr),
+      part_(layout, group.size()),
+      rank_(group.rank()),
+      size_(group.size()) {
   if (cfg.stage < 0 || cfg.stage > 3) throw std::invalid_argument("zero_stage must be 0, 1, 2 or 3");
   const auto& units = part_.units();
   // What this rank owns: all of every unit at stage 0, its shard of every unit otherwise.
@@ -120,14 +126,17 @@ void ZeroEngine::begin_step() {
 void ZeroEngine::begin_micro_batch(bool last) { last_micro_batch_ = last; }
 
 void ZeroEngine::end_micro_batch() {
-  // Stages 0 and 1 accumulate locally and communicate once per optimizer step.
-  if (!last_micro_batch_ || cfg_.stage >= 2) return;
+  if (!last_micro_batch_) return;  // stages 0 and 1 accumulate locally until the step's last micro-batch
   if (cfg_.stage == 0) {
     group_.all_reduce(full_grads_.data(), full_grads_.data(), full_grads_.extent(0), DType::f32, ReduceOp::sum);
-    return;
+  } else if (cfg_.stage == 1) {
+    for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
+      reduce_unit_grad(static_cast<int>(ui), full_grads_.data() + part_.units()[ui].full_offset, false);
+    }
   }
-  for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
-    reduce_unit_grad(static_cast<int>(ui), full_grads_.data() + part_.units()[ui].full_offset, false);
+  // Hybrid sharding: the copies of the model average their gradient shards once per step.
+  if (replica_) {
+    replica_->all_reduce(grad_owned_.data(), grad_owned_.data(), grad_owned_.extent(0), DType::f32, ReduceOp::sum);
   }
 }
 

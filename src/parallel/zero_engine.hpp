@@ -34,7 +34,10 @@ struct MemoryReport {
 
 class ZeroEngine : public ParamSource, public GradSink {
  public:
-  ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group);
+  // shard_group splits one copy of the model; replica_group (hybrid sharding) holds the ranks with the
+  // same shard in the other copies, and all-reduces the gradient shards once per step.
+  ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& shard_group,
+             Communicator* replica_group = nullptr);
 
   // Seeded initialisation: each rank creates only the master slice it owns (same values as
   // init_params on one rank), then the compute weights are refreshed.
@@ -67,6 +70,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   const FlatPartition& partition() const { return part_; }
   int stage() const { return cfg_.stage; }
   Communicator& group() { return group_; }
+  Communicator* replica_group() { return replica_; }
   long steps_taken() const { return step_; }
 
  private:
@@ -91,6 +95,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   const ParamLayout& layout_;
   ZeroConfig cfg_;
   Communicator& group_;
+  Communicator* replica_;  // nullptr unless hybrid sharding with more than one copy
   FlatPartition part_;
   int rank_, size_;
   std::vector<OwnedSegment> owned_;

@@ -116,8 +116,23 @@ std::vector<std::int64_t> micro_batch_indices(const TrainConfig& cfg, const Step
   return std::vector<std::int64_t>(epoch_order.begin() + first, epoch_order.begin() + first + B);
 }
 
-RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostream& log_stream) {
+int resolve_shard_group_size(const TrainConfig& cfg, int world_size, int ranks_per_node) {
+  int f = cfg.shard_group_size;
+  if (f == 0) f = is_hybrid_strategy(cfg.sharding_strategy) ? ranks_per_node : world_size;
+  if (f < 1 || world_size % f != 0) {
+    throw ConfigError("shard_group_size " + std::to_string(f) + " does not divide the " + std::to_string(world_size) +
+                      " ranks of the job");
+  }
+  return f;
+}
+
+RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostream& log) {
+  return run_training(cfg, TrainGroups{&world, &world, nullptr}, log);
+}
+
+RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::ostream& log_stream) {
   const auto t_start = std::chrono::steady_clock::now();
+  Communicator& world = *groups.world;
   const bool writer = world.rank() == 0;
   std::ostream null_stream(nullptr);
   std::ostream& log = writer ? log_stream : null_stream;
@@ -142,11 +157,13 @@ RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostrea
     if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
   }
 
-  Trainer tr(cfg, plan.total_steps, world);
+  Trainer tr(cfg, plan.total_steps, groups);
+  const int shard_size = groups.shard ? groups.shard->size() : dp;
   const MemoryReport mem = tr.engine().memory();
   log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size() << " samples, "
       << (cfg.bf16 ? "bf16" : "fp32") << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
-      << (dp > 1 ? "s" : "") << " (" << world.backend() << ")\n"
+      << (dp > 1 ? "s" : "") << " (" << world.backend() << "), shard groups of " << shard_size << ", "
+      << dp / shard_size << " replica" << (dp / shard_size > 1 ? "s" : "") << "\n"
       << "  global batch " << plan.samples_per_step << " = " << cfg.per_device_train_batch_size
       << " per device x " << cfg.gradient_accumulation_steps << " accumulation x " << dp << " ranks; "
       << plan.total_steps << " steps (" << plan.steps_per_epoch << " per epoch)\n"
@@ -157,7 +174,7 @@ RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostrea
 
   std::vector<std::int64_t> order;
   long order_epoch = -1;
-  double window_loss = 0, window_seconds = 0, total_loss = 0, window_bytes = 0;
+  double window_loss = 0, window_seconds = 0, total_loss = 0, window_bytes = 0, window_intra = 0, window_inter = 0;
   std::int64_t window_tokens = 0;
   long window_steps = 0;
   for (long s = 0; s < plan.total_steps; ++s) {
@@ -178,12 +195,16 @@ RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostrea
     window_seconds += st.seconds;
     window_tokens += st.tokens;
     window_bytes += st.comm_bytes;
+    window_intra += st.comm_bytes_intra_node;
+    window_inter += st.comm_bytes_inter_node;
     ++window_steps;
     if ((s + 1) % cfg.logging_steps == 0 || s + 1 == plan.total_steps) {
       const double epoch_f = static_cast<double>(s + 1) / static_cast<double>(plan.steps_per_epoch);
       const double loss = window_loss / static_cast<double>(window_steps);
       const double tps = window_seconds > 0 ? static_cast<double>(window_tokens) / window_seconds : 0.0;
       const double bytes = window_bytes / static_cast<double>(window_steps);
+      const double intra = window_intra / static_cast<double>(window_steps);
+      const double inter = window_inter / static_cast<double>(window_steps);
       log << py_dict({{"loss", loss}, {"grad_norm", st.grad_norm}, {"learning_rate", st.learning_rate},
                       {"epoch", epoch_f}, {"tokens_per_second", tps}, {"comm_bytes", bytes}})
           << std::endl;
@@ -191,11 +212,12 @@ RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostrea
         metrics << nlohmann::json{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
                                   {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
                                   {"tokens_per_second", tps}, {"comm_bytes", bytes},
+                                  {"comm_bytes_intra_node", intra}, {"comm_bytes_inter_node", inter},
                                   {"peak_memory_bytes", peak_rss_bytes()}}
                        .dump()
                 << std::endl;
       }
-      window_loss = window_seconds = window_bytes = 0;
+      window_loss = window_seconds = window_bytes = window_intra = window_inter = 0;
       window_tokens = 0;
       window_steps = 0;
     }

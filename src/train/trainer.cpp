@@ -1,5 +1,6 @@
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace shardft {
@@ -28,10 +29,14 @@ std::int64_t count_real_tokens(const TokenBatch& b) {
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group)
+    : Trainer(cfg, total_steps, TrainGroups{&dp_group, &dp_group, nullptr}) {}
+
+Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& groups)
     : cfg_(cfg),
-      group_(dp_group),
+      groups_(groups),
+      group_(*groups.world),
       model_(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32),
-      engine_(model_.layout(), zero_config(cfg), dp_group) {
+      engine_(model_.layout(), zero_config(cfg), groups.shard ? *groups.shard : *groups.world, groups.replica) {
   engine_.init_weights(cfg.model, cfg.seed);
   schedule_.type = cfg.lr_scheduler_type;
   schedule_.peak_lr = cfg.learning_rate;
@@ -40,9 +45,22 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_grou
   schedule_.min_lr_rate = cfg.min_lr > 0 ? cfg.min_lr / cfg.learning_rate : cfg.min_lr_rate;
 }
 
+Trainer::LedgerTotals Trainer::ledger_totals() const {
+  LedgerTotals t;
+  std::vector<Communicator*> seen;
+  for (Communicator* c : {groups_.world, groups_.shard, groups_.replica}) {
+    if (!c || std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+    seen.push_back(c);
+    t.total += c->ledger().total();
+    t.intra += c->ledger().intra_node();
+    t.inter += c->ledger().inter_node();
+  }
+  return t;
+}
+
 StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
-  const double bytes_before = group_.ledger().total();
+  const LedgerTotals before = ledger_totals();
   StepStats st;
   std::int64_t counts[2] = {0, 0};  // targets, tokens: known before any backward, summed over ranks
   for (const auto& mb : micro_batches) {
@@ -70,7 +88,10 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   st.grad_norm = engine_.clip_grad_norm(cfg_.max_grad_norm);
   st.learning_rate = schedule_.at(engine_.steps_taken());
   engine_.optimizer_step(st.learning_rate);
-  st.comm_bytes = group_.ledger().total() - bytes_before;
+  const LedgerTotals after = ledger_totals();
+  st.comm_bytes = after.total - before.total;
+  st.comm_bytes_intra_node = after.intra - before.intra;
+  st.comm_bytes_inter_node = after.inter - before.inter;
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

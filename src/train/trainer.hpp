@@ -21,13 +21,24 @@ struct StepStats {
   std::int64_t tokens = 0;      // non-padding tokens processed, all ranks
   std::int64_t targets = 0;     // target tokens, all ranks
   double seconds = 0.0;
-  double comm_bytes = 0.0;      // bytes this rank sent during the step
+  double comm_bytes = 0.0;      // bytes this rank sent during the step, all groups
+  double comm_bytes_intra_node = 0.0, comm_bytes_inter_node = 0.0;
+};
+
+// The groups a step communicates in: the world (loss normalisation), the shard group that splits one
+// copy of the model (defaults to the world), and for hybrid sharding the replica group.
+struct TrainGroups {
+  Communicator* world = nullptr;
+  Communicator* shard = nullptr;
+  Communicator* replica = nullptr;
 };
 
 class Trainer {
  public:
-  // total_steps sizes the LR schedule; dp_group is the data-parallel group (world).
+  // total_steps sizes the LR schedule; dp_group is the data-parallel group (world), which is also the
+  // shard group unless `groups` says otherwise.
   Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group);
+  Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& groups);
 
   StepStats step(const std::vector<TokenBatch>& micro_batches);
 
@@ -37,7 +48,13 @@ class Trainer {
   long steps_done() const { return engine_.steps_taken(); }
 
  private:
+  struct LedgerTotals {
+    double total = 0, intra = 0, inter = 0;
+  };
+  LedgerTotals ledger_totals() const;
+
   TrainConfig cfg_;
+  TrainGroups groups_;
   Communicator& group_;
   Decoder model_;
   ZeroEngine engine_;

@@ -1,0 +1,285 @@
+// Every kernel family, forward and backward, at the default model's shapes: N = 384 tokens
+// (16 samples x 24), hidden d = 128, 4 heads / 2 kv heads of head_dim 32, intermediate 384, vocab 272.
+//
+// Memory-bound kernels report "bytes_per_second": the compulsory traffic of one call, each operand
+// counted once per read and once per write (a read-modify-write counts twice), in fp32 / int32.
+// Attention reports "GFLOPS" over the causal work it really does (key j <= query i):
+//   forward  per (batch, head): S = q k^T and o = P v, 2 * hd * T(T+1)/2 FLOPs each  -> 2 hd T(T+1)
+//   backward dP = do v^T, dq = dS k, dk = dS^T q, dv = P^T do: twice the forward     -> 4 hd T(T+1)
+// plus "items_per_second" = tokens (batch * seq) per second.
+#include <cmath>
+#include <string>
+
+#include "bench_util.hpp"
+#include "kernels/adamw.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/swiglu.hpp"
+
+namespace shardft::perf {
+namespace {
+
+constexpr std::int64_t kTokens = 384, kHidden = 128, kHeads = 4, kKvHeads = 2, kHeadDim = 32, kInter = 384,
+                       kVocab = 272;
+constexpr double kF = sizeof(float), kI = sizeof(std::int32_t);
+
+// positions 0..seq-1 in each of the N / seq rows
+View1<std::int32_t> positions(std::int64_t n, std::int64_t seq) {
+  View1<std::int32_t> p("pos", n);
+  auto h = Kokkos::create_mirror_view(p);
+  for (std::int64_t i = 0; i < n; ++i) h(i) = static_cast<std::int32_t>(i % seq);
+  Kokkos::deep_copy(p, h);
+  return p;
+}
+
+// ---- rmsnorm [N, d] -------------------------------------------------------------------------
+void rmsnorm_fwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, d = kHidden;
+  auto x = random_floats("x", N * d, 1), w = random_floats("w", d, 2);
+  View1<float> y("y", N * d), rstd("rstd", N);
+  for (auto _ : st) {
+    rmsnorm_forward(cmat(x, N, d), cvec(w), 1e-5f, mat(y, N, d), vec(rstd));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * (2 * N * d + d + N));  // x, w in; y, rstd out
+}
+
+void rmsnorm_bwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, d = kHidden;
+  auto x = random_floats("x", N * d, 1), w = random_floats("w", d, 2), dy = random_floats("dy", N * d, 3, 1e-3f);
+  View1<float> rstd("rstd", N), y("y", N * d), dx("dx", N * d), dw("dw", d);
+  rmsnorm_forward(cmat(x, N, d), cvec(w), 1e-5f, mat(y, N, d), vec(rstd));
+  for (auto _ : st) {
+    rmsnorm_backward(cmat(x, N, d), cvec(w), cvec(rstd), cmat(dy, N, d), mat(dx, N, d), vec(dw));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * (4 * N * d + 3 * d + N));  // x, dy, dx in; dx out; w, dw in+out; rstd
+}
+
+// ---- rope on q [N, H*hd], in place ---------------------------------------------------------------
+void rope_fwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, qd = kHeads * kHeadDim;
+  auto q = random_floats("q", N * qd, 4);
+  auto pos = positions(N, 24);
+  for (auto _ : st) {
+    rope_forward(mat(q, N, qd), cids(pos), kHeadDim, 10000.0);
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 2 * N * qd + kI * N);
+}
+
+void rope_bwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, qd = kHeads * kHeadDim;
+  auto dq = random_floats("dq", N * qd, 4);
+  auto pos = positions(N, 24);
+  for (auto _ : st) {
+    rope_backward(mat(dq, N, qd), cids(pos), kHeadDim, 10000.0);
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 2 * N * qd + kI * N);
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+struct AttnBuffers {
+  AttentionShape s;
+  std::int64_t N, qd, kvd;
+  View1<float> q, k, v, o, probs, dout, dq, dk, dv, dscores;
+  View1<std::int32_t> seq_ids;
+  explicit AttnBuffers(const AttentionShape& shape)
+      : s(shape),
+        N(static_cast<std::int64_t>(shape.batch) * shape.seq),
+        qd(static_cast<std::int64_t>(shape.heads) * shape.head_dim),
+        kvd(static_cast<std::int64_t>(shape.kv_heads) * shape.head_dim),
+        q(random_floats("q", N * qd, 5)),
+        k(random_floats("k", N * kvd, 6)),
+        v(random_floats("v", N * kvd, 7)),
+        o("o", N * qd),
+        probs("probs", shape.probs_size()),
+        dout(random_floats("do", N * qd, 8)),
+        dq("dq", N * qd),
+        dk("dk", N * kvd),
+        dv("dv", N * kvd),
+        dscores("dscores", shape.probs_size()),
+        seq_ids("seq_ids", N) {}  // one sample per row, as collate() makes them
+  void forward() {
+    attention_forward(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids), mat(o, N, qd), vec(probs));
+  }
+  void backward() {
+    attention_backward(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cvec(probs), cmat(dout, N, qd),
+                       mat(dq, N, qd), mat(dk, N, kvd), mat(dv, N, kvd), vec(dscores));
+  }
+  double forward_flops() const {
+    return 2.0 * s.head_dim * s.seq * (s.seq + 1.0) * s.batch * s.heads;
+  }
+};
+
+void attention_fwd(benchmark::State& st, AttentionShape shape) {
+  AttnBuffers a(shape);
+  for (auto _ : st) {
+    a.forward();
+    Kokkos::fence();
+  }
+  report_gflops(st, a.forward_flops());
+  report_items(st, static_cast<double>(a.N));
+}
+
+void attention_bwd(benchmark::State& st, AttentionShape shape) {
+  AttnBuffers a(shape);
+  a.forward();
+  for (auto _ : st) {
+    a.backward();
+    Kokkos::fence();
+  }
+  report_gflops(st, 2.0 * a.forward_flops());
+  report_items(st, static_cast<double>(a.N));
+}
+
+// ---- swiglu [N, I] ------------------------------------------------------------------------------
+void swiglu_fwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, I = kInter;
+  auto g = random_floats("g", N * I, 9, 3.f), u = random_floats("u", N * I, 10);
+  View1<float> s("s", N * I);
+  for (auto _ : st) {
+    swiglu_forward(cmat(g, N, I), cmat(u, N, I), mat(s, N, I));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 3 * N * I);
+}
+
+void swiglu_bwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, I = kInter;
+  auto g = random_floats("g", N * I, 9, 3.f), u = random_floats("u", N * I, 10), ds = random_floats("ds", N * I, 11);
+  View1<float> dg("dg", N * I), du("du", N * I);
+  for (auto _ : st) {
+    swiglu_backward(cmat(g, N, I), cmat(u, N, I), cmat(ds, N, I), mat(dg, N, I), mat(du, N, I));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 5 * N * I);
+}
+
+// ---- embedding: ids [N], table [V, d] -------------------------------------------------------------
+void embedding_fwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, d = kHidden, V = kVocab;
+  auto ids = random_ids("ids", N, static_cast<int>(V), 12);
+  auto table = random_floats("table", V * d, 13);
+  View1<float> out("out", N * d);
+  for (auto _ : st) {
+    embedding_forward(cids(ids), cmat(table, V, d), mat(out, N, d));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 2 * N * d + kI * N);  // a table row in, an output row out, per token
+}
+
+void embedding_bwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, d = kHidden, V = kVocab;
+  auto ids = random_ids("ids", N, static_cast<int>(V), 12);
+  auto dout = random_floats("dout", N * d, 14, 1e-3f);
+  View1<float> dtable("dtable", V * d);
+  for (auto _ : st) {
+    embedding_backward(cids(ids), cmat(dout, N, d), mat(dtable, V, d));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 3 * N * d + kI * N);  // dout row in, dtable row in + out, per token
+}
+
+// ---- cross-entropy: logits [N, V], a quarter of the targets ignored (-100) --------------------------
+void cross_entropy_fwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, V = kVocab;
+  auto logits = random_floats("logits", N * V, 15, 4.f);
+  auto targets = random_ids("targets", N, static_cast<int>(V), 16, 4);
+  for (auto _ : st) {
+    auto sums = cross_entropy_forward(cmat(logits, N, V), cids(targets));
+    benchmark::DoNotOptimize(sums);
+  }
+  report_bytes(st, kF * N * V + kI * N);
+}
+
+void cross_entropy_fwd_bwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, V = kVocab;
+  auto logits = random_floats("logits", N * V, 15, 4.f);
+  auto targets = random_ids("targets", N, static_cast<int>(V), 16, 4);
+  // The kernel overwrites the logits with their gradient, so later iterations see small values
+  // (|g| ~ 1/N); the work per element (one exp, one division) does not depend on them.
+  for (auto _ : st) {
+    auto sums = cross_entropy_forward_backward(mat(logits, N, V), cids(targets), 1.f / static_cast<float>(N));
+    benchmark::DoNotOptimize(sums);
+  }
+  report_bytes(st, kF * 2 * N * V + kI * N);
+}
+
+// ---- optimizer and elementwise over 1M parameters ----------------------------------------------------
+constexpr std::int64_t kParams = 1 << 20;
+
+void adamw(benchmark::State& st) {
+  auto p = random_floats("p", kParams, 17), g = random_floats("g", kParams, 18, 1e-2f);
+  View1<float> m("m", kParams), v("v", kParams);
+  AdamWHyper h;
+  h.weight_decay = 0.01f;
+  for (auto _ : st) {
+    adamw_update(h, vec(p), cvec(g), vec(m), vec(v));
+    Kokkos::fence();
+    ++h.step;
+  }
+  report_bytes(st, kF * 7 * kParams);  // p, g, m, v in; p, m, v out
+  report_items(st, static_cast<double>(kParams));
+}
+
+void round_bf16(benchmark::State& st) {
+  auto src = random_floats("src", kParams, 19);
+  View1<float> dst("dst", kParams);
+  for (auto _ : st) {
+    round_to_bf16(cvec(src), vec(dst));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 2 * kParams);
+  report_items(st, static_cast<double>(kParams));
+}
+
+// The gradient-norm reduction of clip_grad_norm.
+void sum_sq(benchmark::State& st) {
+  auto x = random_floats("x", kParams, 20);
+  for (auto _ : st) benchmark::DoNotOptimize(sum_squares(cvec(x)));
+  report_bytes(st, kF * kParams);
+  report_items(st, static_cast<double>(kParams));
+}
+
+void reg(const std::string& name, void (*fn)(benchmark::State&)) {
+  benchmark::RegisterBenchmark(name.c_str(), fn)->Unit(benchmark::kMicrosecond);
+}
+
+std::string attn_name(const AttentionShape& s) {
+  return "B" + std::to_string(s.batch) + "_T" + std::to_string(s.seq) + "_H" + std::to_string(s.heads) + "_G" +
+         std::to_string(s.kv_heads) + "_hd" + std::to_string(s.head_dim);
+}
+
+const bool registered = [] {
+  reg("kernel/rmsnorm/fwd/N384_d128", rmsnorm_fwd);
+  reg("kernel/rmsnorm/bwd/N384_d128", rmsnorm_bwd);
+  reg("kernel/rope/fwd/N384_H4_hd32", rope_fwd);
+  reg("kernel/rope/bwd/N384_H4_hd32", rope_bwd);
+  for (const AttentionShape s : {AttentionShape{16, 32, 4, 2, 32}, AttentionShape{2, 256, 4, 2, 32}}) {
+    benchmark::RegisterBenchmark(("kernel/attention/fwd/" + attn_name(s)).c_str(),
+                                 [s](benchmark::State& st) { attention_fwd(st, s); })
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("kernel/attention/bwd/" + attn_name(s)).c_str(),
+                                 [s](benchmark::State& st) { attention_bwd(st, s); })
+        ->Unit(benchmark::kMicrosecond);
+  }
+  reg("kernel/swiglu/fwd/N384_I384", swiglu_fwd);
+  reg("kernel/swiglu/bwd/N384_I384", swiglu_bwd);
+  reg("kernel/embedding/fwd/N384_V272_d128", embedding_fwd);
+  reg("kernel/embedding/bwd/N384_V272_d128", embedding_bwd);
+  reg("kernel/cross_entropy/fwd/N384_V272", cross_entropy_fwd);
+  reg("kernel/cross_entropy/fwd_bwd/N384_V272", cross_entropy_fwd_bwd);
+  reg("kernel/adamw/1M", adamw);
+  reg("kernel/round_to_bf16/1M", round_bf16);
+  reg("kernel/sum_squares/1M", sum_sq);
+  return true;
+}();
+
+}  // namespace
+}  // namespace shardft::perf
