@@ -1,0 +1,95 @@
+#include "kernels/quantize.hpp"
+
+#include "kernels/math.hpp"
+
+namespace shardft {
+
+namespace {
+
+// One block's scale, and whether the block holds a NaN or Inf.
+KOKKOS_INLINE_FUNCTION float block_scale(const Unmanaged1<const float>& x, std::int64_t begin, std::int64_t end,
+                                         float qmax, int& bad) {
+  float amax = 0.f;
+  for (std::int64_t i = begin; i < end; ++i) {
+    const float v = x(i);
+    if (!kmath::isfinite(v)) ++bad;
+    const float a = v < 0 ? -v : v;
+    amax = a > amax ? a : amax;
+  }
+  return amax / qmax;
+}
+
+KOKKOS_INLINE_FUNCTION int quantize_one(float v, float inv_scale, int qmax) {
+  const float r = v * inv_scale;
+  if (!(r >= -qmax - 1.f && r <= qmax + 1.f)) return r > 0.f ? qmax : (r < 0.f ? -qmax : 0);  // NaN -> 0, no UB
+  int q = static_cast<int>(r < 0 ? r - 0.5f : r + 0.5f);  // round half away from zero
+  return q > qmax ? qmax : (q < -qmax ? -qmax : q);
+}
+
+}  // namespace
+
+std::int64_t quantize_int8(Unmanaged1<const float> x, int block, Unmanaged1<std::int8_t> q, Unmanaged1<float> scales) {
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+  std::int64_t bad_total = 0;
+  Kokkos::parallel_reduce(
+      "quantize_int8", Range(0, quant_blocks(n, block)),
+      KOKKOS_LAMBDA(const std::int64_t k, std::int64_t& bad_sum) {
+        const std::int64_t b = k * block, e = b + block < n ? b + block : n;
+        int bad = 0;
+        const float scale = block_scale(x, b, e, 127.f, bad);
+        bad_sum += bad;
+        scales(k) = scale;
+        const float inv = scale > 0.f ? 1.f / scale : 0.f;
+        for (std::int64_t i = b; i < e; ++i) q(i) = static_cast<std::int8_t>(quantize_one(x(i), inv, 127));
+      },
+      bad_total);
+  return bad_total;
+}
+
+void dequantize_int8(Unmanaged1<const std::int8_t> q, Unmanaged1<const float> scales, int block, Unmanaged1<float> x) {
+  Kokkos::parallel_for(
+      "dequantize_int8", Range(0, x.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t i) { x(i) = static_cast<float>(q(i)) * scales(i / block); });
+}
+
+std::int64_t quantize_int4(Unmanaged1<const float> x, int block, Unmanaged1<std::uint8_t> packed,
+                           Unmanaged1<float> scales) {
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+  std::int64_t bad_total = 0;
+  Kokkos::parallel_reduce(
+      "quantize_int4_scales", Range(0, quant_blocks(n, block)),
+      KOKKOS_LAMBDA(const std::int64_t k, std::int64_t& bad_sum) {
+        const std::int64_t b = k * block, e = b + block < n ? b + block : n;
+        int bad = 0;
+        scales(k) = block_scale(x, b, e, 7.f, bad);
+        bad_sum += bad;
+      },
+      bad_total);
+  // Pairs in parallel: a byte's two nibbles may come from two blocks when the block size is odd.
+  Kokkos::parallel_for(
+      "quantize_int4_pack", Range(0, int4_bytes(n)), KOKKOS_LAMBDA(const std::int64_t j) {
+        std::uint8_t byte = 0;
+        for (int half = 0; half < 2; ++half) {
+          const std::int64_t i = 2 * j + half;
+          if (i >= n) break;
+          const float scale = scales(i / block);
+          const int q = quantize_one(x(i), scale > 0.f ? 1.f / scale : 0.f, 7);
+          byte = static_cast<std::uint8_t>(byte | ((static_cast<unsigned>(q) & 0xFu) << (4 * half)));
+        }
+        packed(j) = byte;
+      });
+  return bad_total;
+}
+
+void dequantize_int4(Unmanaged1<const std::uint8_t> packed, Unmanaged1<const float> scales, int block,
+                     Unmanaged1<float> x, bool accumulate) {
+  Kokkos::parallel_for(
+      "dequantize_int4", Range(0, x.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+        const unsigned nib = (packed(i / 2) >> (4 * (i % 2))) & 0xFu;
+        const int q = nib >= 8 ? static_cast<int>(nib) - 16 : static_cast<int>(nib);  // sign-extend 4 bits
+        const float v = static_cast<float>(q) * scales(i / block);
+        x(i) = accumulate ? x(i) + v : v;
+      });
+}
+
+}  // namespace shardft
