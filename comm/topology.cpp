@@ -58,8 +58,9 @@ ProcessGroups ProcessGroups::create(MPI_Comm world, const Topology& topo, int sh
   }
   g.shard = g.world->split(topo.world_rank / f, topo.world_rank, "shard");
   g.replica = g.world->split(topo.world_rank % f, topo.world_rank, "replica");
+  g.cross_node = g.world->split(topo.local_rank, topo.world_rank, "cross_node");
   // A group crosses nodes when its members' node indices differ.
-  for (MpiCommunicator* c : {g.world.get(), g.node.get(), g.shard.get(), g.replica.get()}) {
+  for (MpiCommunicator* c : {g.world.get(), g.node.get(), g.shard.get(), g.replica.get(), g.cross_node.get()}) {
     int lo = topo.node, hi = topo.node;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, c->comm());
     MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, c->comm());

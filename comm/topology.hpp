@@ -23,7 +23,8 @@ struct Topology {
 // shard group (ranks that split one model copy) and the replica group (same shard index across
 // shard groups).
 struct ProcessGroups {
-  std::unique_ptr<MpiCommunicator> world, node, shard, replica;
+  // cross_node: the ranks with this rank's local index on every node (the second hop of qgZ).
+  std::unique_ptr<MpiCommunicator> world, node, shard, replica, cross_node;
 
   // shard_size 0 = the whole world is one shard group (plain ZeRO); otherwise world_size must be a
   // multiple of it and groups are consecutive ranks.
