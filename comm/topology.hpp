@@ -25,10 +25,13 @@ struct Topology {
 struct ProcessGroups {
   // cross_node: the ranks with this rank's local index on every node (the second hop of qgZ).
   std::unique_ptr<MpiCommunicator> world, node, shard, replica, cross_node;
+  // ZeRO++, inside the shard group: hpZ's secondary group (secondary_size consecutive ranks), and
+  // qgZ's hops (the shard group's ranks on this node; its ranks with this local index elsewhere).
+  std::unique_ptr<MpiCommunicator> secondary, shard_intra_node, shard_cross_node;
 
   // shard_size 0 = the whole world is one shard group (plain ZeRO); otherwise world_size must be a
-  // multiple of it and groups are consecutive ranks.
-  static ProcessGroups create(MPI_Comm world, const Topology& topo, int shard_size);
+  // multiple of it and groups are consecutive ranks. secondary_size (hpZ) must divide shard_size.
+  static ProcessGroups create(MPI_Comm world, const Topology& topo, int shard_size, int secondary_size = 1);
 };
 
 }  // namespace shardft

@@ -35,9 +35,19 @@ int train(const Invocation& inv, const MpiSession& mpi) {
     throw ConfigError(std::string("ranks_per_node: ") + e.what());
   }
   const int shard = resolve_shard_group_size(cfg, topo.world_size, topo.ranks_per_node);
-  ProcessGroups groups = ProcessGroups::create(MPI_COMM_WORLD, topo, shard);
-  const RunSummary s =
-      run_training(cfg, TrainGroups{groups.world.get(), groups.shard.get(), groups.replica.get()}, std::cout);
+  ProcessGroups groups;
+  try {
+    groups = ProcessGroups::create(MPI_COMM_WORLD, topo, shard, cfg.zero_hpz_partition_size);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  TrainGroups tg{groups.world.get(), groups.shard.get(), groups.replica.get(), {}};
+  if (cfg.zero_hpz_partition_size > 1) tg.zpp.secondary = groups.secondary.get();
+  if (cfg.zero_quantized_gradients) {
+    tg.zpp.intra_node = groups.shard_intra_node.get();
+    tg.zpp.cross_node = groups.shard_cross_node.get();
+  }
+  const RunSummary s = run_training(cfg, tg, std::cout);
   return s.steps > 0 ? 0 : 1;
 }
 

@@ -134,6 +134,17 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("sharding_strategy", &T::sharding_strategy,
                 "FSDP's name for the stage: FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD; empty: zero_stage")
           .one_of({"", "FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "_HYBRID_SHARD_ZERO2"}),
+      train_key("communication_data_type", &T::communication_data_type,
+                "precision of gradient reductions on the wire (weights travel in the compute dtype)")
+          .one_of({"fp32", "bf16"}),
+      train_key("zero_quantized_weights", &T::zero_quantized_weights, "ZeRO++ qwZ: stage-3 weight gathers as int8"),
+      train_key("zero_quantized_gradients", &T::zero_quantized_gradients,
+                "ZeRO++ qgZ: gradient reduce-scatter as int4, intra-node then across nodes (stages 2, 3)"),
+      train_key("zero_hpz_partition_size", &T::zero_hpz_partition_size,
+                "ZeRO++ hpZ: backward weight gathers within groups of this many ranks (a node); 1: off")
+          .in(at_least(1)),
+      train_key("zero_quantization_block_size", &T::zero_quantization_block_size,
+                "elements per quantization block of qwZ / qgZ").in(at_least(1)),
       train_key("shard_group_size", &T::shard_group_size,
                 "ranks that split one model copy (hybrid sharding); 0: all ranks, or a node for HYBRID_SHARD")
           .in(at_least(0)),

@@ -329,6 +329,13 @@ TrainConfig load_train_config(const std::string& config_path, const std::vector<
     }
     cfg.zero_stage = implied;
   }
+  if ((cfg.zero_quantized_weights || cfg.zero_hpz_partition_size > 1) && cfg.zero_stage != 3) {
+    fail_combination(cfg, {"zero_quantized_weights", "zero_hpz_partition_size", "zero_stage"},
+                     "zero_quantized_weights and zero_hpz_partition_size > 1 need zero_stage 3");
+  }
+  if (cfg.zero_quantized_gradients && cfg.zero_stage < 2) {
+    fail_combination(cfg, {"zero_quantized_gradients", "zero_stage"}, "zero_quantized_gradients needs zero_stage 2 or 3");
+  }
   return cfg;
 }
 

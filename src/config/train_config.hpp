@@ -56,6 +56,12 @@ struct TrainConfig {
   int ranks_per_node = 0;                    // > 0: topology override (4 ranks on one machine as 2 nodes of 2)
   std::string sharding_strategy;             // FSDP's names: FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD
   int shard_group_size = 0;                  // ranks that split one model copy; 0: all (or a node, for HYBRID_SHARD)
+  std::string communication_data_type = "fp32";  // gradient reductions: fp32 or bf16 (DeepSpeed's key)
+  // ZeRO++ (DeepSpeed's keys)
+  bool zero_quantized_weights = false;       // qwZ: stage-3 weight gathers as int8 blocks
+  bool zero_quantized_gradients = false;     // qgZ: gradient reduce-scatter as int4 blocks, intra-node first
+  int zero_hpz_partition_size = 1;           // hpZ: > 1: backward gathers within groups of this many ranks
+  int zero_quantization_block_size = 64;     // elements per quantization block (one fp32 scale each)
 
   // evaluation
   bool do_eval = true;                       // evaluate on eval_dataset_path at the end

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "comm/cast_collectives.hpp"
+#include "comm/quantized_collectives.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/elementwise.hpp"
 
@@ -32,15 +34,31 @@ void ZeroEngine::for_each_owned_slice(Fn&& fn) const {
   }
 }
 
-ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group, Communicator* replica)
+ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group, Communicator* replica,
+                       const ZeroPlusPlusGroups& zpp)
     : layout_(layout),
       cfg_(cfg),
       group_(group),
       replica_(replica && replica->size() > 1 ? replica : nullptr),
+      zpp_(zpp),
       part_(layout, group.size()),
       rank_(group.rank()),
       size_(group.size()) {
   if (cfg.stage < 0 || cfg.stage > 3) throw std::invalid_argument("zero_stage must be 0, 1, 2 or 3");
+  if ((cfg.quantized_weights || cfg.hpz_partition_size > 1) && cfg.stage != 3) {
+    throw std::invalid_argument("zero_quantized_weights and zero_hpz_partition_size need zero_stage 3");
+  }
+  if (cfg.quantized_gradients && cfg.stage < 2) throw std::invalid_argument("zero_quantized_gradients needs zero_stage 2 or 3");
+  if (cfg.hpz_partition_size > 1 && (!zpp.secondary || zpp.secondary->size() != cfg.hpz_partition_size)) {
+    throw std::invalid_argument("zero_hpz_partition_size needs a secondary group of that size");
+  }
+  if (cfg.quantized_gradients && (!zpp.intra_node || !zpp.cross_node ||
+                                  zpp.intra_node->size() * zpp.cross_node->size() != group.size())) {
+    throw std::invalid_argument("zero_quantized_gradients needs intra- and cross-node groups that tile the shard group");
+  }
+  if (cfg.quantized_gradients && group.rank() != zpp.cross_node->rank() * zpp.intra_node->size() + zpp.intra_node->rank()) {
+    throw std::invalid_argument("zero_quantized_gradients needs the ranks of each node to be consecutive (mpirun --map-by slot)");
+  }
   const auto& units = part_.units();
   // What this rank owns: all of every unit at stage 0, its shard of every unit otherwise.
   for (const FlatUnit& u : units) {
@@ -72,6 +90,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communi
   pending_.resize(units.size());
   refcount_.assign(units.size(), 0);
   unit_grads_.resize(units.size());
+  secondary_.resize(units.size());
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
@@ -112,7 +131,11 @@ void ZeroEngine::refresh_compute_weights() {
   if (cfg_.stage == 0) return;
   for (const FlatUnit& u : part_.units()) {  // every rank updated its shard; gather the rest in place
     float* unit = full_weights_.data() + u.full_offset;
-    group_.all_gather(unit + rank_ * u.shard, unit, static_cast<std::size_t>(u.shard), DType::f32);
+    if (cfg_.dtype == ComputeDtype::bf16) {  // weights already are bf16 values: half the bytes, no loss
+      iall_gather_as_bf16(group_, unit + rank_ * u.shard, static_cast<std::size_t>(u.shard), unit)->wait();
+    } else {
+      group_.all_gather(unit + rank_ * u.shard, unit, static_cast<std::size_t>(u.shard), DType::f32);
+    }
   }
 }
 
@@ -128,28 +151,48 @@ void ZeroEngine::begin_micro_batch(bool last) { last_micro_batch_ = last; }
 void ZeroEngine::end_micro_batch() {
   if (!last_micro_batch_) return;  // stages 0 and 1 accumulate locally until the step's last micro-batch
   if (cfg_.stage == 0) {
-    group_.all_reduce(full_grads_.data(), full_grads_.data(), full_grads_.extent(0), DType::f32, ReduceOp::sum);
+    all_reduce_grads(group_, full_grads_);
   } else if (cfg_.stage == 1) {
     for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
       reduce_unit_grad(static_cast<int>(ui), full_grads_.data() + part_.units()[ui].full_offset, false);
     }
   }
   // Hybrid sharding: the copies of the model average their gradient shards once per step.
-  if (replica_) {
-    replica_->all_reduce(grad_owned_.data(), grad_owned_.data(), grad_owned_.extent(0), DType::f32, ReduceOp::sum);
+  if (replica_) all_reduce_grads(*replica_, grad_owned_);
+}
+
+void ZeroEngine::all_reduce_grads(Communicator& group, View1<float> buf) {
+  if (cfg_.bf16_gradients) {
+    all_reduce_as_bf16(group, buf.data(), buf.extent(0));
+  } else {
+    group.all_reduce(buf.data(), buf.data(), buf.extent(0), DType::f32, ReduceOp::sum);
   }
 }
 
 void ZeroEngine::reduce_unit_grad(int unit, const float* full_unit_grad, bool accumulate) {
   const FlatUnit& u = part_.units()[unit];
+  const std::size_t shard = static_cast<std::size_t>(u.shard);
   auto dst = slice(grad_owned_, u.shard_offset, u.shard);
-  if (!accumulate) {
-    group_.reduce_scatter(full_unit_grad, dst.data(), static_cast<std::size_t>(u.shard), DType::f32, ReduceOp::sum);
+  if (cfg_.bf16_gradients && !cfg_.quantized_gradients) {
+    reduce_scatter_as_bf16(group_, full_unit_grad, shard, dst.data(), accumulate);
+    return;
+  }
+  if (!accumulate && !cfg_.quantized_gradients) {
+    group_.reduce_scatter(full_unit_grad, dst.data(), shard, DType::f32, ReduceOp::sum);
     return;
   }
   auto tmp = slice(scratch_shard_, 0, u.shard);
-  group_.reduce_scatter(full_unit_grad, tmp.data(), static_cast<std::size_t>(u.shard), DType::f32, ReduceOp::sum);
-  add_inplace(dst, tmp);
+  if (cfg_.quantized_gradients) {
+    quantized_reduce_scatter_int4(*zpp_.intra_node, *zpp_.cross_node, full_unit_grad, shard, tmp.data(),
+                                  cfg_.quantization_block);
+  } else {
+    group_.reduce_scatter(full_unit_grad, tmp.data(), shard, DType::f32, ReduceOp::sum);
+  }
+  if (accumulate) {
+    add_inplace(dst, tmp);
+  } else {
+    Kokkos::deep_copy(dst, tmp);
+  }
 }
 
 double ZeroEngine::clip_grad_norm(double max_norm) {
@@ -184,8 +227,24 @@ void ZeroEngine::gather_unit(int unit, bool nonblocking) {
   if (gathered_[unit].extent(0) == 0) {
     gathered_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("zero_gathered")), u.padded);
   }
-  const float* mine = shard_weights_.data() + u.shard_offset;
-  RequestPtr r = group_.iall_gather(mine, gathered_[unit].data(), static_cast<std::size_t>(u.shard), DType::f32);
+  const std::size_t shard = static_cast<std::size_t>(u.shard);
+  RequestPtr r;
+  if (!forward_ && secondary_[unit].extent(0) > 0) {
+    // hpZ: backward gathers the node-local secondary copy; nothing crosses nodes.
+    Communicator& sec = *zpp_.secondary;
+    const std::size_t piece = static_cast<std::size_t>(u.padded) / sec.size();
+    r = cfg_.dtype == ComputeDtype::bf16 ? iall_gather_as_bf16(sec, secondary_[unit].data(), piece, gathered_[unit].data())
+                                         : sec.iall_gather(secondary_[unit].data(), gathered_[unit].data(), piece, DType::f32);
+  } else {
+    const float* mine = shard_weights_.data() + u.shard_offset;
+    if (cfg_.quantized_weights) {
+      r = iquantized_all_gather_int8(group_, mine, shard, gathered_[unit].data(), cfg_.quantization_block);
+    } else if (cfg_.dtype == ComputeDtype::bf16) {
+      r = iall_gather_as_bf16(group_, mine, shard, gathered_[unit].data());
+    } else {
+      r = group_.iall_gather(mine, gathered_[unit].data(), shard, DType::f32);
+    }
+  }
   if (nonblocking) {
     pending_[unit] = std::move(r);
   } else {
@@ -197,7 +256,7 @@ void ZeroEngine::gather_unit(int unit, bool nonblocking) {
 void ZeroEngine::acquire(int block) {
   if (cfg_.stage < 3) return;
   const int head = layout_.head_block();
-  if (block == 0 && last_acquired_ != 1 && !(last_acquired_ == head && head == 1)) forward_ = true;
+  if (block == 0) forward_ = true;  // the model reads the embedding only in forward
   for (int u : part_.units_of_block(block)) {
     ++refcount_[u];
     if (pending_[u]) {
@@ -206,6 +265,7 @@ void ZeroEngine::acquire(int block) {
     } else if (gathered_[u].extent(0) == 0) {
       gather_unit(u, false);
     }
+    if (forward_ && block != head && cfg_.hpz_partition_size > 1) keep_secondary_copy(u);
   }
   // Prefetch the block that comes next: up the layers in forward, down them in backward.
   if (block == head) forward_ = false;
@@ -215,7 +275,17 @@ void ZeroEngine::acquire(int block) {
       if (!pending_[u] && gathered_[u].extent(0) == 0) gather_unit(u, true);
     }
   }
-  last_acquired_ = block;
+}
+
+void ZeroEngine::keep_secondary_copy(int unit) {
+  // This rank's 1/h of the unit as gathered in forward (after qwZ's dequantization, so backward sees
+  // exactly the weights forward saw); consumed by the unit's backward gather.
+  const Communicator& sec = *zpp_.secondary;
+  const std::int64_t piece = part_.units()[unit].padded / sec.size();
+  if (secondary_[unit].extent(0) == 0) {
+    secondary_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("hpz_secondary")), piece);
+  }
+  Kokkos::deep_copy(secondary_[unit], Unmanaged1<const float>(gathered_[unit].data() + sec.rank() * piece, piece));
 }
 
 Unmanaged1<const float> ZeroEngine::weight(int param) {
@@ -232,6 +302,7 @@ void ZeroEngine::release(int block) {
   if (cfg_.stage < 3) return;
   for (int u : part_.units_of_block(block)) {
     if (--refcount_[u] == 0 && !pending_[u]) gathered_[u] = View1<float>();
+    if (!forward_ && refcount_[u] == 0) secondary_[u] = View1<float>();  // its backward gather is done
   }
 }
 
@@ -242,6 +313,7 @@ void ZeroEngine::drain_gathers() {
       pending_[u].reset();
     }
     if (refcount_[u] == 0) gathered_[u] = View1<float>();
+    secondary_[u] = View1<float>();
   }
 }
 

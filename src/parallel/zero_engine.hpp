@@ -22,8 +22,22 @@ namespace shardft {
 
 struct ZeroConfig {
   int stage = 0;
-  ComputeDtype dtype = ComputeDtype::fp32;
+  ComputeDtype dtype = ComputeDtype::fp32;   // weights travel in it (bf16 gathers are lossless then)
+  bool bf16_gradients = false;               // communication_data_type bf16: reduce gradients as bf16
+  bool quantized_weights = false;            // qwZ: stage-3 gathers as int8 blocks
+  bool quantized_gradients = false;          // qgZ: stage 2/3 reduce-scatter as int4, hierarchical
+  int hpz_partition_size = 1;                // hpZ: > 1 keeps a secondary copy for backward gathers in groups this big
+  int quantization_block = 64;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8, weight_decay = 0.0;
+};
+
+// The extra groups ZeRO++ needs, all within the shard group: hpZ's secondary group (consecutive
+// hpz_partition_size ranks), and qgZ's two hops (the shard group's ranks on this node, and its ranks
+// with this rank's local index on the other nodes).
+struct ZeroPlusPlusGroups {
+  Communicator* secondary = nullptr;
+  Communicator* intra_node = nullptr;
+  Communicator* cross_node = nullptr;
 };
 
 // Bytes a rank holds, by kind (persistent), and the largest transient gathers / gradient units seen.
@@ -37,7 +51,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   // shard_group splits one copy of the model; replica_group (hybrid sharding) holds the ranks with the
   // same shard in the other copies, and all-reduces the gradient shards once per step.
   ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& shard_group,
-             Communicator* replica_group = nullptr);
+             Communicator* replica_group = nullptr, const ZeroPlusPlusGroups& zpp = {});
 
   // Seeded initialisation: each rank creates only the master slice it owns (same values as
   // init_params on one rank), then the compute weights are refreshed.
@@ -88,7 +102,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   void refresh_compute_weights();
   void drain_gathers();
   void gather_unit(int unit, bool nonblocking);
+  void keep_secondary_copy(int unit);
   void reduce_unit_grad(int unit, const float* full_unit_grad, bool accumulate);
+  void all_reduce_grads(Communicator& group, View1<float> buf);
   std::vector<float> owned_to_layout(View1<float> owned);
   void track_peaks();
 
@@ -96,6 +112,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   ZeroConfig cfg_;
   Communicator& group_;
   Communicator* replica_;  // nullptr unless hybrid sharding with more than one copy
+  ZeroPlusPlusGroups zpp_;
   FlatPartition part_;
   int rank_, size_;
   std::vector<OwnedSegment> owned_;
@@ -113,8 +130,8 @@ class ZeroEngine : public ParamSource, public GradSink {
   std::vector<RequestPtr> pending_;        // stage 3: per unit, a prefetch in flight
   std::vector<int> refcount_;
   std::vector<View1<float>> unit_grads_;   // stages 2-3: per unit, during its block's backward
+  std::vector<View1<float>> secondary_;    // hpZ: per unit, this rank's slice of the secondary partition
   bool last_micro_batch_ = true, forward_ = true;
-  int last_acquired_ = -1;
   long step_ = 0;
   std::int64_t peak_gathered_ = 0, peak_unit_grads_ = 0;
 };

@@ -127,7 +127,7 @@ int resolve_shard_group_size(const TrainConfig& cfg, int world_size, int ranks_p
 }
 
 RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostream& log) {
-  return run_training(cfg, TrainGroups{&world, &world, nullptr}, log);
+  return run_training(cfg, TrainGroups{&world, &world, nullptr, {}}, log);
 }
 
 RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::ostream& log_stream) {

@@ -17,6 +17,11 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
   z.adam_beta2 = cfg.adam_beta2;
   z.adam_epsilon = cfg.adam_epsilon;
   z.weight_decay = cfg.weight_decay;
+  z.bf16_gradients = cfg.communication_data_type == "bf16";
+  z.quantized_weights = cfg.zero_quantized_weights;
+  z.quantized_gradients = cfg.zero_quantized_gradients;
+  z.hpz_partition_size = cfg.zero_hpz_partition_size;
+  z.quantization_block = cfg.zero_quantization_block_size;
   return z;
 }
 
@@ -29,14 +34,15 @@ std::int64_t count_real_tokens(const TokenBatch& b) {
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group)
-    : Trainer(cfg, total_steps, TrainGroups{&dp_group, &dp_group, nullptr}) {}
+    : Trainer(cfg, total_steps, TrainGroups{&dp_group, &dp_group, nullptr, {}}) {}
 
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& groups)
     : cfg_(cfg),
       groups_(groups),
       group_(*groups.world),
       model_(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32),
-      engine_(model_.layout(), zero_config(cfg), groups.shard ? *groups.shard : *groups.world, groups.replica) {
+      engine_(model_.layout(), zero_config(cfg), groups.shard ? *groups.shard : *groups.world, groups.replica,
+              groups.zpp) {
   engine_.init_weights(cfg.model, cfg.seed);
   schedule_.type = cfg.lr_scheduler_type;
   schedule_.peak_lr = cfg.learning_rate;
@@ -48,7 +54,8 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& gr
 Trainer::LedgerTotals Trainer::ledger_totals() const {
   LedgerTotals t;
   std::vector<Communicator*> seen;
-  for (Communicator* c : {groups_.world, groups_.shard, groups_.replica}) {
+  for (Communicator* c : {groups_.world, groups_.shard, groups_.replica, groups_.zpp.secondary, groups_.zpp.intra_node,
+                         groups_.zpp.cross_node}) {
     if (!c || std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
     seen.push_back(c);
     t.total += c->ledger().total();

@@ -31,6 +31,7 @@ struct TrainGroups {
   Communicator* world = nullptr;
   Communicator* shard = nullptr;
   Communicator* replica = nullptr;
+  ZeroPlusPlusGroups zpp;  // hpZ / qgZ groups, when the recipe turns them on
 };
 
 class Trainer {

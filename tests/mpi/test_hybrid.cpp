@@ -28,7 +28,7 @@ TEST(HybridSharding, TwoNodesOfTwoMatchOneRank) {
     const auto data = samples(static_cast<int>(per_step * steps));
     const StepPlan plan{per_step, steps, steps};
     const auto order = epoch_permutation(static_cast<std::int64_t>(data.size()), cfg.seed, 0);
-    Trainer hybrid(cfg, steps, TrainGroups{g.world.get(), g.shard.get(), g.replica.get()});
+    Trainer hybrid(cfg, steps, TrainGroups{g.world.get(), g.shard.get(), g.replica.get(), {}});
     TrainConfig ref_cfg = cfg;
     ref_cfg.zero_stage = 0;
     SelfCommunicator self;

@@ -194,7 +194,9 @@ const std::map<std::string, std::string>& sample_values() {
       {"per_device_train_batch_size", "4"}, {"per_device_eval_batch_size", "2"},
       {"gradient_accumulation_steps", "3"}, {"num_train_epochs", "1.5"}, {"max_steps", "100"},
       {"logging_steps", "1"}, {"save_steps", "20"}, {"output_dir", "runs/x"}, {"seed", "18446744073709551615"},
-      {"bf16", "true"}, {"zero_stage", "3"}, {"ranks_per_node", "2"}, {"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", "2"}, {"do_eval", "false"}, {"eval_max_new_tokens", "8"}, {"eval_samples", "10"},
+      {"bf16", "true"}, {"zero_stage", "3"}, {"ranks_per_node", "2"}, {"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", "2"},
+      {"communication_data_type", "bf16"}, {"zero_quantized_weights", "true"}, {"zero_quantized_gradients", "true"},
+      {"zero_hpz_partition_size", "2"}, {"zero_quantization_block_size", "128"}, {"do_eval", "false"}, {"eval_max_new_tokens", "8"}, {"eval_samples", "10"},
       {"vocab_size", "32000"}, {"hidden_size", "256"}, {"num_hidden_layers", "4"}, {"num_attention_heads", "8"},
       {"num_key_value_heads", "4"}, {"intermediate_size", "512"}, {"rope_theta", "500000.0"},
       {"rms_norm_eps", "1.0e-06"}, {"tie_word_embeddings", "false"}, {"max_position_embeddings", "512"},
@@ -207,6 +209,9 @@ const std::map<std::string, std::string>& sample_values() {
 std::vector<std::string> companions_of(const std::string& key) {
   if (key == "lr_scheduler_type") return {"--min_lr=1e-5"};
   if (key == "min_lr" || key == "min_lr_rate") return {"--lr_scheduler_type=cosine_with_min_lr"};
+  if (key == "zero_quantized_weights" || key == "zero_quantized_gradients" || key == "zero_hpz_partition_size") {
+    return {"--zero_stage=3"};
+  }
   return {};
 }
 
@@ -229,6 +234,31 @@ TEST(ConfigOverrides, EveryKeyInTheSchemaCanBeSet) {
     overrides.push_back(sample->second);
     EXPECT_EQ(value_text(load_train_config("", overrides), key), sample->second);
   }
+}
+
+TEST(ConfigCrossKeyChecks, ZeroPlusPlusNeedsItsStage) {
+  EXPECT_NO_THROW(load_train_config("", {"--zero_stage=3", "--zero_quantized_weights", "--zero_hpz_partition_size=2"}));
+  EXPECT_NO_THROW(load_train_config("", {"--zero_stage=2", "--zero_quantized_gradients"}));
+  EXPECT_NO_THROW(load_train_config("", {"--sharding_strategy=FULL_SHARD", "--zero_quantized_weights"}));
+  for (const auto& bad : std::vector<std::vector<std::string>>{{"--zero_quantized_weights"},
+                                                               {"--zero_stage=2", "--zero_hpz_partition_size=2"},
+                                                               {"--zero_stage=1", "--zero_quantized_gradients"}}) {
+    try {
+      load_train_config("", bad);
+      ADD_FAILURE() << bad[0] << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("zero_stage"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    load_train_config("", {"--sharding_strategy=SHARD_GRAD_OP", "--zero_stage=3"});
+    ADD_FAILURE() << "a contradicting sharding_strategy and zero_stage were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("sharding_strategy SHARD_GRAD_OP means zero_stage 2"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(load_train_config("", {"--sharding_strategy=HYBRID_SHARD"}).zero_stage, 3);
+  EXPECT_EQ(load_train_config("", {"--sharding_strategy=NO_SHARD"}).zero_stage, 0);
 }
 
 TEST(ConfigSchema, KeysAreUniqueAndDocumented) {
