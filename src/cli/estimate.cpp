@@ -89,6 +89,16 @@ int estimate(const std::vector<std::string>& args, std::ostream& out) {
   print_table(estimate_zero2(in), out);
   out << "ZeRO-3\n";
   print_table(estimate_zero3(in), out);
+  const double wire = cfg.bf16 ? 2.0 : 4.0;
+  out << "Bytes on the wire per optimizer step per GPU (" << (cfg.bf16 ? "bf16" : "fp32")
+      << " weights and gradients; a group spanning nodes counts as inter-node):\n";
+  char line[200];
+  for (const TrafficRow& r : estimate_traffic(in.total_params, in.nodes, in.gpus_per_node, wire, wire,
+                                              cfg.zero_quantization_block_size)) {
+    std::snprintf(line, sizeof line, "  %-50s intra-node %10s  inter-node %10s\n", r.config.c_str(),
+                  format_gb(r.intra_node).c_str(), format_gb(r.inter_node).c_str());
+    out << line;
+  }
   if (!from_counts) {
     const int b = micro_batch > 0 ? micro_batch : cfg.per_device_train_batch_size;
     const int t = seq_len > 0 ? seq_len : cfg.max_seq_length;

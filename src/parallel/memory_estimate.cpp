@@ -67,6 +67,34 @@ double activation_bytes(const ModelConfig& c, int batch, int seq) {
   return 4 * (tokens * per_layer_per_token * c.num_hidden_layers + head);
 }
 
+std::vector<TrafficRow> estimate_traffic(double psi, int nodes, int gpus_per_node, double wb, double gb, int block) {
+  const double n = static_cast<double>(nodes) * gpus_per_node, m = gpus_per_node, k = nodes;
+  const double share = n > 1 ? (n - 1) / n : 0.0;
+  const bool multi = nodes > 1;
+  auto row = [&](std::string name, double bytes_world, double intra_only) {
+    TrafficRow r{std::move(name), intra_only, 0};
+    (multi ? r.inter_node : r.intra_node) += bytes_world;
+    return r;
+  };
+  const double int8 = 1.0 + 4.0 / block, int4 = 0.5 + 4.0 / block;  // bytes per element with the scales
+  std::vector<TrafficRow> rows;
+  rows.push_back(row("stage 0 (all-reduce)", 2 * psi * share * gb, 0));
+  rows.push_back(row("stage 1/2 (reduce-scatter + all-gather)", psi * share * (gb + wb), 0));
+  rows.push_back(row("stage 3 (2 all-gathers + reduce-scatter)", psi * share * (2 * wb + gb), 0));
+  // Hybrid: the model is sharded inside a node, the gradient shard all-reduced across nodes.
+  TrafficRow hybrid{"stage 3 hybrid (shard in node, replicate across)",
+                    psi * ((m - 1) / m) * (2 * wb + gb), multi ? 2 * (psi / m) * ((k - 1) / k) * gb : 0};
+  rows.push_back(hybrid);
+  // ZeRO++: qwZ forward gathers int8 over all ranks; hpZ backward gathers inside the node; qgZ sends
+  // int4 inside the node, then the node's partial sums (1/m of the data) across nodes.
+  TrafficRow zpp{"stage 3 ZeRO++ (qwZ + hpZ + qgZ)", 0, 0};
+  (multi ? zpp.inter_node : zpp.intra_node) += psi * share * int8;
+  zpp.intra_node += psi * ((m - 1) / m) * wb + psi * ((m - 1) / m) * int4;
+  (multi ? zpp.inter_node : zpp.intra_node) += (psi / m) * ((k - 1) / k) * int4;
+  rows.push_back(zpp);
+  return rows;
+}
+
 std::string format_gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2fGB", bytes / 1073741824.0);

@@ -41,6 +41,16 @@ ModelSize model_size(const ModelConfig& cfg);
 // per layer 4 bytes x (4d + 2 q_dim + 2 kv_dim + 3 I + heads x seq) per token, plus the head's logits.
 double activation_bytes(const ModelConfig& cfg, int batch, int seq);
 
+// Bytes one rank sends per optimizer step (accumulation 1), split as shardft's ledger splits them: a
+// collective whose group spans nodes counts as inter-node. weight_bytes / grad_bytes are the bytes per
+// element on the wire (2 for bf16 communication, 4 for fp32).
+struct TrafficRow {
+  std::string config;
+  double intra_node = 0, inter_node = 0;
+};
+std::vector<TrafficRow> estimate_traffic(double psi, int nodes, int gpus_per_node, double weight_bytes,
+                                         double grad_bytes, int quant_block = 64);
+
 // "188.72GB": bytes / 2^30 with two decimals, as DeepSpeed prints them.
 std::string format_gb(double bytes);
 
