@@ -19,10 +19,13 @@ KOKKOS_INLINE_FUNCTION float block_scale(const Unmanaged1<const float>& x, std::
   return amax / qmax;
 }
 
-KOKKOS_INLINE_FUNCTION int quantize_one(float v, float inv_scale, int qmax) {
-  const float r = v * inv_scale;
-  if (!(r >= -qmax - 1.f && r <= qmax + 1.f)) return r > 0.f ? qmax : (r < 0.f ? -qmax : 0);  // NaN -> 0, no UB
-  int q = static_cast<int>(r < 0 ? r - 0.5f : r + 0.5f);  // round half away from zero
+// round(v / scale) half away from zero, clamped. Divides rather than multiplying by 1/scale (which
+// overflows for blocks below ~1e-37) and rounds in double (in float, 0.49999997f + 0.5f is 1.0f).
+KOKKOS_INLINE_FUNCTION int quantize_one(float v, float scale, int qmax) {
+  if (!(scale > 0.f)) return 0;
+  const double r = static_cast<double>(v) / static_cast<double>(scale);
+  if (!(r >= -qmax - 1.0 && r <= qmax + 1.0)) return r > 0 ? qmax : (r < 0 ? -qmax : 0);  // NaN -> 0, no UB
+  const int q = static_cast<int>(r < 0 ? r - 0.5 : r + 0.5);
   return q > qmax ? qmax : (q < -qmax ? -qmax : q);
 }
 
@@ -39,8 +42,7 @@ std::int64_t quantize_int8(Unmanaged1<const float> x, int block, Unmanaged1<std:
         const float scale = block_scale(x, b, e, 127.f, bad);
         bad_sum += bad;
         scales(k) = scale;
-        const float inv = scale > 0.f ? 1.f / scale : 0.f;
-        for (std::int64_t i = b; i < e; ++i) q(i) = static_cast<std::int8_t>(quantize_one(x(i), inv, 127));
+        for (std::int64_t i = b; i < e; ++i) q(i) = static_cast<std::int8_t>(quantize_one(x(i), scale, 127));
       },
       bad_total);
   return bad_total;
@@ -72,8 +74,7 @@ std::int64_t quantize_int4(Unmanaged1<const float> x, int block, Unmanaged1<std:
         for (int half = 0; half < 2; ++half) {
           const std::int64_t i = 2 * j + half;
           if (i >= n) break;
-          const float scale = scales(i / block);
-          const int q = quantize_one(x(i), scale > 0.f ? 1.f / scale : 0.f, 7);
+          const int q = quantize_one(x(i), scales(i / block), 7);
           byte = static_cast<std::uint8_t>(byte | ((static_cast<unsigned>(q) & 0xFu) << (4 * half)));
         }
         packed(j) = byte;
