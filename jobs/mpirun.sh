@@ -21,7 +21,8 @@ bin=${SHARDFT_BIN:-$root/build/shardft}
 args=(-np "$np" --bind-to core -x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1)
 [ -n "$hostfile" ] && args+=(--hostfile "$hostfile")
 [ -n "$per_node" ] && args+=(--map-by "ppr:${per_node}:node")
-[ "$np" -gt "$(nproc)" ] && args+=(--oversubscribe --bind-to none)
+# Oversubscribed ranks must yield the core while they wait, or they spin against the ranks computing.
+[ "$np" -gt "$(nproc)" ] && args+=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 if [ "$(id -u)" -eq 0 ]; then  # containers and CI run as root; OpenMPI refuses that unless told
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi

@@ -8,7 +8,7 @@ bin=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$src" || exit 2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-run() { timeout 120 mpirun -np "$1" --oversubscribe --bind-to none "$bin" "${@:2}"; }
+run() { timeout 120 mpirun -np "$1" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "$bin" "${@:2}"; }
 fail() { echo "FAIL: $*"; exit 1; }
 common=(train --config jobs/recipes/default.yaml --max_steps 30 --logging_steps 10 --eval_samples 8)
 
