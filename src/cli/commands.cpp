@@ -13,11 +13,13 @@ Invocation parse_invocation(const std::vector<std::string>& args) {
   Invocation inv;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--config") {
-      if (i + 1 >= args.size()) throw ConfigError("--config: expected a recipe path after it");
-      inv.config_path = args[++i];
+    if (a == "--config" || a == "--deepspeed") {
+      if (i + 1 >= args.size()) throw ConfigError(a + ": expected a path after it");
+      (a == "--config" ? inv.config_path : inv.deepspeed_path) = args[++i];
     } else if (a.rfind("--config=", 0) == 0) {
       inv.config_path = a.substr(9);
+    } else if (a.rfind("--deepspeed=", 0) == 0) {
+      inv.deepspeed_path = a.substr(12);
     } else {
       inv.overrides.push_back(a);
     }
@@ -26,7 +28,7 @@ Invocation parse_invocation(const std::vector<std::string>& args) {
 }
 
 int train(const Invocation& inv, const MpiSession& mpi) {
-  const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides);
+  const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
   (void)mpi;
   Topology topo;
   try {
@@ -52,7 +54,7 @@ int train(const Invocation& inv, const MpiSession& mpi) {
 }
 
 int eval(const Invocation& inv, const MpiSession& mpi) {
-  const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides);
+  const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
   (void)mpi;
   MpiCommunicator world(MPI_COMM_WORLD, "world");
   run_evaluation(cfg, world, std::cout);

@@ -10,10 +10,11 @@ namespace shardft::cli {
 
 struct Invocation {
   std::string config_path;              // --config
+  std::string deepspeed_path;           // --deepspeed ds_config.json
   std::vector<std::string> overrides;   // every other --key=value / --key value
 };
 
-// Splits --config PATH / --config=PATH from the recipe overrides.
+// Splits --config PATH and --deepspeed PATH (or =PATH) from the recipe overrides.
 Invocation parse_invocation(const std::vector<std::string>& args);
 
 int train(const Invocation& inv, const MpiSession& mpi);

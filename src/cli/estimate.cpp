@@ -62,7 +62,7 @@ int estimate(const std::vector<std::string>& args, std::ostream& out) {
     else if (key == "--seq_len") seq_len = as_int(value);
   }
   recipe = parse_invocation(rest);
-  const TrainConfig cfg = load_train_config(recipe.config_path, recipe.overrides);
+  const TrainConfig cfg = load_train_config(recipe.config_path, recipe.overrides, recipe.deepspeed_path);
   const bool from_counts = !total.empty();
   if (from_counts != !largest.empty()) {
     throw ConfigError("--total_params and --largest_layer_params go together");

@@ -112,6 +112,9 @@ std::vector<RecipeKey> build_recipe_keys() {
       // batch and length of the run
       train_key("per_device_train_batch_size", &T::per_device_train_batch_size, "sequences per rank per micro-batch")
           .in(at_least(1)),
+      train_key("train_batch_size", &T::train_batch_size,
+                "global batch; 0: per_device_train_batch_size x gradient_accumulation_steps x ranks")
+          .in(at_least(0)),
       train_key("per_device_eval_batch_size", &T::per_device_eval_batch_size, "sequences per rank per eval batch")
           .in(at_least(1)),
       train_key("gradient_accumulation_steps", &T::gradient_accumulation_steps, "micro-batches per optimizer step")

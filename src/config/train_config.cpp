@@ -3,6 +3,8 @@
 // where values come from and the checks that involve more than one key.
 #include "config/train_config.hpp"
 
+#include "config/deepspeed_json.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -315,9 +317,16 @@ int stage_of_sharding_strategy(const std::string& s) {
 
 bool is_hybrid_strategy(const std::string& s) { return s == "HYBRID_SHARD" || s == "_HYBRID_SHARD_ZERO2"; }
 
-TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides) {
+TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides,
+                              const std::string& deepspeed_path) {
   TrainConfig cfg;
   if (!config_path.empty()) RecipeFileReader(cfg, config_path).read();
+  if (!deepspeed_path.empty()) {
+    for (const KeySetting& s : read_deepspeed_config(deepspeed_path)) {
+      set_value_from_text(cfg, key_named(s.key.c_str()), s.value, s.where);
+      record_source(cfg, s.key, s.where);
+    }
+  }
   apply_overrides(cfg, overrides);
   validate(cfg);
   // FSDP users name the stage by strategy; both given must agree.

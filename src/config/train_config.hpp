@@ -39,6 +39,7 @@ struct TrainConfig {
 
   // batch and length of the run
   int per_device_train_batch_size = 8;
+  int train_batch_size = 0;                  // global batch (DeepSpeed's key); > 0: must equal micro x accumulation x ranks
   int per_device_eval_batch_size = 64;
   int gradient_accumulation_steps = 1;
   double num_train_epochs = 3.0;
@@ -72,11 +73,13 @@ struct TrainConfig {
   std::vector<std::pair<std::string, std::string>> sources;
 };
 
-// Builds a TrainConfig: defaults, then the YAML recipe (when config_path is not empty), then
+// Builds a TrainConfig: defaults, then the YAML recipe (when config_path is not empty), then the
+// DeepSpeed config (when deepspeed_path is not empty; "auto" keeps the recipe's value), then
 // command-line overrides (`--key=value` or `--key value`), then validation.
 // Throws ConfigError for an unknown key, a value of the wrong type, an out-of-range value,
 // or an inconsistent combination; the message names file:line or the flag.
-TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides);
+TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides,
+                              const std::string& deepspeed_path = "");
 
 // FSDP's sharding_strategy in ZeRO terms: the stage it means (-1 when none is given) and whether it
 // shards within a node and replicates across nodes.

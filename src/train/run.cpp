@@ -93,6 +93,15 @@ std::vector<Conversation> eval_subset(const TrainConfig& cfg) {
 }  // namespace
 
 StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks) {
+  if (cfg.train_batch_size > 0) {
+    const long got = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;
+    if (got != cfg.train_batch_size) {
+      throw ConfigError("train_batch_size " + std::to_string(cfg.train_batch_size) + " != per_device_train_batch_size " +
+                        std::to_string(cfg.per_device_train_batch_size) + " x gradient_accumulation_steps " +
+                        std::to_string(cfg.gradient_accumulation_steps) + " x " + std::to_string(dp_ranks) +
+                        " ranks = " + std::to_string(got));
+    }
+  }
   StepPlan p;
   p.samples_per_step = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;
   if (num_samples < p.samples_per_step) {

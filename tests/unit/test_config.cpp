@@ -191,7 +191,7 @@ const std::map<std::string, std::string>& sample_values() {
       {"learning_rate", "0.0002"}, {"lr_scheduler_type", "cosine_with_min_lr"}, {"warmup_steps", "5"},
       {"warmup_ratio", "0.1"}, {"min_lr", "1.0e-05"}, {"min_lr_rate", "0.1"}, {"weight_decay", "0.01"},
       {"max_grad_norm", "0.5"}, {"adam_beta1", "0.8"}, {"adam_beta2", "0.95"}, {"adam_epsilon", "1.0e-06"},
-      {"per_device_train_batch_size", "4"}, {"per_device_eval_batch_size", "2"},
+      {"per_device_train_batch_size", "4"}, {"train_batch_size", "64"}, {"per_device_eval_batch_size", "2"},
       {"gradient_accumulation_steps", "3"}, {"num_train_epochs", "1.5"}, {"max_steps", "100"},
       {"logging_steps", "1"}, {"save_steps", "20"}, {"output_dir", "runs/x"}, {"seed", "18446744073709551615"},
       {"bf16", "true"}, {"zero_stage", "3"}, {"ranks_per_node", "2"}, {"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", "2"},
