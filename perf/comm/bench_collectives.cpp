@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "comm/mpi_communicator.hpp"
+#include "comm/quantized_collectives.hpp"
+#include "comm/topology.hpp"
 #include "comm/self_communicator.hpp"
 #include "kernels/gemm.hpp"
 #include "train/trainer.hpp"
@@ -71,6 +73,55 @@ SHARDFT_COLLECTIVE(BM_ReduceScatter);
 SHARDFT_COLLECTIVE(BM_AllGather);
 SHARDFT_COLLECTIVE(BM_Broadcast);
 SHARDFT_COLLECTIVE(BM_AllToAll);
+
+// ZeRO++'s compressed collectives beside the plain ones at the same payload (bytes of fp32 data):
+// the int8 all-gather (qwZ) and the int4 hierarchical reduce-scatter (qgZ; ranks split into 2 nodes
+// when the count is even, so both hops run). bytes_on_wire_per_rank: what this rank sent.
+void BM_QuantizedAllGatherInt8(benchmark::State& state) {
+  auto& comm = world();
+  const int n = comm.size();
+  const std::size_t count = static_cast<std::size_t>(state.range(0)) / sizeof(float) / n;
+  std::vector<float> shard(count, 0.5f), full(count * n);
+  const double before = comm.ledger().total();
+  for (auto _ : state) {
+    comm.barrier();
+    const double t0 = MPI_Wtime();
+    iquantized_all_gather_int8(comm, shard.data(), count, full.data(), 64)->wait();
+    double elapsed = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    state.SetIterationTime(elapsed);
+  }
+  state.counters["size_bytes"] = static_cast<double>(state.range(0));
+  state.counters["bytes_on_wire_per_rank"] = (comm.ledger().total() - before) / static_cast<double>(state.iterations());
+  state.SetLabel("qwZ int8/" + std::string(comm.backend()));
+}
+
+void BM_QuantizedReduceScatterInt4(benchmark::State& state) {
+  auto& comm = world();
+  const int n = comm.size();
+  static ProcessGroups groups = [&] {
+    const Topology topo = Topology::discover(MPI_COMM_WORLD, n % 2 == 0 && n > 2 ? n / 2 : 1);
+    return ProcessGroups::create(MPI_COMM_WORLD, topo, 0);
+  }();
+  const std::size_t shard = static_cast<std::size_t>(state.range(0)) / sizeof(float) / n;
+  std::vector<float> full(shard * n, 0.25f), out(shard);
+  const double before = groups.node->ledger().total() + groups.cross_node->ledger().total();
+  for (auto _ : state) {
+    comm.barrier();
+    const double t0 = MPI_Wtime();
+    quantized_reduce_scatter_int4(*groups.node, *groups.cross_node, full.data(), shard, out.data(), 64);
+    double elapsed = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    state.SetIterationTime(elapsed);
+  }
+  state.counters["size_bytes"] = static_cast<double>(state.range(0));
+  state.counters["bytes_on_wire_per_rank"] =
+      (groups.node->ledger().total() + groups.cross_node->ledger().total() - before) / static_cast<double>(state.iterations());
+  state.SetLabel("qgZ int4/" + std::string(comm.backend()));
+}
+
+BENCHMARK(BM_QuantizedAllGatherInt8)->RangeMultiplier(16)->Range(65536, 16 << 20)->Iterations(20)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QuantizedReduceScatterInt4)->RangeMultiplier(16)->Range(65536, 16 << 20)->Iterations(20)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // One optimizer step of the default model per ZeRO stage over all ranks: tokens/s of the whole job
 // and bytes each rank sent.
