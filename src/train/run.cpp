@@ -172,7 +172,10 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size() << " samples, "
       << (cfg.bf16 ? "bf16" : "fp32") << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
       << (dp > 1 ? "s" : "") << " (" << world.backend() << "), shard groups of " << shard_size << ", "
-      << dp / shard_size << " replica" << (dp / shard_size > 1 ? "s" : "") << "\n"
+      << dp / shard_size << " replica" << (dp / shard_size > 1 ? "s" : "")
+      << (cfg.zero_quantized_weights ? ", qwZ int8 weights" : "") << (cfg.zero_quantized_gradients ? ", qgZ int4 gradients" : "")
+      << (cfg.zero_hpz_partition_size > 1 ? ", hpZ groups of " + std::to_string(cfg.zero_hpz_partition_size) : "")
+      << "\n"
       << "  global batch " << plan.samples_per_step << " = " << cfg.per_device_train_batch_size
       << " per device x " << cfg.gradient_accumulation_steps << " accumulation x " << dp << " ranks; "
       << plan.total_steps << " steps (" << plan.steps_per_epoch << " per epoch)\n"
@@ -215,7 +218,8 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
       const double intra = window_intra / static_cast<double>(window_steps);
       const double inter = window_inter / static_cast<double>(window_steps);
       log << py_dict({{"loss", loss}, {"grad_norm", st.grad_norm}, {"learning_rate", st.learning_rate},
-                      {"epoch", epoch_f}, {"tokens_per_second", tps}, {"comm_bytes", bytes}})
+                      {"epoch", epoch_f}, {"tokens_per_second", tps}, {"comm_bytes", bytes},
+                      {"comm_bytes_inter_node", inter}})
           << std::endl;
       if (writer) {
         metrics << nlohmann::json{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
