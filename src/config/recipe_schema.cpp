@@ -126,6 +126,9 @@ std::vector<RecipeKey> build_recipe_keys() {
       // bookkeeping
       train_key("logging_steps", &T::logging_steps, "log every this many optimizer steps").in(at_least(1)),
       train_key("save_steps", &T::save_steps, "checkpoint every this many steps; 0: only at the end").in(at_least(0)),
+      train_key("save_total_limit", &T::save_total_limit, "keep the newest N checkpoints; 0: all").in(at_least(0)),
+      train_key("resume_from_checkpoint", &T::resume_from_checkpoint,
+                "continue from a checkpoint directory, or true for the newest good one in output_dir"),
       train_key("output_dir", &T::output_dir, "where checkpoints and metrics go").non_empty(),
       train_key("seed", &T::seed, "seed for initialisation and data order"),
       train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),

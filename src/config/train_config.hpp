@@ -47,7 +47,9 @@ struct TrainConfig {
 
   // bookkeeping
   int logging_steps = 10;
-  int save_steps = 0;                        // 0: no intermediate saves (checkpoints arrive later)
+  int save_steps = 0;                        // checkpoint every this many steps; 0: only at the end
+  int save_total_limit = 0;                  // keep the newest N checkpoints; 0: all
+  std::string resume_from_checkpoint;        // "": fresh start; "true": the newest good one; or a path
   std::string output_dir = "runs/default";
   std::uint64_t seed = 42;
   bool bf16 = false;

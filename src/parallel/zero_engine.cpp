@@ -374,6 +374,25 @@ void ZeroEngine::track_peaks() {
   peak_unit_grads_ = std::max(peak_unit_grads_, 4 * ug);
 }
 
+std::vector<ZeroEngine::OwnedSlice> ZeroEngine::owned_slices() const {
+  std::vector<OwnedSlice> out;
+  for_each_owned_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
+    out.push_back({layout_.offset(param) + first, owned_offset, length});
+  });
+  return out;
+}
+
+void ZeroEngine::restore(long steps_taken) {
+  step_ = steps_taken;
+  drain_gathers();
+  refresh_compute_weights();
+}
+
+bool ZeroEngine::writes_checkpoint() const {
+  const bool first_copy = !replica_ || replica_->rank() == 0;
+  return first_copy && (cfg_.stage != 0 || rank_ == 0);  // at stage 0 every rank holds everything
+}
+
 MemoryReport ZeroEngine::memory() const {
   MemoryReport m;
   m.weights = 4 * static_cast<std::int64_t>(full_weights_.extent(0) + shard_weights_.extent(0));

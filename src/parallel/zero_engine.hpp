@@ -80,6 +80,20 @@ class ZeroEngine : public ParamSource, public GradSink {
   std::vector<float> gather_master();
   std::vector<float> gather_grads();
 
+  // Checkpointing: what this rank owns, in layout coordinates (the offset of an element in
+  // ParamLayout order, independent of world size and padding), and the state itself.
+  struct OwnedSlice {
+    std::int64_t layout_offset, owned_offset, length;
+  };
+  std::vector<OwnedSlice> owned_slices() const;
+  View1<float> master() const { return master_; }
+  View1<float> exp_avg() const { return exp_avg_; }
+  View1<float> exp_avg_sq() const { return exp_avg_sq_; }
+  // After master and moments were filled from a checkpoint: the step count, and compute weights.
+  void restore(long steps_taken);
+  // Whether this rank's copy of the state is the one to save (replicas and stage-0 ranks hold copies).
+  bool writes_checkpoint() const;
+
   MemoryReport memory() const;
   const FlatPartition& partition() const { return part_; }
   int stage() const { return cfg_.stage; }

@@ -1,6 +1,8 @@
 #include "train/run.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
+#include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -83,6 +86,15 @@ void maybe_inject_fault(int rank, long step) {
   if (std::string(kind) == "exit") std::_Exit(3);  // dies without a word, like a killed process
   throw std::runtime_error("injected fault (SHARDFT_FAULT) before step " + std::to_string(step));
 }
+
+std::atomic<int> g_preempt{0};
+extern "C" void on_preemption_signal(int) { g_preempt.store(1); }
+
+void install_preemption_handlers() {
+  std::signal(SIGTERM, on_preemption_signal);
+  std::signal(SIGUSR1, on_preemption_signal);
+}
+bool preemption_requested() { return g_preempt.load() != 0; }
 
 std::vector<Conversation> eval_subset(const TrainConfig& cfg) {
   auto set = read_conversations_jsonl(cfg.eval_dataset_path);
@@ -162,11 +174,22 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   std::ofstream metrics;
   if (writer) {
     std::filesystem::create_directories(cfg.output_dir);
-    metrics.open(cfg.output_dir + "/metrics.jsonl", std::ios::trunc);
+    // A resumed run continues the log of the run it resumes.
+    metrics.open(cfg.output_dir + "/metrics.jsonl", cfg.resume_from_checkpoint.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
   }
 
   Trainer tr(cfg, plan.total_steps, groups);
+  long first_step = 0;
+  double total_loss = 0;
+  if (!cfg.resume_from_checkpoint.empty()) {
+    const std::string dir = resolve_checkpoint(cfg, log);
+    const CheckpointState st = load_checkpoint(dir, tr, world);
+    first_step = st.step;
+    total_loss = st.train_loss_sum;
+    log << "resumed from " << dir << " at step " << first_step << std::endl;
+  }
+  install_preemption_handlers();
   const int shard_size = groups.shard ? groups.shard->size() : dp;
   const MemoryReport mem = tr.engine().memory();
   log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size() << " samples, "
@@ -186,10 +209,11 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
 
   std::vector<std::int64_t> order;
   long order_epoch = -1;
-  double window_loss = 0, window_seconds = 0, total_loss = 0, window_bytes = 0, window_intra = 0, window_inter = 0;
+  double window_loss = 0, window_seconds = 0, window_bytes = 0, window_intra = 0, window_inter = 0;
   std::int64_t window_tokens = 0;
   long window_steps = 0;
-  for (long s = 0; s < plan.total_steps; ++s) {
+  bool preempted = false;
+  for (long s = first_step; s < plan.total_steps && !preempted; ++s) {
     const long epoch = s / plan.steps_per_epoch;
     if (epoch != order_epoch) {
       order = epoch_permutation(static_cast<std::int64_t>(samples.size()), cfg.seed, epoch);
@@ -234,6 +258,23 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
       window_tokens = 0;
       window_steps = 0;
     }
+    // A signal on any rank (SLURM's --signal, a scheduler's SIGTERM) stops every rank at this step.
+    int stop = preemption_requested() ? 1 : 0;
+    world.all_reduce(&stop, &stop, 1, DType::i32, ReduceOp::max);
+    preempted = stop != 0;
+    const bool periodic = cfg.save_steps > 0 && (s + 1) % cfg.save_steps == 0;
+    if (periodic || preempted || s + 1 == plan.total_steps) {
+      const std::string dir = save_checkpoint(cfg, tr, world, {s + 1, total_loss});
+      log << "saved " << dir << std::endl;
+    }
+    if (preempted) {
+      log << "preempted: stopped after step " << s + 1 << " with a checkpoint; resume with --resume_from_checkpoint true"
+          << std::endl;
+      RunSummary sum;
+      sum.steps = s + 1;
+      sum.preempted = true;
+      return sum;
+    }
   }
 
   RunSummary sum;
@@ -241,7 +282,7 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   sum.train_runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   sum.train_samples_per_second = static_cast<double>(plan.total_steps * plan.samples_per_step) / sum.train_runtime;
   sum.train_steps_per_second = static_cast<double>(plan.total_steps) / sum.train_runtime;
-  sum.train_loss = total_loss / static_cast<double>(plan.total_steps);
+  sum.train_loss = total_loss / static_cast<double>(plan.total_steps);  // over the whole run, resumed or not
   log << py_dict({{"train_runtime", sum.train_runtime}, {"train_samples_per_second", sum.train_samples_per_second},
                   {"train_steps_per_second", sum.train_steps_per_second}, {"train_loss", sum.train_loss},
                   {"epoch", static_cast<double>(plan.total_steps) / static_cast<double>(plan.steps_per_epoch)}})

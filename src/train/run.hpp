@@ -16,6 +16,7 @@ struct RunSummary {
   long steps = 0;
   double train_runtime = 0, train_samples_per_second = 0, train_steps_per_second = 0, train_loss = 0;
   bool evaluated = false;
+  bool preempted = false;  // stopped by SIGTERM / SIGUSR1 after saving a checkpoint
   EvalResult eval;
 };
 
