@@ -6,8 +6,121 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "kernels/bf16.hpp"
 
 namespace shardft {
+
+namespace {
+// IEEE binary16 -> fp32, subnormals and specials included.
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  std::uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      std::uint32_t m = mant;
+      do {
+        ++e;
+        m <<= 1;
+      } while ((m & 0x400u) == 0);
+      bits = sign | ((127 - 15 - e) << 23) | ((m & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// fp32 -> IEEE binary16, round to nearest even.
+std::uint16_t float_to_half(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const int exp = static_cast<int>((x >> 23) & 0xffu) - 127 + 15;
+  std::uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xffu) == 0xffu) return static_cast<std::uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<std::uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    std::uint32_t half = mant >> shift;
+    const std::uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) ++half;
+    return static_cast<std::uint16_t>(sign | half);
+  }
+  std::uint32_t half = (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
+  const std::uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // may carry into the exponent: correct
+  return static_cast<std::uint16_t>(sign | half);
+}
+}  // namespace
+
+const char* dtype_tag(TensorDtype t) { return t == TensorDtype::F32 ? "F32" : t == TensorDtype::BF16 ? "BF16" : "F16"; }
+std::size_t dtype_bytes(TensorDtype t) { return t == TensorDtype::F32 ? 4 : 2; }
+
+std::int64_t TensorEntry::numel() const {
+  std::int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return n;
+}
+
+SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path, std::vector<TensorEntry> tensors,
+                                                 TensorDtype dtype)
+    : path_(path), tensors_(std::move(tensors)), dtype_(dtype) {
+  nlohmann::json header = nlohmann::json::object();
+  std::uint64_t offset = 0;
+  for (const auto& t : tensors_) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * dtype_bytes(dtype);
+    header[t.name] = {{"dtype", dtype_tag(dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  data_bytes_ = offset;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  out_ = std::fopen((path + ".tmp").c_str(), "wb");
+  if (!out_) throw FormatError("cannot write '" + path + ".tmp': " + std::strerror(errno));
+  const std::uint64_t len = text.size();
+  std::fwrite(&len, 8, 1, out_);
+  std::fwrite(text.data(), 1, text.size(), out_);
+}
+
+SafetensorsStreamWriter::~SafetensorsStreamWriter() {
+  if (out_) {
+    std::fclose(out_);
+    std::remove((path_ + ".tmp").c_str());  // never leave a partial file behind
+  }
+}
+
+void SafetensorsStreamWriter::write_next(const float* data) {
+  if (next_ >= tensors_.size()) throw FormatError(path_ + ": more tensors written than declared");
+  const std::size_t n = static_cast<std::size_t>(tensors_[next_++].numel());
+  if (dtype_ == TensorDtype::F32) {
+    std::fwrite(data, 4, n, out_);
+    return;
+  }
+  std::vector<std::uint16_t> half(n);
+  for (std::size_t i = 0; i < n; ++i) half[i] = dtype_ == TensorDtype::BF16 ? bf16::round_bits(data[i]) : float_to_half(data[i]);
+  std::fwrite(half.data(), 2, n, out_);
+}
+
+void SafetensorsStreamWriter::finish() {
+  if (next_ != tensors_.size()) throw FormatError(path_ + ": " + std::to_string(tensors_.size() - next_) + " tensors not written");
+  const bool ok = std::fflush(out_) == 0 && ::fsync(fileno(out_)) == 0;
+  std::fclose(out_);
+  out_ = nullptr;
+  if (!ok || std::rename((path_ + ".tmp").c_str(), path_.c_str()) != 0) {
+    throw FormatError("cannot complete '" + path_ + "': " + std::strerror(errno));
+  }
+}
 
 void write_safetensors_f32(const std::string& path, const std::vector<NamedTensorRef>& tensors) {
   nlohmann::json header = nlohmann::json::object();
@@ -67,7 +180,11 @@ std::map<std::string, TensorF32> read_safetensors_f32(const std::string& path) {
     if (!h.is_object() || !h.contains("dtype") || !h.contains("shape") || !h.contains("data_offsets")) {
       throw FormatError(where + ": expected dtype, shape and data_offsets");
     }
-    if (h["dtype"] != "F32") throw FormatError(where + ": dtype " + h["dtype"].dump() + " is not supported here (F32)");
+    const std::string tag = h["dtype"].is_string() ? h["dtype"].get<std::string>() : "";
+    std::size_t elem = 0;
+    if (tag == "F32") elem = 4;
+    if (tag == "BF16" || tag == "F16") elem = 2;
+    if (elem == 0) throw FormatError(where + ": dtype " + h["dtype"].dump() + " is not supported (F32, BF16, F16)");
     TensorF32 t;
     t.shape = h["shape"].get<std::vector<std::int64_t>>();
     std::uint64_t n = 1;
@@ -77,11 +194,17 @@ std::map<std::string, TensorF32> read_safetensors_f32(const std::string& path) {
     }
     const auto off = h["data_offsets"].get<std::vector<std::uint64_t>>();
     if (off.size() != 2 || off[0] > off[1] || off[1] > data_size) throw FormatError(where + ": data_offsets out of bounds");
-    if (off[1] - off[0] != 4 * n) throw FormatError(where + ": dtype x shape does not match its byte length");
+    if (off[1] - off[0] != elem * n) throw FormatError(where + ": dtype x shape does not match its byte length");
     spans.emplace_back(off[0], off[1]);
     t.data.resize(n);
     in.seekg(static_cast<std::streamoff>(8 + len + off[0]));
-    in.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(4 * n));
+    if (elem == 4) {
+      in.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(4 * n));
+    } else {
+      std::vector<std::uint16_t> half(n);
+      in.read(reinterpret_cast<char*>(half.data()), static_cast<std::streamsize>(2 * n));
+      for (std::size_t i = 0; i < n; ++i) t.data[i] = tag == "BF16" ? bf16::to_float(half[i]) : half_to_float(half[i]);
+    }
     if (!in) throw FormatError(where + ": file is truncated");
     out.emplace(it.key(), std::move(t));
   }

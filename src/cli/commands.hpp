@@ -21,5 +21,7 @@ int train(const Invocation& inv, const MpiSession& mpi);
 int eval(const Invocation& inv, const MpiSession& mpi);
 int keys(std::ostream& out);
 int estimate(const std::vector<std::string>& args, std::ostream& out);
+int consolidate(const std::vector<std::string>& args, std::ostream& out);
+int inspect(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace shardft::cli

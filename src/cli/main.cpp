@@ -21,6 +21,9 @@ void usage(std::ostream& out) {
          "  train   fine-tune the model of the recipe on its dataset\n"
          "  eval    held-out loss and greedy exact match of output_dir/model.safetensors\n"
          "  estimate  memory per GPU/CPU for ZeRO stages 1-3 (DeepSpeed's table) and activations\n"
+         "  consolidate CHECKPOINT --output DIR [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]\n"
+         "          HF-loadable model.safetensors (+ index past the shard size) and config.json\n"
+         "  inspect CHECKPOINT   what a checkpoint holds; verifies every checksum\n"
          "  keys    list every recipe key with its default and meaning\n"
          "run 'shardft keys' for the keys; any key may be given on the command line.\n";
 }
@@ -36,9 +39,11 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "keys") return shardft::cli::keys(std::cout);
-  if (command == "estimate") {  // arithmetic only: no MPI, no Kokkos
+  if (command == "estimate" || command == "consolidate" || command == "inspect") {  // one process: no MPI, no Kokkos
     try {
-      return shardft::cli::estimate(args, std::cout);
+      if (command == "estimate") return shardft::cli::estimate(args, std::cout);
+      if (command == "consolidate") return shardft::cli::consolidate(args, std::cout);
+      return shardft::cli::inspect(args, std::cout);
     } catch (const std::exception& e) {
       std::cerr << "shardft: error: " << e.what() << "\n";
       return 2;

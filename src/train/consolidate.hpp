@@ -1,0 +1,31 @@
+#pragma once
+// From a sharded checkpoint to what transformers loads: model.safetensors (or numbered shards plus
+// model.safetensors.index.json past max_shard_bytes) and config.json. Streams tensor by tensor: each
+// tensor is assembled from the rank files' slices, converted and written, so peak memory is about the
+// largest tensor, never the model.
+#include <cstdint>
+#include <string>
+
+#include "io/safetensors.hpp"
+
+namespace shardft {
+
+struct ConsolidateOptions {
+  std::string output_dir;
+  TensorDtype dtype = TensorDtype::F32;
+  std::uint64_t max_shard_bytes = 5000000000ull;  // HF's default "5GB"
+};
+
+struct ConsolidateReport {
+  int files = 0;
+  std::uint64_t bytes = 0;
+  std::int64_t largest_tensor = 0;  // elements
+  std::int64_t tensors = 0;
+};
+
+ConsolidateReport consolidate_checkpoint(const std::string& checkpoint_dir, const ConsolidateOptions& opt);
+
+// What the checkpoint holds, with every dataset's checksum verified; FormatError on the first problem.
+std::string inspect_checkpoint(const std::string& checkpoint_dir);
+
+}  // namespace shardft
