@@ -37,6 +37,14 @@ echo "exact resume, same world size:"
 run 2 exact --zero_stage 3 --output_dir "$tmp/exact" --resume_from_checkpoint "$tmp/full/checkpoint-10" || fail "exact resume"
 compare "$tmp/full/metrics.jsonl" "$tmp/exact/metrics.jsonl" 0 || fail "resume is not bitwise exact"
 
+for np in 1 4; do
+  echo "exact resume at $np rank(s), ZeRO-2:"
+  run $np ref$np --zero_stage 2 --per_device_train_batch_size $((16 / np)) --save_steps 10 --output_dir "$tmp/ref$np" || fail "reference run at $np"
+  run $np res$np --zero_stage 2 --per_device_train_batch_size $((16 / np)) --output_dir "$tmp/res$np" --resume_from_checkpoint "$tmp/ref$np/checkpoint-20" \
+    || fail "resume at $np"
+  compare "$tmp/ref$np/metrics.jsonl" "$tmp/res$np/metrics.jsonl" 0 || fail "resume at $np ranks is not bitwise exact"
+done
+
 echo "resume at 1 rank, stage 1 (same global batch 16):"
 run 1 one --zero_stage 1 --per_device_train_batch_size 16 --output_dir "$tmp/one" --resume_from_checkpoint "$tmp/full/checkpoint-10" || fail "1-rank resume"
 compare "$tmp/full/metrics.jsonl" "$tmp/one/metrics.jsonl" 1e-5 || fail "1-rank resume diverged"
