@@ -12,7 +12,8 @@ packages=(
   libgtest-dev libgmock-dev             # unit tests
   libbenchmark-dev                      # perf/ suite
   libyaml-cpp-dev nlohmann-json3-dev    # recipes, JSONL, HF json files
-  python3                               # perf/compare.py, data generator
+  python3                               # perf/compare.py, data generator, test scripts
+  procps                                # pkill in the preemption test
 )
 
 missing=()
