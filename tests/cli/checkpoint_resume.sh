@@ -37,6 +37,11 @@ echo "exact resume, same world size:"
 run 2 exact --zero_stage 3 --output_dir "$tmp/exact" --resume_from_checkpoint "$tmp/full/checkpoint-10" || fail "exact resume"
 compare "$tmp/full/metrics.jsonl" "$tmp/exact/metrics.jsonl" 0 || fail "resume is not bitwise exact"
 
+echo "save_total_limit keeps the newest checkpoints:"
+run 2 limit --zero_stage 1 --save_steps 10 --save_total_limit 2 --output_dir "$tmp/limit" || fail "save_total_limit run"
+[ "$(ls "$tmp/limit" | grep -c '^checkpoint-')" = 2 ] && [ -d "$tmp/limit/checkpoint-20" ] && [ -d "$tmp/limit/checkpoint-30" ] \
+  || { ls "$tmp/limit"; fail "save_total_limit 2 did not keep exactly checkpoint-20 and checkpoint-30"; }
+
 for np in 1 4; do
   echo "exact resume at $np rank(s), ZeRO-2:"
   run $np ref$np --zero_stage 2 --per_device_train_batch_size $((16 / np)) --save_steps 10 --output_dir "$tmp/ref$np" || fail "reference run at $np"
