@@ -3,25 +3,10 @@
 
 #include "cli/commands.hpp"
 #include "config/train_config.hpp"
+#include "parallel/memory_estimate.hpp"
 #include "train/consolidate.hpp"
 
 namespace shardft::cli {
-
-namespace {
-std::uint64_t parse_size(const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = text.substr(used);
-  const double scale = unit == "" || unit == "B" ? 1 : unit == "KB" ? 1e3 : unit == "MB" ? 1e6 : unit == "GB" ? 1e9 : -1;
-  if (used == 0 || scale < 0 || !(v > 0)) throw ConfigError("--max_shard_size: expected a size such as 5GB or 200MB, got '" + text + "'");
-  return static_cast<std::uint64_t>(v * scale);
-}
-}  // namespace
 
 int consolidate(const std::vector<std::string>& args, std::ostream& out) {
   std::string checkpoint;
@@ -41,7 +26,7 @@ int consolidate(const std::vector<std::string>& args, std::ostream& out) {
       else if (d == "fp16" || d == "float16") opt.dtype = TensorDtype::F16;
       else throw ConfigError("--dtype: expected fp32, bf16 or fp16, got '" + d + "'");
     } else if (a == "--max_shard_size") {
-      opt.max_shard_bytes = parse_size(value());
+      opt.max_shard_bytes = static_cast<std::uint64_t>(parse_count(value(), "--max_shard_size"));
     } else if (a.rfind("--", 0) == 0) {
       throw ConfigError("consolidate: unknown option '" + a + "'");
     } else if (checkpoint.empty()) {

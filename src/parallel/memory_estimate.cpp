@@ -109,11 +109,12 @@ double parse_count(const std::string& text, const std::string& flag) {
   } catch (const std::exception&) {
     used = 0;
   }
-  const std::string rest = text.substr(used);
+  std::string rest = text.substr(used);
+  if (rest.size() == 2 && (rest[1] == 'B' || rest[1] == 'b')) rest.pop_back();  // sizes: 200MB, 5GB
   double scale = 1;
   if (rest == "K" || rest == "k") scale = 1e3;
   else if (rest == "M" || rest == "m") scale = 1e6;
-  else if (rest == "B" || rest == "b" || rest == "G") scale = 1e9;
+  else if (rest == "B" || rest == "b" || rest == "G" || rest == "g") scale = 1e9;
   else if (!rest.empty()) used = 0;
   if (used == 0 || !(v > 0)) {
     throw std::invalid_argument(flag + ": expected a positive count such as 7504924672, 7504M or 7.5B, got '" + text + "'");

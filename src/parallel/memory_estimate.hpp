@@ -54,7 +54,7 @@ std::vector<TrafficRow> estimate_traffic(double psi, int nodes, int gpus_per_nod
 // "188.72GB": bytes / 2^30 with two decimals, as DeepSpeed prints them.
 std::string format_gb(double bytes);
 
-// Parses a count such as "7504924672", "7504M", "7.5B", "525K".
+// Parses a count such as "7504924672", "7504M", "7.5B", "525K", or a size such as "200MB", "5GB".
 double parse_count(const std::string& text, const std::string& flag);
 
 }  // namespace shardft
