@@ -1,5 +1,8 @@
-// Reader for the `conversations` JSONL format (ShareGPT style, as trl and most SFT datasets ship it):
-//   {"conversations":[{"from":"human","value":"..."},{"from":"gpt","value":"..."}]}
+// Reader for the conversational JSONL formats trl accepts:
+//   {"conversations":[{"from":"human","value":"..."},{"from":"gpt","value":"..."}]}   (ShareGPT)
+//   {"messages":[{"role":"user","content":"..."},{"role":"assistant","content":"..."}]}
+//   {"prompt":"...","completion":"..."}                 (a user turn, then the assistant's)
+// Extra columns are ignored.
 // Every rejection names the file and the 1-based line, so a user can jump straight to the bad record.
 #include <cerrno>
 #include <cstring>
@@ -49,15 +52,25 @@ std::string brief_parse_reason(const json::parse_error& e) {
   return "column " + std::to_string(e.byte) + ": " + reason;
 }
 
-Turn parse_turn(const json& turn, std::size_t index, const std::string& path, std::int64_t line) {
-  const std::string where = "conversations[" + std::to_string(index) + "]";
+// The field names of a turn: ShareGPT's from/value or the messages format's role/content.
+struct TurnFields {
+  const char* list;
+  const char* role;
+  const char* text;
+};
+constexpr TurnFields kShareGpt{"conversations", "from", "value"};
+constexpr TurnFields kMessages{"messages", "role", "content"};
+
+Turn parse_turn(const json& turn, std::size_t index, const std::string& path, std::int64_t line,
+                const TurnFields& f = kShareGpt) {
+  const std::string where = std::string(f.list) + "[" + std::to_string(index) + "]";
   if (!turn.is_object()) fail_at(path, line, where + " must be an object, got " + type_name(turn));
-  auto from = turn.find("from");
-  if (from == turn.end()) fail_at(path, line, where + " has no \"from\"");
-  if (!from->is_string()) fail_at(path, line, where + ".from must be a string, got " + type_name(*from));
-  auto value = turn.find("value");
-  if (value == turn.end()) fail_at(path, line, where + " has no \"value\"");
-  if (!value->is_string()) fail_at(path, line, where + ".value must be a string, got " + type_name(*value));
+  auto from = turn.find(f.role);
+  if (from == turn.end()) fail_at(path, line, where + " has no \"" + f.role + "\"");
+  if (!from->is_string()) fail_at(path, line, where + "." + f.role + " must be a string, got " + type_name(*from));
+  auto value = turn.find(f.text);
+  if (value == turn.end()) fail_at(path, line, where + " has no \"" + f.text + "\"");
+  if (!value->is_string()) fail_at(path, line, where + "." + f.text + " must be a string, got " + type_name(*value));
 
   const std::string raw_role = from->get<std::string>();
   Turn out;
@@ -78,16 +91,28 @@ Conversation parse_record(const std::string& text, const std::string& path, std:
     fail_at(path, line, "not valid JSON (" + brief_parse_reason(e) + ")");
   }
   if (!record.is_object()) fail_at(path, line, "expected a JSON object, got " + type_name(record));
-  auto turns = record.find("conversations");
-  if (turns == record.end()) fail_at(path, line, "missing \"conversations\"");
-  if (!turns->is_array()) fail_at(path, line, "\"conversations\" must be an array, got " + type_name(*turns));
+  if (record.contains("prompt") || record.contains("completion")) {
+    for (const char* key : {"prompt", "completion"}) {
+      if (!record.contains(key)) fail_at(path, line, std::string("has \"prompt\" or \"completion\" but no \"") + key + "\"");
+      if (!record[key].is_string()) {
+        fail_at(path, line, std::string("\"") + key + "\" must be a string, got " + type_name(record[key]));
+      }
+    }
+    return {{"user", record["prompt"].get<std::string>()}, {"assistant", record["completion"].get<std::string>()}};
+  }
+  const TurnFields& f = record.contains("conversations") || !record.contains("messages") ? kShareGpt : kMessages;
+  auto turns = record.find(f.list);
+  if (turns == record.end()) {
+    fail_at(path, line, "missing \"conversations\" (or \"messages\", or \"prompt\" and \"completion\")");
+  }
+  if (!turns->is_array()) fail_at(path, line, "\"" + std::string(f.list) + "\" must be an array, got " + type_name(*turns));
   if (turns->empty()) fail_at(path, line, "empty conversation");
 
   Conversation conv;
   conv.reserve(turns->size());
   bool has_assistant = false;
   for (std::size_t i = 0; i < turns->size(); ++i) {
-    conv.push_back(parse_turn((*turns)[i], i, path, line));
+    conv.push_back(parse_turn((*turns)[i], i, path, line, f));
     has_assistant = has_assistant || conv.back().role == "assistant";
   }
   // A sample without an assistant turn has no target tokens: it would cost compute and teach nothing.

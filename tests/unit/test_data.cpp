@@ -61,6 +61,25 @@ class DataReaderTest : public ::testing::Test {
 
 const char* const kGoodLine = R"({"conversations":[{"from":"human","value":"hi"},{"from":"gpt","value":"ok"}]})";
 
+TEST_F(DataReaderTest, ReadsMessagesAndPromptCompletionFormats) {
+  const std::string path = write(
+      "formats.jsonl",
+      std::string(R"({"messages":[{"role":"system","content":"s"},{"role":"user","content":"q"},)"
+                  R"({"role":"assistant","content":"a"}],"id":7})") +
+          "\n" + R"({"prompt":"upper: ab","completion":"AB","source":"x"})" + "\n" + kGoodLine);
+  const std::vector<Conversation> convs = read_conversations_jsonl(path);
+  ASSERT_EQ(convs.size(), 3u);
+  ASSERT_EQ(convs[0].size(), 3u);
+  EXPECT_EQ(convs[0][0].role, "system");
+  EXPECT_EQ(convs[0][2].role, "assistant");
+  EXPECT_EQ(convs[0][2].content, "a");
+  ASSERT_EQ(convs[1].size(), 2u);
+  EXPECT_EQ(convs[1][0].role, "user");
+  EXPECT_EQ(convs[1][0].content, "upper: ab");
+  EXPECT_EQ(convs[1][1].role, "assistant");
+  EXPECT_EQ(convs[1][1].content, "AB");
+}
+
 TEST_F(DataReaderTest, ParsesGoodFileAndMapsRoles) {
   const std::string path = write(
       "good.jsonl",
@@ -109,7 +128,11 @@ TEST_F(DataReaderTest, EveryMalformedRecordNamesFileLineAndReason) {
       {R"({"conversations":[]} trailing)", "not valid JSON"},
       {R"([1,2])", "expected a JSON object, got array"},
       {R"("just a string")", "expected a JSON object, got string"},
-      {R"({"messages":[]})", "missing \"conversations\""},
+      {R"({"text":"hello"})", "missing \"conversations\" (or \"messages\""},
+      {R"({"messages":[]})", "empty conversation"},
+      {R"({"messages":[{"role":"user"}]})", "messages[0] has no \"content\""},
+      {R"({"prompt":"upper: ab"})", "but no \"completion\""},
+      {R"({"prompt":"a","completion":3})", "\"completion\" must be a string, got number"},
       {R"({"conversations":"hi"})", "\"conversations\" must be an array, got string"},
       {R"({"conversations":{}})", "\"conversations\" must be an array, got object"},
       {R"({"conversations":[]})", "empty conversation"},
