@@ -96,6 +96,7 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("max_seq_length", &T::max_seq_length, "tokens per packed sequence")
           .in(at_least(2)).also_named("max_length"),  // trl >= 0.16 calls it max_length
       // optimisation
+      train_key("packing", &T::packing, "pack samples into rows of max_seq_length (first-fit decreasing)"),
       train_key("learning_rate", &T::learning_rate, "peak learning rate").in(greater_than(0)),
       train_key("lr_scheduler_type", &T::lr_scheduler_type, "learning-rate schedule after warmup")
           .one_of({"constant", "linear", "cosine", "cosine_with_min_lr"}),

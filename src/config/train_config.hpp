@@ -23,6 +23,7 @@ struct TrainConfig {
   std::string dataset_path = "jobs/data/sft_train.jsonl";       // trl: dataset_name / train file
   std::string eval_dataset_path = "jobs/data/sft_eval.jsonl";
   int max_seq_length = 64;
+  bool packing = false;                      // trl: pack samples into rows of max_seq_length
 
   // optimisation
   double learning_rate = 3e-3;

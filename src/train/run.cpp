@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/packing.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
@@ -169,8 +170,17 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   samples.reserve(train_set.size());
   for (const auto& c : train_set) samples.push_back(apply_chat_template(tok, c, cfg.max_seq_length));
 
+  // The units a batch is made of: one sample each, or with packing the rows first-fit-decreasing
+  // filled with samples (trl's `packing`: batch sizes then count rows).
+  std::vector<std::vector<std::int64_t>> units;
+  if (cfg.packing) {
+    units = pack_first_fit_decreasing(samples, cfg.max_seq_length);
+    log << "packing: " << samples.size() << " samples into " << units.size() << " rows of " << cfg.max_seq_length
+        << " tokens (" << 100.0 * packing_efficiency(samples, units, cfg.max_seq_length) << "% real tokens)" << std::endl;
+  }
+  const long num_units = cfg.packing ? static_cast<long>(units.size()) : static_cast<long>(samples.size());
   const int dp = world.size();
-  const StepPlan plan = plan_steps(cfg, static_cast<long>(samples.size()), dp);
+  const StepPlan plan = plan_steps(cfg, num_units, dp);
   std::ofstream metrics;
   if (writer) {
     std::filesystem::create_directories(cfg.output_dir);
@@ -216,13 +226,20 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   for (long s = first_step; s < plan.total_steps && !preempted; ++s) {
     const long epoch = s / plan.steps_per_epoch;
     if (epoch != order_epoch) {
-      order = epoch_permutation(static_cast<std::int64_t>(samples.size()), cfg.seed, epoch);
+      order = epoch_permutation(num_units, cfg.seed, epoch);
       order_epoch = epoch;
     }
     maybe_inject_fault(world.rank(), s + 1);
     std::vector<TokenBatch> micro;
     for (int m = 0; m < cfg.gradient_accumulation_steps; ++m) {
-      micro.push_back(collate(samples, micro_batch_indices(cfg, plan, order, s, m, world.rank(), dp)));
+      const auto picked = micro_batch_indices(cfg, plan, order, s, m, world.rank(), dp);
+      if (cfg.packing) {
+        std::vector<std::vector<std::int64_t>> rows;
+        for (std::int64_t u : picked) rows.push_back(units[u]);
+        micro.push_back(collate_packed(samples, rows));
+      } else {
+        micro.push_back(collate(samples, picked));
+      }
     }
     const StepStats st = tr.step(micro);
     if (!std::isfinite(st.loss)) throw std::runtime_error("step " + std::to_string(s + 1) + ": loss is not finite");

@@ -187,7 +187,7 @@ TEST(ConfigOverrides, DashedAndModelPrefixedSpellings) {
 // A valid, non-default value for every key; a new key without one here fails the test below.
 const std::map<std::string, std::string>& sample_values() {
   static const std::map<std::string, std::string> samples = {
-      {"dataset_path", "data/a.jsonl"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"},
+      {"dataset_path", "data/a.jsonl"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"},
       {"learning_rate", "0.0002"}, {"lr_scheduler_type", "cosine_with_min_lr"}, {"warmup_steps", "5"},
       {"warmup_ratio", "0.1"}, {"min_lr", "1.0e-05"}, {"min_lr_rate", "0.1"}, {"weight_decay", "0.01"},
       {"max_grad_norm", "0.5"}, {"adam_beta1", "0.8"}, {"adam_beta2", "0.95"}, {"adam_epsilon", "1.0e-06"},

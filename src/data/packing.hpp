@@ -1,0 +1,26 @@
+#pragma once
+// Packing (trl's `packing: true`): tokenized samples are placed back to back in rows of at most
+// max_seq_length tokens by first-fit-decreasing bin packing, so little compute goes to padding.
+// Inside a row every sample keeps its own positions (restarting at 0) and its own seq_id, which the
+// attention uses so that no token ever sees another sample; targets never cross a boundary.
+#include <cstdint>
+#include <vector>
+
+#include "data/sft_data.hpp"
+
+namespace shardft {
+
+// Rows of sample indices. Longest samples first, each into the first row with room for it; a
+// sample longer than max_len gets a row of its own (it was truncated to max_len already).
+std::vector<std::vector<std::int64_t>> pack_first_fit_decreasing(const std::vector<TokenizedSample>& samples,
+                                                                 int max_len);
+
+// Row r of the batch holds the samples rows[r] in order, then padding to the longest row.
+TokenBatch collate_packed(const std::vector<TokenizedSample>& samples,
+                          const std::vector<std::vector<std::int64_t>>& rows);
+
+// Fraction of the tokens in the rows that are real (not padding) when every row is max_len long.
+double packing_efficiency(const std::vector<TokenizedSample>& samples,
+                          const std::vector<std::vector<std::int64_t>>& rows, int max_len);
+
+}  // namespace shardft
