@@ -133,6 +133,10 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("output_dir", &T::output_dir, "where checkpoints and metrics go").non_empty(),
       train_key("seed", &T::seed, "seed for initialisation and data order"),
       train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),
+      train_key("gradient_checkpointing", &T::gradient_checkpointing,
+                "keep only each layer's input in forward and recompute the layer in backward"),
+      train_key("logits_chunk_tokens", &T::logits_chunk_tokens,
+                "tokens per chunk of the fused LM head + cross-entropy; 0: all at once").in(at_least(0)),
       // data parallelism
       train_key("zero_stage", &T::zero_stage, "ZeRO stage: 0 replicate, 1 shard optimizer, 2 + gradients, 3 + weights")
           .in(closed_interval(0, 3)),

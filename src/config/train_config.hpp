@@ -54,6 +54,8 @@ struct TrainConfig {
   std::string output_dir = "runs/default";
   std::uint64_t seed = 42;
   bool bf16 = false;
+  bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
+  int logits_chunk_tokens = 1024;            // LM head + cross-entropy in chunks of this many tokens; 0: all
 
   // data parallelism
   int zero_stage = 0;                        // 0: replicate, 1: shard optimizer, 2: + gradients, 3: + weights

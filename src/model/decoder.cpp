@@ -46,6 +46,7 @@ struct LayerActivations {
 
 struct Decoder::Activations {
   std::vector<LayerActivations> layers;
+  LayerActivations recompute;  // activation checkpointing: one layer's intermediates, rebuilt in backward
   Scratch x0{"x0"}, hf{"hf"}, rstdf{"rstdf"}, logits{"logits"};
   // backward scratch, shared by all layers
   Scratch dx{"dx"}, dh{"dh"}, dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dg{"dg"}, du{"du"}, ds{"ds"},
@@ -100,17 +101,15 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
   embedding_forward(ids, W2(layout_.embed_tokens()), A.x0.mat(N, d));
   params.release(0);
 
-  Unmanaged2<float> x_in = A.x0.mat(N, d);
-  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+  // One decoder layer, x_out = layer(x_in), keeping in L what its backward needs.
+  auto forward_layer = [&](int l, Unmanaged2<const float> x_in, LayerActivations& L, Unmanaged2<float> x_out) {
     const LayerParams& P = layout_.layer(l);
-    LayerActivations& L = A.layers[l];
-    for (auto* s : {&L.h1, &L.x_mid, &L.h2, &L.x_out}) s->reserve(N * d);
+    for (auto* s : {&L.h1, &L.x_mid, &L.h2}) s->reserve(N * d);
     for (auto* s : {&L.rstd1, &L.rstd2}) s->reserve(N);
     for (auto* s : {&L.q, &L.o}) s->reserve(N * qd);
     for (auto* s : {&L.k, &L.v}) s->reserve(N * kvd);
     for (auto* s : {&L.g, &L.u, &L.s}) s->reserve(N * I);
     L.probs.reserve(ashape.probs_size());
-    params.acquire(l + 1);
 
     auto h1 = L.h1.mat(N, d), q = L.q.mat(N, qd), k = L.k.mat(N, kvd), v = L.v.mat(N, kvd), o = L.o.mat(N, qd);
     rmsnorm_forward(x_in, W(P.input_layernorm), eps, h1, L.rstd1.vec(N));
@@ -133,10 +132,20 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     linear_forward(h2, W(P.up_proj), u);
     swiglu_forward(g, u, s);
     round_if_bf16(dtype_, s);
-    auto x_out = L.x_out.mat(N, d);
     Kokkos::deep_copy(x_out, x_mid);
     linear_forward(s, W(P.down_proj), x_out, 1.f);  // x_out = x_mid + mlp
+  };
+  // With activation checkpointing only each layer's output survives forward; its intermediates are
+  // rebuilt in backward into one shared scratch.
+  const bool recompute = checkpointing_ && grads != nullptr;
+  auto scratch_of = [&](int l) -> LayerActivations& { return recompute ? A.recompute : A.layers[l]; };
 
+  Unmanaged2<float> x_in = A.x0.mat(N, d);
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+    A.layers[l].x_out.reserve(N * d);
+    auto x_out = A.layers[l].x_out.mat(N, d);
+    params.acquire(l + 1);
+    forward_layer(l, x_in, scratch_of(l), x_out);
     params.release(l + 1);
     x_in = x_out;
   }
@@ -163,26 +172,40 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     return {};
   }
 
-  A.logits.reserve(N * V);
-  auto logits = A.logits.mat(N, V);
-  linear_forward(hf, W(layout_.lm_head()), logits);
+  // LM head + cross-entropy chunked over tokens: only a [chunk, vocab] slice of logits ever exists,
+  // and in training it is turned into its gradient in place and consumed at once.
+  const std::int64_t chunk = logits_chunk_ > 0 ? std::min<std::int64_t>(logits_chunk_, N) : N;
+  A.logits.reserve(chunk * V);
+  if (grads) for (auto* s : {&A.dx, &A.dh}) s->reserve(N * d);
+  CrossEntropySums ce;
+  for (std::int64_t c0 = 0; c0 < N; c0 += chunk) {
+    const std::int64_t rows = std::min(chunk, N - c0);
+    Unmanaged2<const float> hf_c(hf.data() + c0 * d, rows, d);
+    Unmanaged1<const std::int32_t> targets_c(targets.data() + c0, rows);
+    auto logits = A.logits.mat(rows, V);
+    linear_forward(hf_c, W(layout_.lm_head()), logits);
+    const CrossEntropySums part =
+        grads ? cross_entropy_forward_backward(logits, targets_c, static_cast<float>(1.0 / loss_normalizer))
+              : cross_entropy_forward(logits, targets_c);
+    ce.loss_sum += part.loss_sum;
+    ce.count += part.count;
+    if (grads) {
+      linear_backward(hf_c, W(layout_.lm_head()), logits, Unmanaged2<float>(A.dh.mat(N, d).data() + c0 * d, rows, d), 0.f,
+                      grads->grad(layout_.lm_head()));
+    }
+  }
   if (!grads) {
-    const CrossEntropySums ce = cross_entropy_forward(logits, targets);
     params.release(head);
     return {ce.loss_sum, ce.count};
   }
-  const CrossEntropySums ce =
-      cross_entropy_forward_backward(logits, targets, static_cast<float>(1.0 / loss_normalizer));
 
   // ---- backward ---------------------------------------------------------------------------------
-  for (auto* s : {&A.dx, &A.dh}) s->reserve(N * d);
   for (auto* s : {&A.dattn, &A.dq}) s->reserve(N * qd);
   for (auto* s : {&A.dk, &A.dv}) s->reserve(N * kvd);
   for (auto* s : {&A.dg, &A.du, &A.ds}) s->reserve(N * I);
   A.dscores.reserve(ashape.probs_size());
   auto dx = A.dx.mat(N, d), dh = A.dh.mat(N, d);
 
-  linear_backward(hf, W(layout_.lm_head()), logits, dh, 0.f, grads->grad(layout_.lm_head()));
   Kokkos::deep_copy(dx, 0.f);
   rmsnorm_backward(x_in, W(layout_.final_norm()), A.rstdf.vec(N), dh, dx, grads->grad(layout_.final_norm()));
   grads->block_done(head);
@@ -190,9 +213,13 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
 
   for (int l = cfg_.num_hidden_layers - 1; l >= 0; --l) {
     const LayerParams& P = layout_.layer(l);
-    LayerActivations& L = A.layers[l];
+    LayerActivations& L = scratch_of(l);
     params.acquire(l + 1);
     auto layer_in = l == 0 ? A.x0.mat(N, d) : A.layers[l - 1].x_out.mat(N, d);
+    if (recompute) {  // rebuild this layer's intermediates; its output is not needed again
+      L.x_out.reserve(N * d);
+      forward_layer(l, layer_in, L, L.x_out.mat(N, d));
+    }
     // dx holds d loss / d x_out; the residual passes it straight to x_mid and x_in.
     auto dg = A.dg.mat(N, I), du = A.du.mat(N, I), ds = A.ds.mat(N, I);
     linear_backward(L.s.mat(N, I), W(P.down_proj), dx, ds, 0.f, grads->grad(P.down_proj));

@@ -40,6 +40,13 @@ class Decoder {
   ~Decoder();
 
   const ModelConfig& config() const { return cfg_; }
+
+  // Activation checkpointing (HF's gradient_checkpointing): keep only each layer's input through
+  // forward and recompute the layer in backward. Same arithmetic, less memory, one more forward.
+  void set_activation_checkpointing(bool on) { checkpointing_ = on; }
+  // Tokens per chunk of the fused LM head + cross-entropy (0: all at once): bounds the logits buffer
+  // to chunk x vocab.
+  void set_logits_chunk_tokens(std::int64_t tokens) { logits_chunk_ = tokens; }
   const ParamLayout& layout() const { return layout_; }
   ComputeDtype dtype() const { return dtype_; }
 
@@ -63,6 +70,8 @@ class Decoder {
   ModelConfig cfg_;
   ParamLayout layout_;
   ComputeDtype dtype_;
+  bool checkpointing_ = false;
+  std::int64_t logits_chunk_ = 0;
   std::unique_ptr<Activations> acts_;
 };
 

@@ -338,6 +338,7 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   std::ostream& log = world.rank() == 0 ? log_stream : null_stream;
   const std::vector<Conversation> eval_set = eval_subset(cfg);
   Decoder model(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32);
+  model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   LocalParams params(model.layout());
   load_model(model_path(cfg), model.layout(), params.weights());
   if (cfg.bf16) round_to_bf16(params.weights(), params.weights());

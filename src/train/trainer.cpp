@@ -43,6 +43,8 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& gr
       model_(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32),
       engine_(model_.layout(), zero_config(cfg), groups.shard ? *groups.shard : *groups.world, groups.replica,
               groups.zpp) {
+  model_.set_activation_checkpointing(cfg.gradient_checkpointing);
+  model_.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   engine_.init_weights(cfg.model, cfg.seed);
   schedule_.type = cfg.lr_scheduler_type;
   schedule_.peak_lr = cfg.learning_rate;
