@@ -135,6 +135,10 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),
       train_key("gradient_checkpointing", &T::gradient_checkpointing,
                 "keep only each layer's input in forward and recompute the layer in backward"),
+      train_key("attn_implementation", &T::attn_implementation,
+                "eager: keep the [seq, seq] probabilities for backward; memory_efficient: keep a log-sum-exp per "
+                "query and recompute")
+          .one_of({"eager", "memory_efficient"}),
       train_key("logits_chunk_tokens", &T::logits_chunk_tokens,
                 "tokens per chunk of the fused LM head + cross-entropy; 0: all at once").in(at_least(0)),
       // data parallelism

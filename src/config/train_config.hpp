@@ -56,6 +56,7 @@ struct TrainConfig {
   bool bf16 = false;
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
   int logits_chunk_tokens = 1024;            // LM head + cross-entropy in chunks of this many tokens; 0: all
+  std::string attn_implementation = "eager";  // HF's key: eager (stored probabilities) | memory_efficient
 
   // data parallelism
   int zero_stage = 0;                        // 0: replicate, 1: shard optimizer, 2: + gradients, 3: + weights

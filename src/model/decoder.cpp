@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_lse.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
@@ -40,7 +41,7 @@ void round_if_bf16(ComputeDtype dtype, Unmanaged2<float> x) {
 
 // What forward keeps for backward, per layer: the layer input and every intermediate a gradient needs.
 struct LayerActivations {
-  Scratch h1{"h1"}, rstd1{"rstd1"}, q{"q"}, k{"k"}, v{"v"}, probs{"probs"}, o{"o"}, x_mid{"x_mid"}, h2{"h2"},
+  Scratch h1{"h1"}, rstd1{"rstd1"}, q{"q"}, k{"k"}, v{"v"}, probs{"probs"}, lse{"lse"}, o{"o"}, x_mid{"x_mid"}, h2{"h2"},
       rstd2{"rstd2"}, g{"g"}, u{"u"}, s{"s"}, x_out{"x_out"};
 };
 
@@ -50,7 +51,7 @@ struct Decoder::Activations {
   Scratch x0{"x0"}, hf{"hf"}, rstdf{"rstdf"}, logits{"logits"};
   // backward scratch, shared by all layers
   Scratch dx{"dx"}, dh{"dh"}, dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dg{"dg"}, du{"du"}, ds{"ds"},
-      dscores{"dscores"};
+      dscores{"dscores"}, delta{"delta"};
 };
 
 Decoder::Decoder(const ModelConfig& cfg, ComputeDtype dtype)
@@ -109,7 +110,12 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     for (auto* s : {&L.q, &L.o}) s->reserve(N * qd);
     for (auto* s : {&L.k, &L.v}) s->reserve(N * kvd);
     for (auto* s : {&L.g, &L.u, &L.s}) s->reserve(N * I);
-    L.probs.reserve(ashape.probs_size());
+    const std::int64_t rows_bht = static_cast<std::int64_t>(in.batch) * cfg_.num_attention_heads * in.seq;
+    if (memory_efficient_attention_) {
+      L.lse.reserve(rows_bht);
+    } else {
+      L.probs.reserve(ashape.probs_size());
+    }
 
     auto h1 = L.h1.mat(N, d), q = L.q.mat(N, qd), k = L.k.mat(N, kvd), v = L.v.mat(N, kvd), o = L.o.mat(N, qd);
     rmsnorm_forward(x_in, W(P.input_layernorm), eps, h1, L.rstd1.vec(N));
@@ -119,7 +125,11 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     linear_forward(h1, W(P.v_proj), v);
     rope_forward(q, pos, static_cast<int>(hd), cfg_.rope_theta);
     rope_forward(k, pos, static_cast<int>(hd), cfg_.rope_theta);
-    attention_forward(ashape, q, k, v, seq_ids, o, L.probs.vec(ashape.probs_size()));
+    if (memory_efficient_attention_) {
+      attention_forward_lse(ashape, q, k, v, seq_ids, o, L.lse.vec(rows_bht));
+    } else {
+      attention_forward(ashape, q, k, v, seq_ids, o, L.probs.vec(ashape.probs_size()));
+    }
     round_if_bf16(dtype_, o);
     auto x_mid = L.x_mid.mat(N, d);
     Kokkos::deep_copy(x_mid, x_in);
@@ -203,7 +213,12 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
   for (auto* s : {&A.dattn, &A.dq}) s->reserve(N * qd);
   for (auto* s : {&A.dk, &A.dv}) s->reserve(N * kvd);
   for (auto* s : {&A.dg, &A.du, &A.ds}) s->reserve(N * I);
-  A.dscores.reserve(ashape.probs_size());
+  const std::int64_t rows_bht = static_cast<std::int64_t>(in.batch) * cfg_.num_attention_heads * in.seq;
+  if (memory_efficient_attention_) {
+    A.delta.reserve(rows_bht);
+  } else {
+    A.dscores.reserve(ashape.probs_size());
+  }
   auto dx = A.dx.mat(N, d), dh = A.dh.mat(N, d);
 
   Kokkos::deep_copy(dx, 0.f);
@@ -232,8 +247,13 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
 
     auto dattn = A.dattn.mat(N, qd), dq = A.dq.mat(N, qd), dk = A.dk.mat(N, kvd), dv = A.dv.mat(N, kvd);
     linear_backward(L.o.mat(N, qd), W(P.o_proj), dx, dattn, 0.f, grads->grad(P.o_proj));
-    attention_backward(ashape, L.q.mat(N, qd), L.k.mat(N, kvd), L.v.mat(N, kvd), L.probs.vec(ashape.probs_size()),
-                       dattn, dq, dk, dv, A.dscores.vec(ashape.probs_size()));
+    if (memory_efficient_attention_) {
+      attention_backward_lse(ashape, L.q.mat(N, qd), L.k.mat(N, kvd), L.v.mat(N, kvd), seq_ids, L.o.mat(N, qd),
+                             L.lse.vec(rows_bht), dattn, dq, dk, dv, A.delta.vec(rows_bht));
+    } else {
+      attention_backward(ashape, L.q.mat(N, qd), L.k.mat(N, kvd), L.v.mat(N, kvd), L.probs.vec(ashape.probs_size()),
+                         dattn, dq, dk, dv, A.dscores.vec(ashape.probs_size()));
+    }
     rope_backward(dq, pos, static_cast<int>(hd), cfg_.rope_theta);
     rope_backward(dk, pos, static_cast<int>(hd), cfg_.rope_theta);
     auto h1 = L.h1.mat(N, d);

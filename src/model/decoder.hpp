@@ -47,6 +47,9 @@ class Decoder {
   // Tokens per chunk of the fused LM head + cross-entropy (0: all at once): bounds the logits buffer
   // to chunk x vocab.
   void set_logits_chunk_tokens(std::int64_t tokens) { logits_chunk_ = tokens; }
+  // Attention that keeps only a log-sum-exp per query instead of the [seq, seq] probabilities, and
+  // recomputes them in backward (kernels/attention_lse.hpp).
+  void set_memory_efficient_attention(bool on) { memory_efficient_attention_ = on; }
   const ParamLayout& layout() const { return layout_; }
   ComputeDtype dtype() const { return dtype_; }
 
@@ -71,6 +74,7 @@ class Decoder {
   ParamLayout layout_;
   ComputeDtype dtype_;
   bool checkpointing_ = false;
+  bool memory_efficient_attention_ = false;
   std::int64_t logits_chunk_ = 0;
   std::unique_ptr<Activations> acts_;
 };

@@ -339,6 +339,7 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   const std::vector<Conversation> eval_set = eval_subset(cfg);
   Decoder model(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32);
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
+  model.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
   LocalParams params(model.layout());
   load_model(model_path(cfg), model.layout(), params.weights());
   if (cfg.bf16) round_to_bf16(params.weights(), params.weights());

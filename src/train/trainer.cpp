@@ -45,6 +45,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& gr
               groups.zpp) {
   model_.set_activation_checkpointing(cfg.gradient_checkpointing);
   model_.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
+  model_.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
   engine_.init_weights(cfg.model, cfg.seed);
   schedule_.type = cfg.lr_scheduler_type;
   schedule_.peak_lr = cfg.learning_rate;

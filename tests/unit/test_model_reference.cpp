@@ -145,14 +145,16 @@ namespace shardft {
 namespace {
 
 // Memory-saving paths compute the same step: activation checkpointing bit for bit, the LM head and
-// cross-entropy chunked over tokens to 1e-6 (only the order of the LM-head gradient sum changes).
+// cross-entropy chunked over tokens to 1e-6 (only the order of the LM-head gradient sum changes), and
+// memory-efficient attention to 1e-5 (scores recomputed, softmax normalised online).
 TEST(ModelMemoryPaths, CheckpointingAndChunkedHeadMatchThePlainPath) {
   const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, "tiny_gqa_untied");
   const ModelConfig cfg = config_from(fx.config);
   const ModelInputs in = upload_inputs(fx.batch, fx.seq, fx.input_ids, fx.position_ids, fx.seq_ids, fx.targets);
-  auto grads_of = [&](bool checkpointing, std::int64_t chunk) {
+  auto grads_of = [&](bool checkpointing, std::int64_t chunk, bool lse_attention = false) {
     Decoder model(cfg, ComputeDtype::fp32);
     model.set_activation_checkpointing(checkpointing);
+    model.set_memory_efficient_attention(lse_attention);
     model.set_logits_chunk_tokens(chunk);
     LocalParams params(model.layout());
     load_weights(fx, model.layout(), params);
@@ -170,6 +172,10 @@ TEST(ModelMemoryPaths, CheckpointingAndChunkedHeadMatchThePlainPath) {
   EXPECT_LT(rel_diff(chunked.second, plain.second), 1e-6);
   const auto both = grads_of(true, 5);
   EXPECT_LT(rel_diff(both.second, plain.second), 1e-6);
+  // memory-efficient attention: same math, scores recomputed in another order
+  const auto lse = grads_of(true, 4, true);
+  EXPECT_NEAR(lse.first, plain.first, 1e-6 * plain.first);
+  EXPECT_LT(rel_diff(lse.second, plain.second), 1e-5);
 }
 
 }  // namespace
