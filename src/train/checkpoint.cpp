@@ -190,20 +190,25 @@ CheckpointState load_checkpoint(const std::string& dir, Trainer& tr, Communicato
   std::vector<decltype(Kokkos::create_mirror_view(states[0]))> host;
   for (auto& s : states) host.push_back(Kokkos::create_mirror_view(s));
   for (auto& h : host) Kokkos::deep_copy(h, 0.f);
-  // For each range this rank owns now, read it from whichever files hold it.
+  // For each range this rank owns now, read it from whichever files hold it. Slice tables are parsed
+  // once and each file is opened at most once.
+  const auto& files = meta.at("files");
+  std::vector<std::vector<std::int64_t>> tables;
+  for (const auto& f : files) tables.push_back(f.at("slices").get<std::vector<std::int64_t>>());
+  std::vector<std::unique_ptr<Hdf5ShardReader>> readers(files.size());
   for (const auto& mine : eng.owned_slices()) {
     std::int64_t covered = 0;
-    for (const auto& f : meta.at("files")) {
-      const auto t = f.at("slices").get<std::vector<std::int64_t>>();
-      std::unique_ptr<Hdf5ShardReader> reader;
+    for (std::size_t f = 0; f < files.size(); ++f) {
+      const auto& t = tables[f];
       for (std::size_t i = 0; i + 2 < t.size(); i += 3) {
         const std::int64_t lo = std::max(mine.layout_offset, t[i]);
         const std::int64_t hi = std::min(mine.layout_offset + mine.length, t[i] + t[i + 2]);
         if (lo >= hi) continue;
-        if (!reader) reader = std::make_unique<Hdf5ShardReader>(dir + "/" + f.at("file").get<std::string>());
+        if (!readers[f]) readers[f] = std::make_unique<Hdf5ShardReader>(dir + "/" + files[f].at("file").get<std::string>());
         for (int k = 0; k < 3; ++k) {
-          reader->read_f32(kStates[k], static_cast<std::size_t>(t[i + 1] + (lo - t[i])), static_cast<std::size_t>(hi - lo),
-                           host[k].data() + mine.owned_offset + (lo - mine.layout_offset));
+          readers[f]->read_f32(kStates[k], static_cast<std::size_t>(t[i + 1] + (lo - t[i])),
+                               static_cast<std::size_t>(hi - lo),
+                               host[k].data() + mine.owned_offset + (lo - mine.layout_offset));
         }
         covered += hi - lo;
       }

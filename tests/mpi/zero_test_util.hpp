@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/relative_difference.hpp"
 #include "train/run.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
 namespace {
+using testing_util::rel_diff;
 
 TrainConfig tiny(int stage, int accumulation, bool tied) {
   TrainConfig c;
@@ -44,15 +46,6 @@ std::vector<TokenizedSample> samples(int n) {
     out.push_back(apply_chat_template(tok, {{"user", "upper: " + word}, {"assistant", upper}}, 64));
   }
   return out;
-}
-
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 // This rank's micro-batches of step s, and the same step's whole global batch for one rank.

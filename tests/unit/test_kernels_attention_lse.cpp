@@ -5,21 +5,14 @@
 
 #include <cmath>
 
+#include "tests/common/relative_difference.hpp"
 #include "finite_difference.hpp"
 #include "kernels/attention_lse.hpp"
 
 namespace shardft {
 namespace {
+using testing_util::rel_diff;
 using namespace kernel_test;
-
-double rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
 
 TEST(KernelAttentionLse, MatchesTheExactKernelForwardAndBackward) {
   const AttentionShape s{2, 9, 4, 2, 8};
@@ -32,14 +25,14 @@ TEST(KernelAttentionLse, MatchesTheExactKernelForwardAndBackward) {
   View1<float> probs("p", s.probs_size()), lse("lse", 2 * 4 * 9), scratch("ds", s.probs_size()), delta("d", 2 * 4 * 9);
   attention_forward(s, q, k, v, seq, o_exact, probs);
   attention_forward_lse(s, q, k, v, seq, o_lse, lse);
-  EXPECT_LT(rel(to_host(o_lse), to_host(o_exact)), 1e-6);
+  EXPECT_LT(rel_diff(to_host(o_lse), to_host(o_exact)), 1e-6);
 
   View2<float> dq1("dq", N, qd), dk1("dk", N, kvd), dv1("dv", N, kvd), dq2("dq", N, qd), dk2("dk", N, kvd), dv2("dv", N, kvd);
   attention_backward(s, q, k, v, probs, dout, dq1, dk1, dv1, scratch);
   attention_backward_lse(s, q, k, v, seq, o_lse, lse, dout, dq2, dk2, dv2, delta);
-  EXPECT_LT(rel(to_host(dq2), to_host(dq1)), 1e-5);
-  EXPECT_LT(rel(to_host(dk2), to_host(dk1)), 1e-5);
-  EXPECT_LT(rel(to_host(dv2), to_host(dv1)), 1e-5);
+  EXPECT_LT(rel_diff(to_host(dq2), to_host(dq1)), 1e-5);
+  EXPECT_LT(rel_diff(to_host(dk2), to_host(dk1)), 1e-5);
+  EXPECT_LT(rel_diff(to_host(dv2), to_host(dv1)), 1e-5);
 }
 
 TEST(KernelAttentionLse, BackwardMatchesFiniteDifferencesOfItsForward) {

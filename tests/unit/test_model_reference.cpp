@@ -6,11 +6,13 @@
 #include <cmath>
 #include <random>
 
+#include "tests/common/relative_difference.hpp"
 #include "model/decoder.hpp"
 #include "reference_fixture.hpp"
 
 namespace shardft {
 namespace {
+using testing_util::rel_diff;
 
 ModelConfig config_from(const nlohmann::json& j) {
   ModelConfig c;
@@ -43,15 +45,6 @@ void load_weights(const ReferenceFixture& fx, const ParamLayout& layout, LocalPa
     std::copy(w.begin(), w.end(), host.data() + layout.offset(static_cast<int>(p)));
   }
   Kokkos::deep_copy(params.weights(), host);
-}
-
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 class ModelReference : public ::testing::TestWithParam<const char*> {};

@@ -5,12 +5,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "tests/common/relative_difference.hpp"
 #include "comm/self_communicator.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
 namespace {
+using testing_util::rel_diff;
 
 TrainConfig tiny_config() {
   TrainConfig c;
@@ -52,16 +54,6 @@ std::vector<float> compute_weights(Trainer& tr) {
     out.insert(out.end(), w.data(), w.data() + w.extent(0));
   }
   return out;
-}
-
-// ||a - b|| / ||b||: the relative difference of two whole weight vectors.
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 TEST(TrainStep, MicroBatch4EqualsFourMicroBatchesOf1) {
