@@ -153,25 +153,26 @@ void write_safetensors_f32(const std::string& path, const std::vector<NamedTenso
   }
 }
 
-std::map<std::string, TensorF32> read_safetensors_f32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw FormatError("cannot open '" + path + "': " + std::strerror(errno));
-  const std::uint64_t file_size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  in_.open(path, std::ios::binary | std::ios::ate);
+  if (!in_) throw FormatError("cannot open '" + path + "': " + std::strerror(errno));
+  const std::uint64_t file_size = static_cast<std::uint64_t>(in_.tellg());
+  in_.seekg(0);
   std::uint64_t len = 0;
-  if (file_size < 8 || !in.read(reinterpret_cast<char*>(&len), 8) || len > file_size - 8) {
+  if (file_size < 8 || !in_.read(reinterpret_cast<char*>(&len), 8) || len > file_size - 8) {
     throw FormatError(path + ": not a safetensors file (header length out of bounds)");
   }
   std::string text(len, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(len));
+  in_.read(text.data(), static_cast<std::streamsize>(len));
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw FormatError(path + ": header is not JSON: " + e.what());
   }
-  const std::uint64_t data_size = file_size - 8 - len;
-  std::map<std::string, TensorF32> out;
+  if (!header.is_object()) throw FormatError(path + ": header is not a JSON object");
+  data_start_ = 8 + len;
+  const std::uint64_t data_size = file_size - data_start_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
@@ -181,36 +182,86 @@ std::map<std::string, TensorF32> read_safetensors_f32(const std::string& path) {
       throw FormatError(where + ": expected dtype, shape and data_offsets");
     }
     const std::string tag = h["dtype"].is_string() ? h["dtype"].get<std::string>() : "";
-    std::size_t elem = 0;
-    if (tag == "F32") elem = 4;
-    if (tag == "BF16" || tag == "F16") elem = 2;
-    if (elem == 0) throw FormatError(where + ": dtype " + h["dtype"].dump() + " is not supported (F32, BF16, F16)");
-    TensorF32 t;
-    t.shape = h["shape"].get<std::vector<std::int64_t>>();
-    std::uint64_t n = 1;
-    for (auto s : t.shape) {
-      if (s < 0) throw FormatError(where + ": negative dimension");
-      n *= static_cast<std::uint64_t>(s);
-    }
-    const auto off = h["data_offsets"].get<std::vector<std::uint64_t>>();
-    if (off.size() != 2 || off[0] > off[1] || off[1] > data_size) throw FormatError(where + ": data_offsets out of bounds");
-    if (off[1] - off[0] != elem * n) throw FormatError(where + ": dtype x shape does not match its byte length");
-    spans.emplace_back(off[0], off[1]);
-    t.data.resize(n);
-    in.seekg(static_cast<std::streamoff>(8 + len + off[0]));
-    if (elem == 4) {
-      in.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(4 * n));
+    Info info;
+    if (tag == "F32") {
+      info.dtype = TensorDtype::F32;
+    } else if (tag == "BF16") {
+      info.dtype = TensorDtype::BF16;
+    } else if (tag == "F16") {
+      info.dtype = TensorDtype::F16;
     } else {
-      std::vector<std::uint16_t> half(n);
-      in.read(reinterpret_cast<char*>(half.data()), static_cast<std::streamsize>(2 * n));
-      for (std::size_t i = 0; i < n; ++i) t.data[i] = tag == "BF16" ? bf16::to_float(half[i]) : half_to_float(half[i]);
+      throw FormatError(where + ": dtype " + h["dtype"].dump() + " is not supported (F32, BF16, F16)");
     }
-    if (!in) throw FormatError(where + ": file is truncated");
-    out.emplace(it.key(), std::move(t));
+    if (!h["shape"].is_array()) throw FormatError(where + ": shape must be an array of integers");
+    std::uint64_t n = 1;
+    for (const auto& dim : h["shape"]) {
+      if (!dim.is_number_integer() || dim.get<std::int64_t>() < 0) {
+        throw FormatError(where + ": shape must be an array of non-negative integers, got " + h["shape"].dump());
+      }
+      info.shape.push_back(dim.get<std::int64_t>());
+      n *= static_cast<std::uint64_t>(info.shape.back());
+    }
+    const auto& off = h["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+      throw FormatError(where + ": data_offsets must be [begin, end], got " + off.dump());
+    }
+    info.begin = off[0].get<std::uint64_t>();
+    const std::uint64_t end = off[1].get<std::uint64_t>();
+    if (info.begin > end || end > data_size) throw FormatError(where + ": data_offsets out of bounds");
+    if (end - info.begin != dtype_bytes(info.dtype) * n) {
+      throw FormatError(where + ": dtype x shape does not match its byte length");
+    }
+    spans.emplace_back(info.begin, end);
+    info.numel = static_cast<std::int64_t>(n);
+    tensors_.emplace(it.key(), std::move(info));
   }
   std::sort(spans.begin(), spans.end());
   for (std::size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].first < spans[i - 1].second) throw FormatError(path + ": tensors overlap in the data section");
+  }
+}
+
+std::vector<std::string> SafetensorsReader::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : tensors_) out.push_back(entry.first);
+  return out;
+}
+
+const SafetensorsReader::Info& SafetensorsReader::info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw FormatError(path_ + ": no tensor named '" + name + "'");
+  return it->second;
+}
+
+void SafetensorsReader::read(const std::string& name, std::int64_t first, std::int64_t count, float* out) {
+  const Info& t = info(name);
+  if (first < 0 || count < 0 || first + count > t.numel) {
+    throw FormatError(path_ + ": tensor '" + name + "': elements [" + std::to_string(first) + ", " +
+                      std::to_string(first + count) + ") out of its " + std::to_string(t.numel));
+  }
+  const std::size_t elem = dtype_bytes(t.dtype);
+  in_.seekg(static_cast<std::streamoff>(data_start_ + t.begin + elem * static_cast<std::uint64_t>(first)));
+  if (t.dtype == TensorDtype::F32) {
+    in_.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(4 * count));
+  } else {
+    std::vector<std::uint16_t> half(static_cast<std::size_t>(count));
+    in_.read(reinterpret_cast<char*>(half.data()), static_cast<std::streamsize>(2 * count));
+    for (std::int64_t i = 0; i < count; ++i) {
+      out[i] = t.dtype == TensorDtype::BF16 ? bf16::to_float(half[i]) : half_to_float(half[i]);
+    }
+  }
+  if (!in_) throw FormatError(path_ + ": tensor '" + name + "': file is truncated");
+}
+
+std::map<std::string, TensorF32> read_safetensors_f32(const std::string& path) {
+  SafetensorsReader reader(path);
+  std::map<std::string, TensorF32> out;
+  for (const std::string& name : reader.names()) {
+    TensorF32 t;
+    t.shape = reader.info(name).shape;
+    t.data.resize(static_cast<std::size_t>(reader.info(name).numel));
+    reader.read(name, 0, reader.info(name).numel, t.data.data());
+    out.emplace(name, std::move(t));
   }
   return out;
 }

@@ -1,9 +1,10 @@
 #pragma once
 // safetensors: an 8-byte little-endian header length, a JSON header
 // {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...}, then the raw bytes.
-// This is the F32 subset the trainer needs today; BF16/F16 and sharded sets come with the checkpoint work.
+// Tensors are read and written as fp32 in memory; on disk F32, BF16 and F16.
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,32 @@ std::map<std::string, TensorF32> read_safetensors_f32(const std::string& path);
 enum class TensorDtype { F32, BF16, F16 };
 const char* dtype_tag(TensorDtype t);      // "F32", "BF16", "F16"
 std::size_t dtype_bytes(TensorDtype t);
+
+// Reads pieces of tensors without loading the file: the header is parsed and checked (the same
+// checks as read_safetensors_f32) when opened, then read() fetches any element range of a tensor,
+// converted to fp32. A rank that owns a slice of a weight reads just that slice.
+class SafetensorsReader {
+ public:
+  struct Info {
+    TensorDtype dtype = TensorDtype::F32;
+    std::vector<std::int64_t> shape;
+    std::int64_t numel = 0;
+    std::uint64_t begin = 0;  // byte offset in the data section
+  };
+  explicit SafetensorsReader(const std::string& path);
+  const std::string& path() const { return path_; }
+  std::vector<std::string> names() const;
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  const Info& info(const std::string& name) const;  // throws FormatError naming the file and tensor
+  // Elements [first, first + count) of the row-major tensor into out.
+  void read(const std::string& name, std::int64_t first, std::int64_t count, float* out);
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::uint64_t data_start_ = 0;
+  std::map<std::string, Info> tensors_;
+};
 
 struct TensorEntry {
   std::string name;

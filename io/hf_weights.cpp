@@ -1,0 +1,74 @@
+#include "io/hf_weights.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace shardft {
+
+HfModelWeights::HfModelWeights(const std::string& dir) : dir_(dir) {
+  namespace fs = std::filesystem;
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  std::error_code ec;
+  if (fs::is_regular_file(index, ec)) {
+    description_ = index.string();
+    std::ifstream in(index);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw FormatError(description_ + ": not valid JSON: " + e.what());
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+      throw FormatError(description_ + ": expected an object with a \"weight_map\" object");
+    }
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) {
+        throw FormatError(description_ + ": weight_map[\"" + it.key() + "\"] must be a file name, got " +
+                          it.value().dump());
+      }
+      const fs::path file = fs::path(dir) / it.value().get<std::string>();
+      if (!fs::is_regular_file(file, ec)) {
+        throw FormatError(description_ + ": weight_map[\"" + it.key() + "\"] names '" + file.string() +
+                          "', which does not exist");
+      }
+      file_of_[it.key()] = file.string();
+    }
+  } else if (fs::is_regular_file(single, ec)) {
+    description_ = single.string();
+    auto reader = std::make_unique<SafetensorsReader>(single.string());
+    for (const std::string& name : reader->names()) file_of_[name] = single.string();
+    readers_[single.string()] = std::move(reader);
+  } else {
+    throw FormatError("model directory '" + dir + "' has neither model.safetensors nor model.safetensors.index.json");
+  }
+}
+
+std::vector<std::string> HfModelWeights::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : file_of_) out.push_back(entry.first);
+  return out;
+}
+
+SafetensorsReader& HfModelWeights::reader_for(const std::string& name) {
+  auto it = file_of_.find(name);
+  if (it == file_of_.end()) throw FormatError(description_ + ": no tensor named '" + name + "'");
+  auto& reader = readers_[it->second];
+  if (!reader) reader = std::make_unique<SafetensorsReader>(it->second);
+  if (!reader->has(name)) {
+    throw FormatError(description_ + " maps '" + name + "' to '" + it->second + "', which does not hold it");
+  }
+  return *reader;
+}
+
+const std::vector<std::int64_t>& HfModelWeights::shape(const std::string& name) {
+  return reader_for(name).info(name).shape;
+}
+
+void HfModelWeights::read(const std::string& name, std::int64_t first, std::int64_t count, float* out) {
+  reader_for(name).read(name, first, count, out);
+}
+
+}  // namespace shardft

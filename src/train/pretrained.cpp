@@ -1,0 +1,34 @@
+#include "train/pretrained.hpp"
+
+#include "io/hf_weights.hpp"
+
+namespace shardft {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir) {
+  HfModelWeights weights(dir);
+  // Check every name and shape before reading anything, so that a wrong file fails the same way on
+  // every rank, whatever it owns.
+  for (const ParamSpec& p : layout.params()) {
+    if (!weights.has(p.name)) {
+      throw FormatError(weights.description() + ": no tensor '" + p.name + "' (the model's config.json needs it)");
+    }
+    if (weights.shape(p.name) != p.shape) {
+      throw FormatError(weights.description() + ": tensor '" + p.name + "' has shape " +
+                        shape_text(weights.shape(p.name)) + ", config.json implies " + shape_text(p.shape));
+    }
+  }
+  engine.load_weights([&](int param, std::int64_t first, std::int64_t count, float* out) {
+    weights.read(layout.params()[param].name, first, count, out);
+  });
+}
+
+}  // namespace shardft

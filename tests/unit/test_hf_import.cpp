@@ -1,0 +1,214 @@
+// Fine-tuning from an HF model directory: config.json read as the model's shape, weights read by name
+// from model.safetensors or a sharded index (F32 and BF16), and the loss on a fixed batch equal to
+// what transformers computes (tests/reference/make_hf_models.py wrote the models and the losses).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <unistd.h>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/self_communicator.hpp"
+#include "config/hf_model_config.hpp"
+#include "io/hf_weights.hpp"
+#include "train/pretrained.hpp"
+#include "train/trainer.hpp"
+
+namespace shardft {
+namespace {
+namespace fs = std::filesystem;
+
+double rel_diff(double a, double b) { return std::abs(a - b) / std::abs(b); }
+
+const std::string kHfDir = std::string(SHARDFT_REFERENCE_DIR) + "/hf";
+
+SelfCommunicator& self() {
+  static SelfCommunicator c;
+  return c;
+}
+
+nlohmann::json fixture_batch(const std::string& model) {
+  std::ifstream in(kHfDir + "/batch.json");
+  return nlohmann::json::parse(in).at(model);
+}
+
+// HF's labels are unshifted (the model shifts them); ours are: targets[t] = labels[t + 1].
+TokenBatch to_token_batch(const nlohmann::json& fx) {
+  TokenBatch b;
+  const auto ids = fx.at("input_ids").get<std::vector<std::vector<std::int32_t>>>();
+  const auto labels = fx.at("labels").get<std::vector<std::vector<std::int32_t>>>();
+  b.batch = static_cast<int>(ids.size());
+  b.seq = static_cast<int>(ids[0].size());
+  for (int r = 0; r < b.batch; ++r) {
+    for (int t = 0; t < b.seq; ++t) {
+      b.input_ids.push_back(ids[r][t]);
+      b.position_ids.push_back(t);
+      b.seq_ids.push_back(0);
+      b.targets.push_back(t + 1 < b.seq ? labels[r][t + 1] : -100);
+    }
+  }
+  return b;
+}
+
+double shardft_loss(const std::string& model, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> flags = {"--model_name_or_path=" + kHfDir + "/" + model};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  const TrainConfig cfg = load_train_config("", flags);
+  Trainer tr(cfg, 1, self());
+  const LossSums ls = tr.model().forward_loss(to_model_inputs(to_token_batch(fixture_batch(model))), tr.engine());
+  return ls.loss_sum / static_cast<double>(ls.num_targets);
+}
+
+TEST(HfImport, ReadsQwen2AndLlamaConfigs) {
+  const HfModelConfig q = read_hf_model_config(kHfDir + "/tiny_qwen2");
+  EXPECT_EQ(q.model_type, "qwen2");
+  EXPECT_TRUE(q.model.qkv_bias);
+  EXPECT_FALSE(q.model.o_bias);
+  EXPECT_TRUE(q.model.tie_word_embeddings);
+  EXPECT_EQ(q.model.hidden_size, 32);
+  EXPECT_EQ(q.model.num_key_value_heads, 2);
+  EXPECT_DOUBLE_EQ(q.model.rope_theta, 1e6);
+  const HfModelConfig l = read_hf_model_config(kHfDir + "/tiny_llama");
+  EXPECT_EQ(l.model_type, "llama");
+  EXPECT_FALSE(l.model.qkv_bias);
+  EXPECT_FALSE(l.model.tie_word_embeddings);
+  EXPECT_EQ(l.model.num_key_value_heads, 1);
+  EXPECT_EQ(l.model.intermediate_size, 80);
+}
+
+TEST(HfImport, LossOnFixedBatchMatchesTransformers) {
+  for (const std::string model : {"tiny_qwen2", "tiny_llama"}) {
+    SCOPED_TRACE(model);
+    const double expected = fixture_batch(model).at("loss").get<double>();
+    EXPECT_LT(rel_diff(shardft_loss(model), expected), 1e-4);
+    // The other attention kernel, recomputation and chunked logits compute the same loss.
+    EXPECT_LT(rel_diff(shardft_loss(model, {"--attn_implementation=memory_efficient", "--gradient_checkpointing",
+                                            "--logits_chunk_tokens=5"}),
+                       expected),
+              1e-4);
+  }
+}
+
+TEST(HfImport, ShardedIndexReadsEveryTensorFromItsFile) {
+  HfModelWeights w(kHfDir + "/tiny_llama");
+  EXPECT_NE(w.description().find("model.safetensors.index.json"), std::string::npos);
+  std::ifstream in(kHfDir + "/tiny_llama/model.safetensors.index.json");
+  const auto map = nlohmann::json::parse(in).at("weight_map");
+  EXPECT_EQ(w.names().size(), map.size());
+  std::set<std::string> files;
+  for (auto it = map.begin(); it != map.end(); ++it) files.insert(it.value().get<std::string>());
+  EXPECT_GT(files.size(), 1u) << "the fixture should really be sharded";
+  // A slice equals the same elements of the whole tensor.
+  const auto& shape = w.shape("model.layers.1.mlp.down_proj.weight");
+  const std::int64_t n = shape[0] * shape[1];
+  std::vector<float> all(n), part(7);
+  w.read("model.layers.1.mlp.down_proj.weight", 0, n, all.data());
+  w.read("model.layers.1.mlp.down_proj.weight", 100, 7, part.data());
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(part[i], all[100 + i]);
+  EXPECT_THROW(w.read("model.layers.1.mlp.down_proj.weight", n - 3, 7, part.data()), FormatError);
+}
+
+// ---- bad model directories ------------------------------------------------------------------------
+
+class HfBadDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("shardft_hf_bad_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::copy(kHfDir + "/tiny_qwen2", dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void edit_config(const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json c = nlohmann::json::parse(std::ifstream(dir_ / "config.json"));
+    edit(c);
+    std::ofstream(dir_ / "config.json") << c.dump();
+  }
+  // The message of the first error loading the model (config, then weights), or "".
+  std::string load_error() {
+    try {
+      const TrainConfig cfg = load_train_config("", {"--model_name_or_path=" + dir_.string()});
+      Trainer tr(cfg, 1, self());
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+#define EXPECT_ERROR_HAS(text)                                                     \
+  do {                                                                             \
+    const std::string msg = load_error();                                          \
+    EXPECT_NE(msg.find(text), std::string::npos) << "message: \"" << msg << "\""; \
+  } while (0)
+
+TEST_F(HfBadDir, UnsupportedArchitectureNamesTheKey) {
+  edit_config([](nlohmann::json& c) { c["model_type"] = "gpt2"; });
+  EXPECT_ERROR_HAS("config.json: model_type: \"gpt2\" is not supported (expected llama, qwen2 or mistral)");
+}
+
+TEST_F(HfBadDir, UnsupportedFeaturesNameTheKey) {
+  edit_config([](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; });
+  EXPECT_ERROR_HAS("config.json: rope_scaling:");
+  edit_config([](nlohmann::json& c) { c["rope_scaling"] = nullptr; c["hidden_act"] = "gelu"; });
+  EXPECT_ERROR_HAS("config.json: hidden_act: \"gelu\" is not supported");
+  edit_config([](nlohmann::json& c) { c["hidden_act"] = "silu"; c["head_dim"] = 16; });
+  EXPECT_ERROR_HAS("config.json: head_dim: is 16; only hidden_size / num_attention_heads = 8 is supported");
+  edit_config([](nlohmann::json& c) { c.erase("head_dim"); c.erase("hidden_size"); });
+  EXPECT_ERROR_HAS("config.json: hidden_size: missing (expected a positive integer)");
+  edit_config([](nlohmann::json& c) { c["hidden_size"] = "32"; });
+  EXPECT_ERROR_HAS("config.json: hidden_size: expected a positive integer, got \"32\"");
+}
+
+TEST_F(HfBadDir, SlidingWindowShorterThanTheSequenceIsRefused) {
+  edit_config([](nlohmann::json& c) { c["use_sliding_window"] = true; c["sliding_window"] = 32; });
+  try {
+    load_train_config("", {"--model_name_or_path=" + dir_.string(), "--max_seq_length=64"});
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than the sliding_window 32"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(load_train_config("", {"--model_name_or_path=" + dir_.string(), "--max_seq_length=32"}));
+}
+
+TEST_F(HfBadDir, ShapeKeysBesideAModelDirectoryAreRefused) {
+  try {
+    load_train_config("", {"--model_name_or_path=" + dir_.string(), "--hidden_size=64"});
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--hidden_size: hidden_size comes from model_name_or_path's config.json"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(HfBadDir, MissingOrMisshapenTensorNamesTheTensor) {
+  edit_config([](nlohmann::json& c) { c["tie_word_embeddings"] = false; });  // now lm_head.weight is needed
+  EXPECT_ERROR_HAS("model.safetensors: no tensor 'lm_head.weight'");
+  edit_config([](nlohmann::json& c) { c["tie_word_embeddings"] = true; c["intermediate_size"] = 96; });
+  EXPECT_ERROR_HAS("tensor 'model.layers.0.mlp.gate_proj.weight' has shape [64, 32], config.json implies [96, 32]");
+}
+
+TEST_F(HfBadDir, MissingWeightsAndBrokenIndexAreNamed) {
+  fs::remove(dir_ / "model.safetensors");
+  EXPECT_ERROR_HAS("has neither model.safetensors nor model.safetensors.index.json");
+  std::ofstream(dir_ / "model.safetensors.index.json") << R"({"weight_map": {"model.norm.weight": "gone.safetensors"}})";
+  EXPECT_ERROR_HAS("model.safetensors.index.json: weight_map[\"model.norm.weight\"] names");
+  std::ofstream(dir_ / "model.safetensors.index.json") << R"({"metadata": {}})";
+  EXPECT_ERROR_HAS("model.safetensors.index.json: expected an object with a \"weight_map\" object");
+}
+
+TEST_F(HfBadDir, SafetensorsWhoseHeaderLiesIsRefused) {
+  // Shrink the file by a few bytes: the last tensor's data_offsets now point past the end.
+  const auto path = dir_ / "model.safetensors";
+  fs::resize_file(path, fs::file_size(path) - 16);
+  EXPECT_ERROR_HAS("model.safetensors: tensor '");
+  EXPECT_ERROR_HAS("data_offsets out of bounds");
+}
+
+}  // namespace
+}  // namespace shardft
