@@ -15,6 +15,11 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = true;
+  // Attention projection biases. Qwen2 (Qwen2ForCausalLM) carries biases on q/k/v only:
+  // qkv_bias. HF LlamaConfig's attention_bias=true puts them on q/k/v AND o_proj: qkv_bias
+  // and o_bias both set. o_bias alone is rejected (no HF architecture has it).
+  bool qkv_bias = false;  // q_proj/k_proj/v_proj carry biases
+  bool o_bias = false;    // o_proj carries a bias
   int max_position_embeddings = 256;
   double initializer_range = 0.02;
 

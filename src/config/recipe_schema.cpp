@@ -179,6 +179,8 @@ std::vector<RecipeKey> build_recipe_keys() {
       model_key("rope_theta", &M::rope_theta, "RoPE base frequency").in(greater_than(0)),
       model_key("rms_norm_eps", &M::rms_norm_eps, "RMSNorm epsilon").in(greater_than(0)),
       model_key("tie_word_embeddings", &M::tie_word_embeddings, "LM head shares the embedding matrix"),
+      model_key("qkv_bias", &M::qkv_bias, "q_proj/k_proj/v_proj carry biases (Qwen2; Llama attention_bias)"),
+      model_key("o_bias", &M::o_bias, "o_proj carries a bias (Llama attention_bias, with qkv_bias)"),
       model_key("max_position_embeddings", &M::max_position_embeddings, "longest sequence the model supports")
           .in(at_least(1)),
       model_key("initializer_range", &M::initializer_range, "std of the normal initialisation").in(at_least(0)),

@@ -243,6 +243,11 @@ void validate_combinations(const TrainConfig& cfg) {
     fail_combination(cfg, {"num_attention_heads", "num_key_value_heads"},
                      "num_attention_heads must be divisible by num_key_value_heads (grouped-query attention)");
   }
+  if (m.o_bias && !m.qkv_bias) {
+    fail_combination(cfg, {"o_bias", "qkv_bias"},
+                     "o_bias needs qkv_bias (HF's Llama attention_bias puts biases on q, k, v and o; Qwen2 on q, "
+                     "k, v; no HF model has an o_proj bias alone)");
+  }
   if (cfg.max_seq_length > m.max_position_embeddings) {
     fail_combination(cfg, {"max_seq_length", "max_position_embeddings"},
                      "max_seq_length must not exceed max_position_embeddings");

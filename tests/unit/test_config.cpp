@@ -199,7 +199,8 @@ const std::map<std::string, std::string>& sample_values() {
       {"zero_hpz_partition_size", "2"}, {"zero_quantization_block_size", "128"}, {"do_eval", "false"}, {"eval_max_new_tokens", "8"}, {"eval_samples", "10"},
       {"vocab_size", "32000"}, {"hidden_size", "256"}, {"num_hidden_layers", "4"}, {"num_attention_heads", "8"},
       {"num_key_value_heads", "4"}, {"intermediate_size", "512"}, {"rope_theta", "500000.0"},
-      {"rms_norm_eps", "1.0e-06"}, {"tie_word_embeddings", "false"}, {"max_position_embeddings", "512"},
+      {"rms_norm_eps", "1.0e-06"}, {"tie_word_embeddings", "false"}, {"qkv_bias", "true"}, {"o_bias", "true"},
+      {"max_position_embeddings", "512"},
       {"initializer_range", "0.01"},
   };
   return samples;
@@ -212,6 +213,7 @@ std::vector<std::string> companions_of(const std::string& key) {
   if (key == "zero_quantized_weights" || key == "zero_quantized_gradients" || key == "zero_hpz_partition_size") {
     return {"--zero_stage=3"};
   }
+  if (key == "o_bias") return {"--qkv_bias=true"};
   return {};
 }
 
@@ -271,7 +273,8 @@ TEST(ConfigSchema, KeysAreUniqueAndDocumented) {
   }
   for (const char* model_key : {"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                                 "intermediate_size", "vocab_size", "rope_theta", "rms_norm_eps",
-                                "tie_word_embeddings", "max_position_embeddings", "initializer_range"}) {
+                                "tie_word_embeddings", "qkv_bias", "o_bias", "max_position_embeddings",
+                                "initializer_range"}) {
     const RecipeKey* key = find_recipe_key(model_key);
     ASSERT_NE(key, nullptr) << model_key;
     EXPECT_TRUE(key->is_model_key) << model_key;
@@ -448,6 +451,9 @@ TEST(ConfigCrossKeyChecks, ModelShape) {
   EXPECT_CONTAINS(override_error({"--num_key_value_heads=3"}),
                   "--num_key_value_heads: num_attention_heads must be divisible by num_key_value_heads");
   EXPECT_CONTAINS(override_error({"--max_seq_length=512"}), "max_seq_length must not exceed max_position_embeddings");
+  EXPECT_CONTAINS(override_error({"--o_bias"}), "--o_bias: o_bias needs qkv_bias");
+  EXPECT_NO_THROW(load_train_config("", {"--qkv_bias"}));                // Qwen2
+  EXPECT_NO_THROW(load_train_config("", {"--qkv_bias", "--o_bias"}));    // Llama attention_bias
 }
 
 TEST(ConfigCrossKeyChecks, CosineWithMinLrNeedsExactlyOneFloor) {
