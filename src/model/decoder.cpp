@@ -5,6 +5,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_lse.hpp"
+#include "kernels/bias.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
@@ -91,6 +92,13 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
 
   Activations& A = *acts_;
   auto W = [&](int p) { return params.weight(p); };
+  // + bias, when the layer has one (index -1: none)
+  auto add_bias = [&](int bias, Unmanaged2<float> y) {
+    if (bias >= 0) bias_forward(y, W(bias));
+  };
+  auto bias_grad = [&](int bias, Unmanaged2<const float> dy) {
+    if (bias >= 0) bias_backward(dy, grads->grad(bias));
+  };
   auto W2 = [&](int p) {
     const auto& sh = layout_.params()[p].shape;
     return Unmanaged2<const float>(params.weight(p).data(), sh[0], sh[1]);
@@ -121,8 +129,11 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     rmsnorm_forward(x_in, W(P.input_layernorm), eps, h1, L.rstd1.vec(N));
     round_if_bf16(dtype_, h1);
     linear_forward(h1, W(P.q_proj), q);
+    add_bias(P.q_bias, q);
     linear_forward(h1, W(P.k_proj), k);
+    add_bias(P.k_bias, k);
     linear_forward(h1, W(P.v_proj), v);
+    add_bias(P.v_bias, v);
     rope_forward(q, pos, static_cast<int>(hd), cfg_.rope_theta);
     rope_forward(k, pos, static_cast<int>(hd), cfg_.rope_theta);
     if (memory_efficient_attention_) {
@@ -134,6 +145,7 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     auto x_mid = L.x_mid.mat(N, d);
     Kokkos::deep_copy(x_mid, x_in);
     linear_forward(o, W(P.o_proj), x_mid, 1.f);  // x_mid = x_in + attention
+    add_bias(P.o_bias, x_mid);
 
     auto h2 = L.h2.mat(N, d), g = L.g.mat(N, I), u = L.u.mat(N, I), s = L.s.mat(N, I);
     rmsnorm_forward(x_mid, W(P.post_attention_layernorm), eps, h2, L.rstd2.vec(N));
@@ -247,6 +259,7 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
 
     auto dattn = A.dattn.mat(N, qd), dq = A.dq.mat(N, qd), dk = A.dk.mat(N, kvd), dv = A.dv.mat(N, kvd);
     linear_backward(L.o.mat(N, qd), W(P.o_proj), dx, dattn, 0.f, grads->grad(P.o_proj));
+    bias_grad(P.o_bias, dx);  // dx is d loss / d x_mid here
     if (memory_efficient_attention_) {
       attention_backward_lse(ashape, L.q.mat(N, qd), L.k.mat(N, kvd), L.v.mat(N, kvd), seq_ids, L.o.mat(N, qd),
                              L.lse.vec(rows_bht), dattn, dq, dk, dv, A.delta.vec(rows_bht));
@@ -256,6 +269,10 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     }
     rope_backward(dq, pos, static_cast<int>(hd), cfg_.rope_theta);
     rope_backward(dk, pos, static_cast<int>(hd), cfg_.rope_theta);
+    // dq, dk, dv are now the gradients of the projections' outputs, biases included
+    bias_grad(P.q_bias, dq);
+    bias_grad(P.k_bias, dk);
+    bias_grad(P.v_bias, dv);
     auto h1 = L.h1.mat(N, d);
     linear_backward(h1, W(P.q_proj), dq, dh, 0.f, grads->grad(P.q_proj));
     linear_backward(h1, W(P.k_proj), dk, dh, 1.f, grads->grad(P.k_proj));

@@ -1,5 +1,6 @@
 #pragma once
-// The Llama-family decoder: embedding, L x (RMSNorm, GQA attention with RoPE, residual, RMSNorm,
+// The Llama-family decoder: embedding, L x (RMSNorm, GQA attention with RoPE (q/k/v and o projections
+// with optional biases: Qwen2, Llama attention_bias), residual, RMSNorm,
 // SwiGLU MLP, residual), final RMSNorm, LM head, cross-entropy. Forward and backward, block by
 // block through a ParamSource / GradSink. Reads like the math; knows nothing of ranks.
 #include <cstdint>
@@ -81,7 +82,7 @@ class Decoder {
 
 // Deterministic initialisation of a flat parameter buffer (layout order) from the seed: matrices
 // N(0, initializer_range) by a counter-based generator keyed on (seed, param index, element),
-// norm weights 1. Independent of how the buffer is later sharded.
+// norm weights 1, biases 0. Independent of how the buffer is later sharded.
 void init_params(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, View1<float> flat);
 // Elements [begin, begin + dst.extent(0)) of one parameter, exactly as init_params writes them: a rank
 // initialises only the slice it owns.

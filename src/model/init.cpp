@@ -22,8 +22,8 @@ KOKKOS_INLINE_FUNCTION double unit_open(std::uint64_t bits) {  // in (0, 1)
 void init_param_range(const ParamLayout& layout, const ModelConfig& cfg, std::uint64_t seed, int param,
                       std::int64_t begin, Unmanaged1<float> dst) {
   const ParamSpec& spec = layout.params()[param];
-  if (spec.is_norm()) {
-    Kokkos::deep_copy(dst, 1.f);
+  if (spec.is_norm() || spec.is_bias()) {  // norm weights 1, biases 0 (as HF initialises them)
+    Kokkos::deep_copy(dst, spec.is_norm() ? 1.f : 0.f);
     return;
   }
   const double stddev = cfg.initializer_range;

@@ -10,8 +10,8 @@ std::int64_t ParamSpec::numel() const {
   return n;
 }
 
-int ParamLayout::add(const std::string& name, std::vector<std::int64_t> shape) {
-  params_.push_back({name, std::move(shape)});
+int ParamLayout::add(const std::string& name, std::vector<std::int64_t> shape, ParamKind kind) {
+  params_.push_back({name, std::move(shape), kind});
   offsets_.push_back(total_);
   total_ += params_.back().numel();
   return static_cast<int>(params_.size()) - 1;
@@ -21,27 +21,35 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
   const std::int64_t d = c.hidden_size, hd = c.head_dim(), V = c.vocab_size, I = c.intermediate_size;
   const std::int64_t q_out = c.num_attention_heads * hd, kv_out = c.num_key_value_heads * hd;
 
-  embed_ = add("model.embed_tokens.weight", {V, d});
+  using K = ParamKind;
+  embed_ = add("model.embed_tokens.weight", {V, d}, K::matrix);
   blocks_.push_back({"embed", {embed_}});
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerParams lp{};
-    lp.input_layernorm = add(p + "input_layernorm.weight", {d});
-    lp.q_proj = add(p + "self_attn.q_proj.weight", {q_out, d});
-    lp.k_proj = add(p + "self_attn.k_proj.weight", {kv_out, d});
-    lp.v_proj = add(p + "self_attn.v_proj.weight", {kv_out, d});
-    lp.o_proj = add(p + "self_attn.o_proj.weight", {d, q_out});
-    lp.post_attention_layernorm = add(p + "post_attention_layernorm.weight", {d});
-    lp.gate_proj = add(p + "mlp.gate_proj.weight", {I, d});
-    lp.up_proj = add(p + "mlp.up_proj.weight", {I, d});
-    lp.down_proj = add(p + "mlp.down_proj.weight", {d, I});
+    LayerParams lp;
+    std::vector<int> block;
+    auto param = [&](const std::string& name, std::vector<std::int64_t> shape, K kind) {
+      block.push_back(add(p + name, std::move(shape), kind));
+      return block.back();
+    };
+    lp.input_layernorm = param("input_layernorm.weight", {d}, K::norm);
+    lp.q_proj = param("self_attn.q_proj.weight", {q_out, d}, K::matrix);
+    if (c.qkv_bias) lp.q_bias = param("self_attn.q_proj.bias", {q_out}, K::bias);
+    lp.k_proj = param("self_attn.k_proj.weight", {kv_out, d}, K::matrix);
+    if (c.qkv_bias) lp.k_bias = param("self_attn.k_proj.bias", {kv_out}, K::bias);
+    lp.v_proj = param("self_attn.v_proj.weight", {kv_out, d}, K::matrix);
+    if (c.qkv_bias) lp.v_bias = param("self_attn.v_proj.bias", {kv_out}, K::bias);
+    lp.o_proj = param("self_attn.o_proj.weight", {d, q_out}, K::matrix);
+    if (c.o_bias) lp.o_bias = param("self_attn.o_proj.bias", {d}, K::bias);
+    lp.post_attention_layernorm = param("post_attention_layernorm.weight", {d}, K::norm);
+    lp.gate_proj = param("mlp.gate_proj.weight", {I, d}, K::matrix);
+    lp.up_proj = param("mlp.up_proj.weight", {I, d}, K::matrix);
+    lp.down_proj = param("mlp.down_proj.weight", {d, I}, K::matrix);
     layers_.push_back(lp);
-    blocks_.push_back({"layers." + std::to_string(l),
-                       {lp.input_layernorm, lp.q_proj, lp.k_proj, lp.v_proj, lp.o_proj, lp.post_attention_layernorm,
-                        lp.gate_proj, lp.up_proj, lp.down_proj}});
+    blocks_.push_back({"layers." + std::to_string(l), std::move(block)});
   }
-  norm_ = add("model.norm.weight", {d});
-  lm_head_ = c.tie_word_embeddings ? embed_ : add("lm_head.weight", {V, d});
+  norm_ = add("model.norm.weight", {d}, K::norm);
+  lm_head_ = c.tie_word_embeddings ? embed_ : add("lm_head.weight", {V, d}, K::matrix);
   blocks_.push_back({"head", {norm_, lm_head_}});
 }
 

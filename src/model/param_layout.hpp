@@ -11,11 +11,18 @@
 
 namespace shardft {
 
+// What a parameter is: it decides its initialisation (matrix: normal, norm: 1, bias: 0) and whether
+// weight decay applies (HF Trainer's rule: matrices only, never norm weights or biases).
+enum class ParamKind { matrix, norm, bias };
+
 struct ParamSpec {
   std::string name;               // e.g. "model.layers.0.self_attn.q_proj.weight"
-  std::vector<std::int64_t> shape;  // [out, in] for matrices, [n] for norm weights
+  std::vector<std::int64_t> shape;  // [out, in] for matrices, [n] for norm weights and biases
+  ParamKind kind = ParamKind::matrix;
   std::int64_t numel() const;
-  bool is_norm() const { return shape.size() == 1; }
+  bool is_norm() const { return kind == ParamKind::norm; }
+  bool is_bias() const { return kind == ParamKind::bias; }
+  bool takes_weight_decay() const { return kind == ParamKind::matrix; }
 };
 
 struct ParamBlock {
@@ -23,9 +30,12 @@ struct ParamBlock {
   std::vector<int> params;        // indices into ParamLayout::params()
 };
 
-// Indices of one decoder layer's parameters, in the order the layout stores them.
+// Indices of one decoder layer's parameters, in the order the layout stores them. The attention
+// biases (HF "...q_proj.bias" etc., stored right after their weight) are -1 when the model has none:
+// q/k/v with ModelConfig::qkv_bias (Qwen2), o with ModelConfig::o_bias.
 struct LayerParams {
-  int input_layernorm, q_proj, k_proj, v_proj, o_proj, post_attention_layernorm, gate_proj, up_proj, down_proj;
+  int input_layernorm = -1, q_proj = -1, q_bias = -1, k_proj = -1, k_bias = -1, v_proj = -1, v_bias = -1,
+      o_proj = -1, o_bias = -1, post_attention_layernorm = -1, gate_proj = -1, up_proj = -1, down_proj = -1;
 };
 
 class ParamLayout {
@@ -46,7 +56,7 @@ class ParamLayout {
   std::int64_t total_numel() const { return total_; }
 
  private:
-  int add(const std::string& name, std::vector<std::int64_t> shape);
+  int add(const std::string& name, std::vector<std::int64_t> shape, ParamKind kind);
   std::vector<ParamSpec> params_;
   std::vector<std::int64_t> offsets_;
   std::vector<ParamBlock> blocks_;

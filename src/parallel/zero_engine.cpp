@@ -69,9 +69,9 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communi
     }
   }
   owned_numel_ = cfg.stage == 0 ? part_.full_numel() : part_.shard_numel();
-  // Norm weights take no weight decay (HF Trainer's rule); padding is zero either way.
+  // Norm weights and biases take no weight decay (HF Trainer's rule); padding is zero either way.
   for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
-    opt_segments_.push_back({owned_offset, length, !layout.params()[param].is_norm()});
+    opt_segments_.push_back({owned_offset, length, layout.params()[param].takes_weight_decay()});
   });
   master_ = zeros("zero_master", owned_numel_);
   exp_avg_ = zeros("zero_exp_avg", owned_numel_);

@@ -2,22 +2,26 @@
 """Reference fixtures for shardft: a tiny Llama-family decoder written directly in torch.
 
 Writes, next to this script:
-  tiny_gqa_untied.json / tiny_gqa_untied.bin
-  tiny_mha_tied.json   / tiny_mha_tied.bin
+  tiny_gqa_untied.json        / tiny_gqa_untied.bin
+  tiny_mha_tied.json          / tiny_mha_tied.bin
+  tiny_qwen2_bias.json        / tiny_qwen2_bias.bin        (q/k/v biases, as Qwen2)
+  tiny_llama_attn_bias.json   / tiny_llama_attn_bias.bin   (q/k/v/o biases, Llama attention_bias)
 
 Each .json holds the model config (HF config.json key names), one micro-batch (input ids,
 position ids, packed-sample ids, already shifted targets), the fp32 loss, and the list of
 tensors stored in the matching .bin (raw little-endian float32, concatenated): every parameter's
 weight and its gradient dloss/dw, plus the first row's logits for debugging.
 
-The math follows Hugging Face's LlamaForCausalLM exactly (see README.md next to this file);
+The math follows Hugging Face's LlamaForCausalLM exactly (Qwen2ForCausalLM for the q/k/v biases;
+see README.md next to this file);
 it is written out here so that no transformers install is needed.
 
 Before writing anything the script checks itself: the fp32 autograd gradients must agree with a
 float64 re-run, and central finite differences of the float64 loss must agree with float64
 autograd for a few weight entries.
 
-Regenerate with:  /usr/bin/python3 tests/reference/make_fixtures.py
+Regenerate with:  /usr/bin/python3 tests/reference/make_fixtures.py [fixture names...]
+(no names: all of them)
 (needs Debian's python3-torch and python3-numpy).
 """
 
@@ -42,20 +46,33 @@ torch.use_deterministic_algorithms(True)
 # Parameters
 # --------------------------------------------------------------------------------------------
 
+def qkv_bias(cfg):
+    """q/k/v projections carry biases (Qwen2; Llama's attention_bias)."""
+    return cfg.get("qkv_bias", False)
+
+
+def o_bias(cfg):
+    """o_proj carries a bias (Llama's attention_bias)."""
+    return cfg.get("o_bias", False)
+
+
 def param_specs(cfg):
-    """(name, shape, is_norm) in the order the fixture stores them."""
+    """(name, shape, is_norm) in the order the fixture stores them: HF's state_dict order, each
+    bias right after its weight."""
     V, d, L = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"]
     nh, nkv, inter = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["intermediate_size"]
     hd = d // nh
     specs = [("model.embed_tokens.weight", [V, d], False)]
     for l in range(L):
         p = f"model.layers.{l}."
+        specs.append((p + "input_layernorm.weight", [d], True))
+        for proj, out, has_bias in (("q", nh * hd, qkv_bias(cfg)), ("k", nkv * hd, qkv_bias(cfg)),
+                                    ("v", nkv * hd, qkv_bias(cfg)), ("o", d, o_bias(cfg))):
+            fan_in = nh * hd if proj == "o" else d
+            specs.append((p + f"self_attn.{proj}_proj.weight", [out, fan_in], False))
+            if has_bias:
+                specs.append((p + f"self_attn.{proj}_proj.bias", [out], False))
         specs += [
-            (p + "input_layernorm.weight", [d], True),
-            (p + "self_attn.q_proj.weight", [nh * hd, d], False),
-            (p + "self_attn.k_proj.weight", [nkv * hd, d], False),
-            (p + "self_attn.v_proj.weight", [nkv * hd, d], False),
-            (p + "self_attn.o_proj.weight", [d, nh * hd], False),
             (p + "post_attention_layernorm.weight", [d], True),
             (p + "mlp.gate_proj.weight", [inter, d], False),
             (p + "mlp.up_proj.weight", [inter, d], False),
@@ -68,12 +85,20 @@ def param_specs(cfg):
 
 
 def init_params(cfg, gen):
-    """Matrices ~ N(0, 0.1^2); norm weights 1 + 0.1 * N(0, 1). Drawn in param_specs order."""
+    """Matrices and biases ~ N(0, 0.1^2) (biases nonzero, so that they matter); norm weights
+    1 + 0.1 * N(0, 1). Drawn in param_specs order."""
     params = {}
     for name, shape, is_norm in param_specs(cfg):
         x = torch.randn(shape, generator=gen, dtype=torch.float32)
         params[name] = (1.0 + 0.1 * x) if is_norm else 0.1 * x
     return params
+
+
+def linear(params, x, name):
+    """HF nn.Linear: x @ W^T (+ b when the model has that bias)."""
+    y = x @ params[name + ".weight"].T
+    b = params.get(name + ".bias")
+    return y if b is None else y + b
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,9 +151,9 @@ def forward(cfg, params, input_ids, position_ids, seq_ids):
     for l in range(L):
         p = f"model.layers.{l}."
         x = rms_norm(h, params[p + "input_layernorm.weight"], eps)
-        q = (x @ params[p + "self_attn.q_proj.weight"].T).view(B, T, nh, hd).transpose(1, 2)
-        k = (x @ params[p + "self_attn.k_proj.weight"].T).view(B, T, nkv, hd).transpose(1, 2)
-        v = (x @ params[p + "self_attn.v_proj.weight"].T).view(B, T, nkv, hd).transpose(1, 2)
+        q = linear(params, x, p + "self_attn.q_proj").view(B, T, nh, hd).transpose(1, 2)
+        k = linear(params, x, p + "self_attn.k_proj").view(B, T, nkv, hd).transpose(1, 2)
+        v = linear(params, x, p + "self_attn.v_proj").view(B, T, nkv, hd).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         k = k[:, kv_of_head]                                         # [B, nh, T, hd]
@@ -137,7 +162,7 @@ def forward(cfg, params, input_ids, position_ids, seq_ids):
         scores = scores.masked_fill(~allowed, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
         attn = (probs @ v).transpose(1, 2).reshape(B, T, nh * hd)
-        h = h + attn @ params[p + "self_attn.o_proj.weight"].T
+        h = h + linear(params, attn, p + "self_attn.o_proj")
 
         x = rms_norm(h, params[p + "post_attention_layernorm.weight"], eps)
         gate = x @ params[p + "mlp.gate_proj.weight"].T
@@ -193,6 +218,8 @@ def naive_logits(cfg, params, input_ids, position_ids, seq_ids):
             p = f"model.layers.{l}."
             x = np.stack([norm(h[t], P[p + "input_layernorm.weight"]) for t in range(T)])
             q, k, v = (x @ P[p + f"self_attn.{n}_proj.weight"].T for n in "qkv")
+            if qkv_bias(cfg):  # one row per token: add the bias to each
+                q, k, v = (m + P[p + f"self_attn.{n}_proj.bias"][None, :] for m, n in zip((q, k, v), "qkv"))
             attn = np.zeros((T, nh * hd))
             for head in range(nh):
                 g = head // (nh // nkv)
@@ -205,6 +232,8 @@ def naive_logits(cfg, params, input_ids, position_ids, seq_ids):
                     attn[i, head * hd:(head + 1) * hd] = sum(
                         w * v[j, g * hd:(g + 1) * hd] for w, j in zip(s, keys))
             h = h + attn @ P[p + "self_attn.o_proj.weight"].T
+            if o_bias(cfg):
+                h = h + P[p + "self_attn.o_proj.bias"][None, :]
             x = np.stack([norm(h[t], P[p + "post_attention_layernorm.weight"]) for t in range(T)])
             gate, up = x @ P[p + "mlp.gate_proj.weight"].T, x @ P[p + "mlp.up_proj.weight"].T
             h = h + (gate / (1.0 + np.exp(-gate)) * up) @ P[p + "mlp.down_proj.weight"].T
@@ -261,6 +290,11 @@ def self_check(name, cfg, params32, grads32, loss32, batch, gen):
                "model.layers.0.mlp.down_proj.weight",
                "model.layers.1.post_attention_layernorm.weight",
                "model.embed_tokens.weight"]
+    if qkv_bias(cfg):
+        checked += ["model.layers.0.self_attn.q_proj.bias", "model.layers.1.self_attn.k_proj.bias",
+                    "model.layers.0.self_attn.v_proj.bias"]
+    if o_bias(cfg):
+        checked += ["model.layers.1.self_attn.o_proj.bias"]
     h = 1e-5
     report = []
     for k in checked:
@@ -311,6 +345,15 @@ def make_batch(name, cfg, gen):
         position_ids = torch.arange(T).repeat(B, 1)
         targets = shifted_targets(input_ids, seq_ids=seq_ids, next_ids=[None, int(extra[1])],
                                   masked=[(0, 0), (0, 1)])
+    elif name == "tiny_qwen2_bias":
+        # Row 0 packs three samples (positions restart at each); the last one continues past the
+        # row end. Row 1: a 2-token prompt, then a sample that ends at the row's last token.
+        seq_ids = torch.tensor([[0, 0, 1, 1, 1, 2, 2],
+                                [0, 0, 0, 0, 0, 0, 0]], dtype=torch.int64)
+        position_ids = torch.tensor([[0, 1, 0, 1, 2, 0, 1],
+                                     [0, 1, 2, 3, 4, 5, 6]], dtype=torch.int64)
+        targets = shifted_targets(input_ids, seq_ids=seq_ids, next_ids=[int(extra[0]), None],
+                                  masked=[(1, 0), (1, 1)])
     else:
         # Row 0: two packed samples (positions restart), each ends inside the row.
         # Row 1: one sample, first token is prompt, truncated by the row end.
@@ -346,6 +389,16 @@ CONFIGS = {
         vocab_size=41, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
         num_key_value_heads=3, intermediate_size=40, rope_theta=500000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=True, max_position_embeddings=64)),
+    # Qwen2ForCausalLM: biases on q/k/v only (o_proj has none), grouped-query attention, untied.
+    "tiny_qwen2_bias": dict(seed=20240603, config=dict(
+        vocab_size=31, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=40, rope_theta=1000000.0, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, max_position_embeddings=64, qkv_bias=True, o_bias=False)),
+    # LlamaForCausalLM with attention_bias=True: biases on q/k/v and o; one kv head (MQA), tied.
+    "tiny_llama_attn_bias": dict(seed=20240604, config=dict(
+        vocab_size=29, hidden_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, intermediate_size=36, rope_theta=10000.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=True, max_position_embeddings=64, qkv_bias=True, o_bias=True)),
 }
 
 
@@ -407,11 +460,15 @@ def build(name, seed, cfg):
         print("  fd check ok:", line)
 
 
-def main():
+def main(names):
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        sys.exit(f"unknown fixture(s) {unknown}; known: {list(CONFIGS)}")
     for name, spec in CONFIGS.items():
-        build(name, spec["seed"], spec["config"])
+        if not names or name in names:
+            build(name, spec["seed"], spec["config"])
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,13 +1,17 @@
 // The decoder against PyTorch: loss and every parameter's gradient from the fixtures written by
-// tests/reference/make_fixtures.py (HF Llama math, fp32), and the whole model's gradient against
-// central finite differences.
+// tests/reference/make_fixtures.py (HF Llama math, fp32; Qwen2's q/k/v biases and Llama's
+// attention_bias too), on every attention path, and the whole model's gradient against central
+// finite differences.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <tuple>
 
 #include "tests/common/relative_difference.hpp"
 #include "model/decoder.hpp"
+#include "finite_difference.hpp"
 #include "reference_fixture.hpp"
 
 namespace shardft {
@@ -25,6 +29,8 @@ ModelConfig config_from(const nlohmann::json& j) {
   c.rope_theta = j.at("rope_theta");
   c.rms_norm_eps = j.at("rms_norm_eps");
   c.tie_word_embeddings = j.at("tie_word_embeddings");
+  c.qkv_bias = j.value("qkv_bias", false);  // only the bias fixtures name them
+  c.o_bias = j.value("o_bias", false);
   c.max_position_embeddings = j.at("max_position_embeddings");
   return c;
 }
@@ -47,12 +53,30 @@ void load_weights(const ReferenceFixture& fx, const ParamLayout& layout, LocalPa
   Kokkos::deep_copy(params.weights(), host);
 }
 
-class ModelReference : public ::testing::TestWithParam<const char*> {};
+// The ways the decoder can compute one step; each must match PyTorch on its own.
+enum class Path { eager, eager_checkpointed, memory_efficient, memory_efficient_checkpointed };
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::eager: return "eager";
+    case Path::eager_checkpointed: return "eager_checkpointed";
+    case Path::memory_efficient: return "memory_efficient";
+    case Path::memory_efficient_checkpointed: return "memory_efficient_checkpointed";
+  }
+  return "?";
+}
+void PrintTo(Path p, std::ostream* os) { *os << path_name(p); }
+
+const char* const kFixtures[] = {"tiny_gqa_untied", "tiny_mha_tied", "tiny_qwen2_bias", "tiny_llama_attn_bias"};
+
+class ModelReference : public ::testing::TestWithParam<std::tuple<const char*, Path>> {};
 
 TEST_P(ModelReference, LossAndEveryGradientMatchPyTorch) {
-  const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, GetParam());
+  const auto [fixture, path] = GetParam();
+  const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, fixture);
   const ModelConfig cfg = config_from(fx.config);
   Decoder model(cfg, ComputeDtype::fp32);
+  model.set_memory_efficient_attention(path == Path::memory_efficient || path == Path::memory_efficient_checkpointed);
+  model.set_activation_checkpointing(path == Path::eager_checkpointed || path == Path::memory_efficient_checkpointed);
   LocalParams params(model.layout());
   load_weights(fx, model.layout(), params);
   Kokkos::deep_copy(params.grads(), 0.f);
@@ -91,12 +115,52 @@ TEST_P(ModelReference, LossAndEveryGradientMatchPyTorch) {
   EXPECT_LT(rel_diff(got_logits, fx.logits_row0), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ModelReference, ::testing::Values("tiny_gqa_untied", "tiny_mha_tied"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelReference,
+                         ::testing::Combine(::testing::ValuesIn(kFixtures),
+                                            ::testing::Values(Path::eager, Path::eager_checkpointed,
+                                                              Path::memory_efficient,
+                                                              Path::memory_efficient_checkpointed)),
+                         [](const ::testing::TestParamInfo<ModelReference::ParamType>& info) {
+                           return std::string(std::get<0>(info.param)) + "_" + path_name(std::get<1>(info.param));
+                         });
+
+// The bias fixtures hold exactly the parameters HF's state_dict has, in its order: each bias right
+// after its weight, q/k/v only for Qwen2, o too for Llama's attention_bias.
+TEST(ModelReferenceBias, LayoutHasTheHFBiasesInStateDictOrder) {
+  for (const char* name : {"tiny_qwen2_bias", "tiny_llama_attn_bias"}) {
+    SCOPED_TRACE(name);
+    const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, name);
+    const ModelConfig cfg = config_from(fx.config);
+    ASSERT_TRUE(cfg.qkv_bias);
+    const ParamLayout layout(cfg);
+    EXPECT_EQ(layout.params().size(), fx.weights.size());
+    for (const ParamSpec& spec : layout.params()) EXPECT_EQ(fx.shapes.at(spec.name), spec.shape) << spec.name;
+    for (int l = 0; l < layout.num_layers(); ++l) {
+      const LayerParams& P = layout.layer(l);
+      const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+      EXPECT_EQ(P.q_bias, P.q_proj + 1);
+      EXPECT_EQ(P.k_proj, P.q_bias + 1);
+      EXPECT_EQ(layout.params()[P.q_bias].name, p + "q_proj.bias");
+      EXPECT_EQ(layout.params()[P.k_bias].name, p + "k_proj.bias");
+      EXPECT_EQ(layout.params()[P.v_bias].name, p + "v_proj.bias");
+      if (cfg.o_bias) {
+        EXPECT_EQ(layout.params()[P.o_bias].name, p + "o_proj.bias");
+        EXPECT_EQ(P.o_bias, P.o_proj + 1);
+      } else {
+        EXPECT_EQ(P.o_bias, -1);
+        EXPECT_EQ(layout.index(p + "o_proj.weight") + 1, P.post_attention_layernorm);
+      }
+    }
+  }
+}
 
 // Directional derivative of the loss along a random direction in each parameter, against the
 // analytic gradient: (L(w + h r) - L(w - h r)) / 2h == g . r.
-TEST(ModelFiniteDifference, EveryParameterAlongRandomDirection) {
-  const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, "tiny_mha_tied");
+// On the bias fixture too: every bias is a parameter like the others.
+class ModelFiniteDifference : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ModelFiniteDifference, EveryParameterAlongRandomDirection) {
+  const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, GetParam());
   const ModelConfig cfg = config_from(fx.config);
   Decoder model(cfg, ComputeDtype::fp32);
   LocalParams params(model.layout());
@@ -131,6 +195,45 @@ TEST(ModelFiniteDifference, EveryParameterAlongRandomDirection) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelFiniteDifference, ::testing::Values("tiny_mha_tied", "tiny_llama_attn_bias"));
+
+// Every entry of every attention bias (q, k, v and o) against central differences of the summed
+// loss, one entry at a time, on both attention paths.
+TEST(ModelBiasFiniteDifference, EveryAttentionBiasEntry) {
+  const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, "tiny_llama_attn_bias");
+  const ModelConfig cfg = config_from(fx.config);
+  const ModelInputs in = upload_inputs(fx.batch, fx.seq, fx.input_ids, fx.position_ids, fx.seq_ids, fx.targets);
+  for (bool memory_efficient : {false, true}) {
+    SCOPED_TRACE(memory_efficient ? "memory_efficient" : "eager");
+    Decoder model(cfg, ComputeDtype::fp32);
+    model.set_memory_efficient_attention(memory_efficient);
+    LocalParams params(model.layout());
+    load_weights(fx, model.layout(), params);
+    Kokkos::deep_copy(params.grads(), 0.f);
+    model.forward_backward(in, params, params, 1.0);  // gradient of the summed loss
+    const auto& layout = model.layout();
+    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.weights());
+    int biases = 0;
+    for (std::size_t p = 0; p < layout.params().size(); ++p) {
+      if (!layout.params()[p].is_bias()) continue;
+      ++biases;
+      const int pi = static_cast<int>(p);
+      const std::int64_t off = layout.offset(pi), n = layout.params()[p].numel();
+      const std::vector<float> analytic = to_host(params.grad(pi));
+      const std::vector<float> b0(host.data() + off, host.data() + off + n);
+      auto loss_at = [&](const std::vector<float>& b) {
+        std::copy(b.begin(), b.end(), host.data() + off);
+        Kokkos::deep_copy(params.weights(), host);
+        return model.forward_loss(in, params).loss_sum;
+      };
+      const std::vector<double> numeric = kernel_test::numeric_gradient(b0, loss_at, 2e-2f);
+      loss_at(b0);
+      kernel_test::expect_gradient_close(layout.params()[p].name, analytic, numeric, 1e-2, 1e-2, 1e-2);
+    }
+    EXPECT_EQ(biases, 4 * cfg.num_hidden_layers);
+  }
+}
+
 }  // namespace
 }  // namespace shardft
 
@@ -140,8 +243,10 @@ namespace {
 // Memory-saving paths compute the same step: activation checkpointing bit for bit, the LM head and
 // cross-entropy chunked over tokens to 1e-6 (only the order of the LM-head gradient sum changes), and
 // memory-efficient attention to 1e-5 (scores recomputed, softmax normalised online).
-TEST(ModelMemoryPaths, CheckpointingAndChunkedHeadMatchThePlainPath) {
-  const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, "tiny_gqa_untied");
+class ModelMemoryPaths : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ModelMemoryPaths, CheckpointingAndChunkedHeadMatchThePlainPath) {
+  const auto fx = ReferenceFixture::load(SHARDFT_REFERENCE_DIR, GetParam());
   const ModelConfig cfg = config_from(fx.config);
   const ModelInputs in = upload_inputs(fx.batch, fx.seq, fx.input_ids, fx.position_ids, fx.seq_ids, fx.targets);
   auto grads_of = [&](bool checkpointing, std::int64_t chunk, bool lse_attention = false) {
@@ -170,6 +275,9 @@ TEST(ModelMemoryPaths, CheckpointingAndChunkedHeadMatchThePlainPath) {
   EXPECT_NEAR(lse.first, plain.first, 1e-6 * plain.first);
   EXPECT_LT(rel_diff(lse.second, plain.second), 1e-5);
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelMemoryPaths,
+                         ::testing::Values("tiny_gqa_untied", "tiny_qwen2_bias", "tiny_llama_attn_bias"));
 
 }  // namespace
 }  // namespace shardft
