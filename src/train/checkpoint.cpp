@@ -45,7 +45,8 @@ nlohmann::json model_json(const ModelConfig& m) {
   return {{"vocab_size", m.vocab_size}, {"hidden_size", m.hidden_size}, {"num_hidden_layers", m.num_hidden_layers},
           {"num_attention_heads", m.num_attention_heads}, {"num_key_value_heads", m.num_key_value_heads},
           {"intermediate_size", m.intermediate_size}, {"rope_theta", m.rope_theta}, {"rms_norm_eps", m.rms_norm_eps},
-          {"tie_word_embeddings", m.tie_word_embeddings}, {"max_position_embeddings", m.max_position_embeddings}};
+          {"tie_word_embeddings", m.tie_word_embeddings}, {"max_position_embeddings", m.max_position_embeddings},
+          {"qkv_bias", m.qkv_bias}, {"o_bias", m.o_bias}};
 }
 
 std::string rank_file(int rank) {

@@ -56,11 +56,22 @@ class MasterReader {
 
 void write_config_json(const std::string& path, const nlohmann::json& model, TensorDtype dtype) {
   nlohmann::json c = model;
-  c["architectures"] = {"LlamaForCausalLM"};
-  c["model_type"] = "llama";
+  // The bias flags name the HF architecture: q/k/v biases alone are Qwen2, q/k/v/o biases Llama's
+  // attention_bias (checkpoints from before the flags have neither).
+  const bool qkv_bias = model.value("qkv_bias", false), o_bias = model.value("o_bias", false);
+  c.erase("qkv_bias");
+  c.erase("o_bias");
+  if (o_bias && !qkv_bias) throw FormatError(path + ": no HF architecture has an o_proj bias without q/k/v biases");
+  if (qkv_bias && !o_bias) {
+    c["architectures"] = {"Qwen2ForCausalLM"};
+    c["model_type"] = "qwen2";
+  } else {
+    c["architectures"] = {"LlamaForCausalLM"};
+    c["model_type"] = "llama";
+    c["attention_bias"] = qkv_bias;
+    c["mlp_bias"] = false;
+  }
   c["hidden_act"] = "silu";
-  c["attention_bias"] = false;
-  c["mlp_bias"] = false;
   c["head_dim"] = model.at("hidden_size").get<int>() / model.at("num_attention_heads").get<int>();
   c["torch_dtype"] = dtype == TensorDtype::F32 ? "float32" : dtype == TensorDtype::BF16 ? "bfloat16" : "float16";
   c["bos_token_id"] = 257;  // the byte tokenizer's <|bos|>, <|end|>, <|pad|>

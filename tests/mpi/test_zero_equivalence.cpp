@@ -1,5 +1,6 @@
 // ZeRO stages 0-3 over the job's ranks reproduce one rank processing the whole global batch:
-// every step's loss and the final weights (fp32, 1e-5 relative), with and without accumulation.
+// every step's loss and the final weights (fp32, 1e-5 relative), with and without accumulation, and
+// with attention biases.
 // Also the per-rank memory and the bytes on the wire per step, against ZeRO's theory.
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@ namespace {
 
 struct Case {
   int stage, accumulation;
+  int biases = 0;  // attention biases: 0 none, 1 q/k/v (Qwen2), 2 q/k/v/o (Llama attention_bias)
 };
 
 class ZeroEquivalence : public ::testing::TestWithParam<Case> {};
@@ -25,7 +27,9 @@ TEST_P(ZeroEquivalence, FiveStepsMatchOneRankOnTheGlobalBatch) {
   MpiCommunicator world(MPI_COMM_WORLD, "world");
   const int N = world.size();
   const Case c = GetParam();
-  const TrainConfig cfg = tiny(c.stage, c.accumulation, c.stage % 2 == 0);
+  TrainConfig cfg = tiny(c.stage, c.accumulation, c.stage % 2 == 0);
+  cfg.model.qkv_bias = c.biases >= 1;
+  cfg.model.o_bias = c.biases == 2;
   const int steps = 5;
   const long per_step = long(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * N;
   const auto data = samples(static_cast<int>(per_step * steps));
@@ -58,10 +62,12 @@ TEST_P(ZeroEquivalence, FiveStepsMatchOneRankOnTheGlobalBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroEquivalence,
                          ::testing::Values(Case{0, 1}, Case{0, 3}, Case{1, 1}, Case{1, 3}, Case{2, 1}, Case{2, 3},
-                                           Case{3, 1}, Case{3, 3}),
+                                           Case{3, 1}, Case{3, 3}, Case{1, 3, 1}, Case{3, 3, 2}),
                          [](const auto& info) {
+                           const int b = info.param.biases;
                            return "stage" + std::to_string(info.param.stage) + "_accum" +
-                                  std::to_string(info.param.accumulation);
+                                  std::to_string(info.param.accumulation) +
+                                  (b == 0 ? "" : b == 1 ? "_qkv_bias" : "_qkvo_bias");
                          });
 
 // bf16 compute: every stage over N ranks against one rank in bf16, same global batch. The compute
