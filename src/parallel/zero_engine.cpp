@@ -113,6 +113,16 @@ void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
   refresh_compute_weights();
 }
 
+void ZeroEngine::load_weights(const WeightSliceReader& read) {
+  auto host = Kokkos::create_mirror_view(master_);
+  Kokkos::deep_copy(host, 0.f);  // padding stays zero
+  for_each_owned_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
+    read(param, first, length, host.data() + owned_offset);
+  });
+  Kokkos::deep_copy(master_, host);
+  refresh_compute_weights();
+}
+
 void ZeroEngine::refresh_compute_weights() {
   auto to_compute = [&](Unmanaged1<const float> src, Unmanaged1<float> dst) {
     if (cfg_.dtype == ComputeDtype::bf16) {

@@ -10,6 +10,7 @@
 //            before its backward (the next block prefetched with a nonblocking gather), released after.
 // Every rank computes the same step as one rank processing the whole global batch.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -58,6 +59,11 @@ class ZeroEngine : public ParamSource, public GradSink {
   void init_weights(const ModelConfig& model, std::uint64_t seed);
   // Every rank passes the whole model in layout order; each keeps its slice.
   void load_weights(const std::vector<float>& layout_order);
+  // Pretrained weights read piecewise: read(param, first, count, out) must write elements
+  // [first, first + count) of parameter `param` (row-major, as ParamLayout shapes it). Each rank asks
+  // only for what it owns, so no rank ever holds the whole model beyond what its stage keeps anyway.
+  using WeightSliceReader = std::function<void(int param, std::int64_t first, std::int64_t count, float* out)>;
+  void load_weights(const WeightSliceReader& read);
 
   // One optimizer step: begin_step, then per micro-batch begin_micro_batch(is_last) / the model's
   // forward_backward / end_micro_batch, then clip_grad_norm and optimizer_step.
