@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev             # unit tests
   libbenchmark-dev                      # perf/ suite
   libyaml-cpp-dev nlohmann-json3-dev    # recipes, JSONL, HF json files
+  libpcre2-dev libicu-dev               # BPE tokenizer: tokenizer.json regexes, NFC
   python3                               # perf/compare.py, data generator, test scripts
   procps                                # pkill in the preemption test
 )
