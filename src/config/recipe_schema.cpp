@@ -7,7 +7,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <type_traits>
+
+#include "config/data_keys.hpp"
 
 namespace shardft {
 
@@ -62,6 +65,9 @@ RecipeKey RecipeKey::non_empty() const { RecipeKey k = *this; k.must_be_non_empt
 RecipeKey RecipeKey::also_named(std::string alias) const {
   RecipeKey k = *this; k.aliases.push_back(std::move(alias)); return k;
 }
+RecipeKey RecipeKey::structured(std::function<std::string(const std::string&)> canonical) const {
+  RecipeKey k = *this; k.normalize = std::move(canonical); return k;
+}
 
 // ---- the table ----------------------------------------------------------------------------
 
@@ -95,6 +101,20 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("eval_dataset_path", &T::eval_dataset_path, "evaluation conversations, JSONL (needed when do_eval)"),
       train_key("max_seq_length", &T::max_seq_length, "tokens per packed sequence")
           .in(at_least(2)).also_named("max_length"),  // trl >= 0.16 calls it max_length
+      train_key("datasets", &T::datasets,
+                "training files mixed by weight, instead of dataset_path: [{path: a.jsonl, weight: 2.0}, ...]")
+          .structured(canonical_datasets_text),
+      train_key("dataset_text_field", &T::dataset_text_field, "the field of plain-text records (trl's name)")
+          .non_empty(),
+      train_key("role_map", &T::role_map,
+                "dataset roles beyond human/gpt/system/user/assistant: {bot: assistant, ...}")
+          .structured(canonical_role_map_text),
+      train_key("skip_bad_samples", &T::skip_bad_samples,
+                "skip malformed records (counted, first reasons logged) instead of stopping"),
+      train_key("tokenizer_name_or_path", &T::tokenizer_name_or_path,
+                "byte (built in), an HF tokenizer.json, or a directory holding one").non_empty(),
+      train_key("chat_template", &T::chat_template, "how conversations become tokens")
+          .one_of({"shardft", "chatml", "llama3", "plain"}),
       // optimisation
       train_key("packing", &T::packing, "pack samples into rows of max_seq_length (first-fit decreasing)"),
       train_key("learning_rate", &T::learning_rate, "peak learning rate").in(greater_than(0)),
@@ -366,6 +386,16 @@ std::string expected_value_text(const RecipeKey& key) {
 
 void set_value_from_text(TrainConfig& cfg, const RecipeKey& key, const std::string& text,
                          const std::string& where) {
+  if (key.normalize) {
+    std::string canonical;
+    try {
+      canonical = key.normalize(text);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(where + ": key '" + key.name + "' " + e.what());
+    }
+    std::visit([&canonical](auto* p) { parse_text(canonical, p); }, key.field(cfg));
+    return;
+  }
   const bool parsed = std::visit([&text](auto* p) { return parse_text(text, p); }, key.field(cfg));
   if (!parsed) {
     throw ConfigError(where + ": key '" + key.name + "' expects " + expected_value_text(key) + ", got '" + text +

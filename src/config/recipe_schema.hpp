@@ -44,12 +44,17 @@ struct RecipeKey {
   bool must_be_non_empty = false;      // string keys only
   std::vector<std::string> aliases;    // other names recipes use for the same key
   std::string doc;
+  // Structured string keys (a list or a mapping held as canonical text): turns any accepted text into
+  // the canonical one, throwing std::invalid_argument with the reason. A recipe may then give the key
+  // a YAML list or mapping, and to_yaml writes the canonical text as it is. Empty: a plain string key.
+  std::function<std::string(const std::string&)> normalize;
 
   // Chained modifiers, so each table row reads as one sentence.
   RecipeKey in(ValueRange r) const;
   RecipeKey one_of(std::vector<std::string> allowed) const;
   RecipeKey non_empty() const;
   RecipeKey also_named(std::string alias) const;
+  RecipeKey structured(std::function<std::string(const std::string&)> canonical) const;
 };
 
 // Every key, in the order to_yaml writes them.
@@ -74,7 +79,7 @@ bool is_bool_key(const RecipeKey& key);
 // What the key's type accepts, for messages: "a number", "an integer", "true or false", ...
 std::string expected_value_text(const RecipeKey& key);
 
-// Parses `text` as the key's type and stores it. Throws ConfigError
+// Parses `text` as the key's type and stores it (structured keys: in canonical form). Throws ConfigError
 // "<where>: key 'k' expects <type>, got '<text>'" when it does not parse.
 void set_value_from_text(TrainConfig& cfg, const RecipeKey& key, const std::string& text,
                          const std::string& where);

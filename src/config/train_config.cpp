@@ -17,6 +17,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <stdexcept>
 
 #include "config/recipe_schema.hpp"
 
@@ -123,6 +124,11 @@ class RecipeFileReader {
       set_value_from_text(cfg_, *key, "", where);  // `eval_dataset_path:` means none
     } else if (value.IsScalar()) {
       set_value_from_text(cfg_, *key, value.Scalar(), where);
+    } else if (key->normalize) {
+      // A list or mapping (`datasets`, `role_map`): hand its flow text to the key's own parser.
+      YAML::Emitter flow;
+      flow << YAML::Flow << value;
+      set_value_from_text(cfg_, *key, flow.c_str(), where);
     } else {
       throw ConfigError(where + ": key '" + key->name + "' expects " + expected_value_text(*key) + ", got " +
                         node_kind(value));
@@ -212,6 +218,13 @@ void validate_each_key(const TrainConfig& cfg) {
     const std::string prefix = location_prefix(cfg, key.name) + "key '" + key.name + "' ";
     if (is_string_key(key)) {
       if (key.must_be_non_empty && got.empty()) throw ConfigError(prefix + "must not be empty");
+      if (key.normalize) {
+        try {
+          key.normalize(got);
+        } catch (const std::invalid_argument& e) {
+          throw ConfigError(prefix + e.what());
+        }
+      }
       if (!key.choices.empty() && std::find(key.choices.begin(), key.choices.end(), got) == key.choices.end()) {
         std::string allowed;
         for (const std::string& c : key.choices) allowed += (allowed.empty() ? "" : ", ") + c;
@@ -362,7 +375,9 @@ std::string to_yaml(const TrainConfig& cfg) {
   std::string out;
   for (const RecipeKey& key : recipe_keys()) {
     const std::string text = value_text(cfg, key);
-    out += key.name + ": " + (is_string_key(key) ? yaml_string(text) : text) + "\n";
+    // Structured keys are canonical JSON, which YAML reads as the same list or mapping.
+    const bool as_is = !is_string_key(key) || (key.normalize && !text.empty());
+    out += key.name + ": " + (as_is ? text : yaml_string(text)) + "\n";
   }
   return out;
 }

@@ -24,6 +24,13 @@ struct TrainConfig {
   std::string eval_dataset_path = "jobs/data/sft_eval.jsonl";
   int max_seq_length = 64;
   bool packing = false;                      // trl: pack samples into rows of max_seq_length
+  std::string datasets;                      // several training files mixed by weight, instead of dataset_path
+                                             // (canonical JSON list; config/data_keys.hpp)
+  std::string dataset_text_field = "text";   // trl: the column of plain-text datasets
+  std::string role_map;                      // extra dataset roles -> system|user|assistant (canonical JSON)
+  bool skip_bad_samples = false;             // skip malformed records (counted and logged) instead of failing
+  std::string tokenizer_name_or_path = "byte";  // "byte", a tokenizer.json, or a directory holding one
+  std::string chat_template = "shardft";     // shardft | chatml (Qwen2) | llama3 | plain
 
   // optimisation
   double learning_rate = 3e-3;

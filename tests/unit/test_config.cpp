@@ -188,6 +188,9 @@ TEST(ConfigOverrides, DashedAndModelPrefixedSpellings) {
 const std::map<std::string, std::string>& sample_values() {
   static const std::map<std::string, std::string> samples = {
       {"dataset_path", "data/a.jsonl"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"},
+      {"datasets", R"([{"path": "data/a.jsonl", "weight": 2.0}, {"path": "data/b.json", "weight": 0.5}])"},
+      {"dataset_text_field", "content"}, {"role_map", R"({"bot": "assistant", "tool": "user"})"},
+      {"skip_bad_samples", "true"}, {"tokenizer_name_or_path", "models/qwen2"}, {"chat_template", "chatml"},
       {"learning_rate", "0.0002"}, {"lr_scheduler_type", "cosine_with_min_lr"}, {"warmup_steps", "5"},
       {"warmup_ratio", "0.1"}, {"min_lr", "1.0e-05"}, {"min_lr_rate", "0.1"}, {"weight_decay", "0.01"},
       {"max_grad_norm", "0.5"}, {"adam_beta1", "0.8"}, {"adam_beta2", "0.95"}, {"adam_epsilon", "1.0e-06"},
