@@ -15,22 +15,33 @@ static_assert(sizeof(kSpecialNames) / sizeof(kSpecialNames[0]) == ByteTokenizer:
 
 }  // namespace
 
-std::vector<std::int32_t> ByteTokenizer::encode(const std::string& text) const {
+std::vector<std::int32_t> ByteTokenizer::encode(const std::string& text, std::vector<TokenSpan>* spans) const {
   std::vector<std::int32_t> ids;
   ids.reserve(text.size());
   // Go through unsigned char: plain char is signed on x86, and bytes >= 0x80 must map to 128..255.
   for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  if (spans) {
+    spans->resize(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) (*spans)[i] = {i, i + 1};
+  }
   return ids;
 }
 
-std::string ByteTokenizer::decode(const std::vector<std::int32_t>& ids) const {
+std::int32_t ByteTokenizer::special_token_id(const std::string& content) const {
+  for (int id = kPad; id < kVocabSize; ++id) {
+    if (content == kSpecialNames[id - kPad]) return id;
+  }
+  return -1;
+}
+
+std::string ByteTokenizer::decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
   std::string text;
   text.reserve(ids.size());
   for (std::int32_t id : ids) {
     if (id >= 0 && id < kPad) {
       text.push_back(static_cast<char>(static_cast<unsigned char>(id)));
     } else if (id >= kPad && id < kVocabSize) {
-      text += kSpecialNames[id - kPad];
+      if (!skip_special_tokens) text += kSpecialNames[id - kPad];
     } else {
       // A model whose embedding is padded past kVocabSize can still sample such an id; show it rather
       // than throw in the middle of generation.

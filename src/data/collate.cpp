@@ -19,7 +19,7 @@ std::int64_t TokenBatch::num_targets() const {
 }
 
 TokenBatch collate(const std::vector<TokenizedSample>& samples, const std::vector<std::int64_t>& indices,
-                   int seq_len_multiple) {
+                   int seq_len_multiple, std::int32_t pad_id) {
   if (seq_len_multiple < 1) {
     throw std::invalid_argument("collate: seq_len_multiple must be >= 1, got " + std::to_string(seq_len_multiple));
   }
@@ -44,7 +44,7 @@ TokenBatch collate(const std::vector<TokenizedSample>& samples, const std::vecto
   batch.batch = static_cast<int>(indices.size());
   batch.seq = static_cast<int>(seq);
   const std::size_t total = indices.size() * seq;
-  batch.input_ids.assign(total, ByteTokenizer::kPad);
+  batch.input_ids.assign(total, pad_id);
   batch.position_ids.resize(total);
   batch.seq_ids.assign(total, 0);  // one sample per row: every position belongs to sample 0
   batch.targets.assign(total, kIgnore);
@@ -53,6 +53,7 @@ TokenBatch collate(const std::vector<TokenizedSample>& samples, const std::vecto
     const TokenizedSample& s = samples[indices[row]];
     const std::size_t len = s.input_ids.size();
     const std::size_t base = row * seq;
+    batch.real_tokens += static_cast<std::int64_t>(len);
     std::copy(s.input_ids.begin(), s.input_ids.end(), batch.input_ids.begin() + base);
     // Padding keeps counting positions: RoPE stays well defined there and the padded logits take no loss.
     for (std::size_t t = 0; t < seq; ++t) batch.position_ids[base + t] = static_cast<std::int32_t>(t);

@@ -36,7 +36,7 @@ std::vector<std::vector<std::int64_t>> pack_first_fit_decreasing(const std::vect
 }
 
 TokenBatch collate_packed(const std::vector<TokenizedSample>& samples,
-                          const std::vector<std::vector<std::int64_t>>& rows) {
+                          const std::vector<std::vector<std::int64_t>>& rows, std::int32_t pad_id) {
   TokenBatch b;
   b.batch = static_cast<int>(rows.size());
   for (const auto& row : rows) {
@@ -48,9 +48,10 @@ TokenBatch collate_packed(const std::vector<TokenizedSample>& samples,
       len += samples[i].input_ids.size();
     }
     b.seq = std::max<int>(b.seq, static_cast<int>(len));
+    b.real_tokens += static_cast<std::int64_t>(len);
   }
   const std::size_t n = static_cast<std::size_t>(b.batch) * b.seq;
-  b.input_ids.assign(n, ByteTokenizer::kPad);
+  b.input_ids.assign(n, pad_id);
   b.position_ids.assign(n, 0);
   b.seq_ids.assign(n, 0);
   b.targets.assign(n, kNoTarget);

@@ -15,9 +15,10 @@ namespace shardft {
 std::vector<std::vector<std::int64_t>> pack_first_fit_decreasing(const std::vector<TokenizedSample>& samples,
                                                                  int max_len);
 
-// Row r of the batch holds the samples rows[r] in order, then padding to the longest row.
+// Row r of the batch holds the samples rows[r] in order, then padding (pad_id) to the longest row.
 TokenBatch collate_packed(const std::vector<TokenizedSample>& samples,
-                          const std::vector<std::vector<std::int64_t>>& rows);
+                          const std::vector<std::vector<std::int64_t>>& rows,
+                          std::int32_t pad_id = ByteTokenizer::kPad);
 
 // Fraction of the tokens in the rows that are real (not padding) when every row is max_len long.
 double packing_efficiency(const std::vector<TokenizedSample>& samples,

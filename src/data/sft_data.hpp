@@ -1,10 +1,13 @@
 #pragma once
 // Supervised fine-tuning data: conversations read from JSONL, rendered with the chat template,
 // tokenized, and collated into padded micro-batches with assistant-only targets.
+// (Dataset files: data/datasets.hpp; chat templates and any tokenizer: data/chat_template.hpp.)
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "data/tokenizer.hpp"
 
 namespace shardft {
 
@@ -14,19 +17,25 @@ class DataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The role of a plain-text sample's one turn: every token takes loss (trl's `text` datasets).
+inline constexpr char kTextRole[] = "text";
+
 struct Turn {
-  std::string role;     // "system" | "user" | "assistant" (trl's names; "human"/"gpt" are mapped)
+  std::string role;     // "system" | "user" | "assistant" (trl's names; "human"/"gpt" are mapped),
+                        // or kTextRole as the only turn of a plain-text sample
   std::string content;
 };
 using Conversation = std::vector<Turn>;
 
-// Reads a JSONL file in the `conversations` format: one object per line,
-// {"conversations":[{"from":"human","value":...},{"from":"gpt","value":...}]}. Blank lines are
-// skipped; anything else malformed throws DataError("path:line: ...").
+inline bool is_text_sample(const Conversation& conv) { return conv.size() == 1 && conv[0].role == kTextRole; }
+
+// Reads a dataset file with the default options (read_dataset in data/datasets.hpp): JSONL or a JSON
+// array of records in the conversations / messages / prompt-completion / text formats. Anything
+// malformed throws DataError("path:line: ...").
 std::vector<Conversation> read_conversations_jsonl(const std::string& path);
 
 // Byte-level tokenizer: ids 0..255 are the bytes, then the special tokens.
-class ByteTokenizer {
+class ByteTokenizer : public Tokenizer {
  public:
   static constexpr int kPad = 256;
   static constexpr int kBos = 257;
@@ -36,10 +45,13 @@ class ByteTokenizer {
   static constexpr int kAssistant = 261;
   static constexpr int kVocabSize = 262;
 
-  std::vector<std::int32_t> encode(const std::string& text) const;
+  // Never matches special tokens inside text: "<|end|>" in a user's message stays seven bytes.
+  std::vector<std::int32_t> encode(const std::string& text, std::vector<TokenSpan>* spans = nullptr) const override;
   // Special tokens are rendered as "<|pad|>", "<|bos|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>".
-  std::string decode(const std::vector<std::int32_t>& ids) const;
-  int vocab_size() const { return kVocabSize; }
+  std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const override;
+  int vocab_size() const override { return kVocabSize; }
+  std::int32_t special_token_id(const std::string& content) const override;
+  std::string fingerprint() const override { return "byte"; }
 };
 
 // One tokenized training sample. labels[t] is the token at t when it takes loss (assistant content
@@ -49,7 +61,8 @@ struct TokenizedSample {
   std::vector<std::int32_t> labels;
 };
 
-// Chat template: <|bos|> then for each turn <|role|> content <|end|>.
+// The shardft chat template with the byte tokenizer (ChatEncoder in data/chat_template.hpp does every
+// template and tokenizer): <|bos|> then for each turn <|role|> content <|end|>.
 // Truncated to max_seq_length tokens.
 TokenizedSample apply_chat_template(const ByteTokenizer& tok, const Conversation& conv, int max_seq_length);
 
@@ -63,18 +76,21 @@ GenerationPrompt make_generation_prompt(const ByteTokenizer& tok, const Conversa
 
 // A micro-batch on the host, row-major [batch, seq]. targets are shifted: targets[t] is the label of
 // position t+1 (what the logits at t must predict), -100 at the last position and on padding.
-// Padding uses kPad; position_ids restart at 0 for each sample; seq_ids number the samples of a
+// Padding uses the pad id given to collate (any valid id: padding never takes loss and no real token
+// attends to it); position_ids restart at 0 for each sample; seq_ids number the samples of a
 // row (one sample per row when not packing), so attention never crosses two samples.
 struct TokenBatch {
   int batch = 0;
   int seq = 0;
   std::vector<std::int32_t> input_ids, position_ids, seq_ids, targets;
+  std::int64_t real_tokens = 0;      // tokens of the samples, padding not counted
   std::int64_t num_targets() const;  // entries of targets != -100
 };
 
-// Pads samples[indices[i]] into row i; seq = the longest of them (seq_len_multiple rounds it up).
+// Pads samples[indices[i]] into row i with pad_id; seq = the longest of them (seq_len_multiple rounds
+// it up).
 TokenBatch collate(const std::vector<TokenizedSample>& samples, const std::vector<std::int64_t>& indices,
-                   int seq_len_multiple = 1);
+                   int seq_len_multiple = 1, std::int32_t pad_id = ByteTokenizer::kPad);
 
 // Deterministic epoch order: a permutation of [0, n) from (seed, epoch).
 std::vector<std::int64_t> epoch_permutation(std::int64_t n, std::uint64_t seed, std::int64_t epoch);

@@ -128,11 +128,13 @@ TEST_F(DataReaderTest, EveryMalformedRecordNamesFileLineAndReason) {
       {R"({"conversations":[]} trailing)", "not valid JSON"},
       {R"([1,2])", "expected a JSON object, got array"},
       {R"("just a string")", "expected a JSON object, got string"},
-      {R"({"text":"hello"})", "missing \"conversations\" (or \"messages\""},
+      {R"({"txt":"hello"})", "missing \"conversations\" (or \"messages\", \"prompt\" and \"completion\", or \"text\")"},
+      {R"({"text":""})", "\"text\" is empty"},
+      {R"({"text":["a"]})", "\"text\" must be a string, got array"},
       {R"({"messages":[]})", "empty conversation"},
       {R"({"messages":[{"role":"user"}]})", "messages[0] has no \"content\""},
       {R"({"prompt":"upper: ab"})", "but no \"completion\""},
-      {R"({"prompt":"a","completion":3})", "\"completion\" must be a string, got number"},
+      {R"({"prompt":"a","completion":3})", "\"completion\" must be a string (or a list of messages), got number"},
       {R"({"conversations":"hi"})", "\"conversations\" must be an array, got string"},
       {R"({"conversations":{}})", "\"conversations\" must be an array, got object"},
       {R"({"conversations":[]})", "empty conversation"},
@@ -321,6 +323,19 @@ TEST(Collate, PadsShiftsTargetsAndCounts) {
     EXPECT_EQ(row(b.seq_ids, r), Ids(12, 0));
   }
   EXPECT_EQ(b.num_targets(), 5);
+  EXPECT_EQ(b.real_tokens, 7 + 9);  // padding never counts
+}
+
+TEST(Collate, PadsWithTheGivenId) {
+  const ByteTokenizer tok;
+  const std::vector<TokenizedSample> samples = {apply_chat_template(tok, hi_ok(), 4096),
+                                                apply_chat_template(tok, {{"user", "x"}, {"assistant", "y"}}, 4096)};
+  const TokenBatch b = collate(samples, {1, 0}, 1, 77);
+  EXPECT_EQ(b.seq, 9);
+  EXPECT_EQ(std::count(b.input_ids.begin(), b.input_ids.end(), 77), 2);
+  EXPECT_EQ(std::count(b.input_ids.begin(), b.input_ids.end(), kPad), 0);
+  EXPECT_EQ(b.real_tokens, 16);
+  EXPECT_EQ(b.num_targets(), 5);  // the pad id never becomes a target
 }
 
 TEST(Collate, SeqIsLongestWithoutMultipleAndIndicesMayRepeat) {

@@ -68,6 +68,12 @@ TEST(Packing, PositionsRestartAndTargetsStayInsideTheirSample) {
   const TokenBatch plain = collate(samples, {0, 1, 2});
   EXPECT_EQ(single.input_ids, plain.input_ids);
   EXPECT_EQ(single.targets, plain.targets);
+  EXPECT_EQ(single.real_tokens, plain.real_tokens);
+  EXPECT_EQ(b.real_tokens, static_cast<std::int64_t>(l0 + l1 + samples[2].input_ids.size()));
+  // padding takes the pad id it is given
+  const TokenBatch padded = collate_packed(samples, {{0, 1}, {2}}, 99);
+  EXPECT_EQ(padded.input_ids[static_cast<std::size_t>(b.seq) + b.seq - 1],
+            l0 + l1 > samples[2].input_ids.size() ? 99 : samples[2].input_ids.back());
   EXPECT_EQ(single.position_ids, plain.position_ids);
 }
 
