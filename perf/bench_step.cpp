@@ -98,6 +98,7 @@ void train_step_wide(benchmark::State& st) {
     b.seq_ids.push_back(0);
   }
   for (int t = 0; t < b.seq; ++t) b.targets.push_back(t + 1 < b.seq ? b.input_ids[t + 1] : kIgnoreIndex);
+  b.real_tokens = b.seq;
   run_steps(st, cfg, {b});
 }
 

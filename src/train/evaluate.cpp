@@ -8,7 +8,9 @@ namespace shardft {
 
 std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSource& params,
                                                        const std::vector<std::vector<std::int32_t>>& prompts,
-                                                       int max_new_tokens, int max_seq_length) {
+                                                       int max_new_tokens, int max_seq_length,
+                                                       const std::vector<std::int32_t>& stop_ids,
+                                                       std::int32_t pad_id) {
   const int rows = static_cast<int>(prompts.size());
   const int vocab = model.config().vocab_size;
   std::vector<std::vector<std::int32_t>> seqs = prompts, out(rows);
@@ -22,7 +24,7 @@ std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSour
     TokenBatch b;
     b.batch = rows;
     b.seq = seq;
-    b.input_ids.assign(static_cast<std::size_t>(rows) * seq, ByteTokenizer::kPad);
+    b.input_ids.assign(static_cast<std::size_t>(rows) * seq, pad_id);
     b.position_ids.resize(b.input_ids.size());
     b.seq_ids.assign(b.input_ids.size(), 0);
     b.targets.assign(b.input_ids.size(), kIgnoreIndex);
@@ -42,7 +44,7 @@ std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSour
       if (done[r]) continue;
       int best = 0;
       for (int v = 1; v < vocab; ++v) best = logits_h(r, v) > logits_h(r, best) ? v : best;
-      if (best == ByteTokenizer::kEnd) {
+      if (std::find(stop_ids.begin(), stop_ids.end(), best) != stop_ids.end()) {
         done[r] = true;
         continue;
       }
@@ -56,37 +58,45 @@ std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSour
 }
 
 EvalResult evaluate(Decoder& model, ParamSource& params, const std::vector<Conversation>& eval_set, int batch_size,
-                    int max_seq_length, int max_new_tokens) {
+                    int max_seq_length, int max_new_tokens, const ChatEncoder& encoder) {
   EvalResult res;
-  ByteTokenizer tok;
   std::vector<TokenizedSample> samples;
-  for (const auto& c : eval_set) samples.push_back(apply_chat_template(tok, c, max_seq_length));
+  for (const auto& c : eval_set) samples.push_back(encoder.encode(c, max_seq_length));
+  res.generations.assign(eval_set.size(), "");
   double loss_sum = 0;
   std::int64_t targets = 0, correct = 0;
   for (std::size_t start = 0; start < samples.size(); start += batch_size) {
     const std::size_t end = std::min(samples.size(), start + batch_size);
-    std::vector<std::int64_t> idx;
+    std::vector<std::int64_t> idx, generating;
     std::vector<std::vector<std::int32_t>> prompts;
     std::vector<std::string> refs;
     for (std::size_t i = start; i < end; ++i) {
       idx.push_back(static_cast<std::int64_t>(i));
-      GenerationPrompt gp = make_generation_prompt(tok, eval_set[i]);
+      // Plain-text samples (and conversations that end with the user) have no answer to score.
+      if (!ChatEncoder::can_generate(eval_set[i])) continue;
+      GenerationPrompt gp = encoder.generation_prompt(eval_set[i]);
+      generating.push_back(static_cast<std::int64_t>(i));
       prompts.push_back(std::move(gp.prompt_ids));
       refs.push_back(std::move(gp.reference));
     }
-    const LossSums ls = model.forward_loss(to_model_inputs(collate(samples, idx)), params);
+    const LossSums ls =
+        model.forward_loss(to_model_inputs(collate(samples, idx, 1, encoder.pad_id())), params);
     loss_sum += ls.loss_sum;
     targets += ls.num_targets;
-    const auto gens = greedy_generate(model, params, prompts, max_new_tokens, max_seq_length);
+    if (prompts.empty()) continue;
+    const auto gens = greedy_generate(model, params, prompts, max_new_tokens, max_seq_length, encoder.stop_ids(),
+                                      encoder.pad_id());
     for (std::size_t r = 0; r < gens.size(); ++r) {
-      std::string text = tok.decode(gens[r]);
+      std::string text = encoder.tokenizer().decode(gens[r]);
       correct += text == refs[r];
-      res.generations.push_back(std::move(text));
+      res.generations[static_cast<std::size_t>(generating[r])] = std::move(text);
     }
+    res.generated_samples += static_cast<std::int64_t>(gens.size());
   }
   res.samples = static_cast<std::int64_t>(samples.size());
   res.eval_loss = targets > 0 ? loss_sum / static_cast<double>(targets) : 0.0;
-  res.exact_match = res.samples > 0 ? static_cast<double>(correct) / static_cast<double>(res.samples) : 0.0;
+  res.exact_match =
+      res.generated_samples > 0 ? static_cast<double>(correct) / static_cast<double>(res.generated_samples) : 0.0;
   return res;
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 // Held-out evaluation: mean loss over the eval set's target tokens, and greedy-generation
-// exact match (the generated answer, up to <|end|>, equals the reference byte for byte).
+// exact match (the generated answer, up to the template's stop token, equals the reference byte for
+// byte) over the samples that end in an assistant turn (plain-text samples only count for the loss).
 #include <string>
 #include <vector>
 
+#include "data/chat_template.hpp"
 #include "data/sft_data.hpp"
 #include "model/decoder.hpp"
 
@@ -11,17 +13,21 @@ namespace shardft {
 
 struct EvalResult {
   double eval_loss = 0.0;
-  double exact_match = 0.0;
+  double exact_match = 0.0;              // over generated_samples
   std::int64_t samples = 0;
-  std::vector<std::string> generations;  // in eval-set order
+  std::int64_t generated_samples = 0;    // samples that end in an assistant turn
+  std::vector<std::string> generations;  // in eval-set order ("" where nothing was generated)
 };
 
-// Greedy decoding of a batch of prompts; stops each row at <|end|> or after max_new_tokens.
+// Greedy decoding of a batch of prompts; stops each row at any of stop_ids or after max_new_tokens.
+// Rows are padded with pad_id.
 std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSource& params,
                                                        const std::vector<std::vector<std::int32_t>>& prompts,
-                                                       int max_new_tokens, int max_seq_length);
+                                                       int max_new_tokens, int max_seq_length,
+                                                       const std::vector<std::int32_t>& stop_ids,
+                                                       std::int32_t pad_id);
 
 EvalResult evaluate(Decoder& model, ParamSource& params, const std::vector<Conversation>& eval_set, int batch_size,
-                    int max_seq_length, int max_new_tokens);
+                    int max_seq_length, int max_new_tokens, const ChatEncoder& encoder);
 
 }  // namespace shardft

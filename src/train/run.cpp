@@ -12,7 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/chat_template.hpp"
+#include "data/datasets.hpp"
 #include "data/packing.hpp"
+#include "data/tokenizer.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
@@ -97,10 +100,36 @@ void install_preemption_handlers() {
 }
 bool preemption_requested() { return g_preempt.load() != 0; }
 
-std::vector<Conversation> eval_subset(const TrainConfig& cfg) {
-  auto set = read_conversations_jsonl(cfg.eval_dataset_path);
+std::vector<Conversation> eval_subset(const TrainConfig& cfg, std::ostream& log) {
+  DatasetFileReport report;
+  auto set = read_dataset(cfg.eval_dataset_path, dataset_options(cfg), &report);
+  log << describe_skips(report) << std::flush;
   if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.size()) set.resize(cfg.eval_samples);
   return set;
+}
+
+// The recipe's tokenizer and chat template, checked against the model's vocabulary.
+struct TextPipeline {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatEncoder> encoder;
+};
+TextPipeline text_pipeline(const TrainConfig& cfg, std::ostream& log) {
+  TextPipeline p;
+  p.tokenizer = load_tokenizer(cfg.tokenizer_name_or_path);
+  if (cfg.model.vocab_size < p.tokenizer->vocab_size()) {
+    throw ConfigError("vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
+                      std::to_string(p.tokenizer->vocab_size()) + " (" + p.tokenizer->fingerprint() + ")");
+  }
+  const ChatTemplateKind kind = parse_chat_template_kind(cfg.chat_template);
+  p.encoder = std::make_unique<ChatEncoder>(*p.tokenizer, chat_template_for(kind, *p.tokenizer));
+  log << "tokenizer " << p.tokenizer->fingerprint() << " (" << p.tokenizer->vocab_size() << " ids), "
+      << p.encoder->describe() << std::endl;
+  return p;
+}
+
+// What the training data is called in messages: the one file, or the mixture.
+std::string training_data_name(const TrainConfig& cfg) {
+  return cfg.datasets.empty() ? cfg.dataset_path : "datasets " + cfg.datasets;
 }
 
 }  // namespace
@@ -118,7 +147,7 @@ StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks) {
   StepPlan p;
   p.samples_per_step = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;
   if (num_samples < p.samples_per_step) {
-    throw ConfigError(cfg.dataset_path + ": " + std::to_string(num_samples) +
+    throw ConfigError(training_data_name(cfg) + ": " + std::to_string(num_samples) +
                       " samples, fewer than one optimizer step needs (global batch = per_device_train_batch_size " +
                       std::to_string(cfg.per_device_train_batch_size) + " x gradient_accumulation_steps " +
                       std::to_string(cfg.gradient_accumulation_steps) + " x " + std::to_string(dp_ranks) +
@@ -158,17 +187,15 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   const bool writer = world.rank() == 0;
   std::ostream null_stream(nullptr);
   std::ostream& log = writer ? log_stream : null_stream;
-  ByteTokenizer tok;
-  if (cfg.model.vocab_size < tok.vocab_size()) {
-    throw ConfigError("vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
-                      std::to_string(tok.vocab_size()));
-  }
-  const std::vector<Conversation> train_set = read_conversations_jsonl(cfg.dataset_path);
+  const TextPipeline text = text_pipeline(cfg, log);
+  const ChatEncoder& encoder = *text.encoder;
+  const MixedDataset train_set = read_training_data(cfg);
+  log << describe_mixture(train_set) << std::flush;
   std::vector<Conversation> eval_set;
-  if (cfg.do_eval) eval_set = eval_subset(cfg);  // read now: a bad eval file fails before training
+  if (cfg.do_eval) eval_set = eval_subset(cfg, log);  // read now: a bad eval file fails before training
   std::vector<TokenizedSample> samples;
-  samples.reserve(train_set.size());
-  for (const auto& c : train_set) samples.push_back(apply_chat_template(tok, c, cfg.max_seq_length));
+  samples.reserve(train_set.samples.size());
+  for (const auto& c : train_set.samples) samples.push_back(encoder.encode(c, cfg.max_seq_length));
 
   // The units a batch is made of: one sample each, or with packing the rows first-fit-decreasing
   // filled with samples (trl's `packing`: batch sizes then count rows).
@@ -236,9 +263,9 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
       if (cfg.packing) {
         std::vector<std::vector<std::int64_t>> rows;
         for (std::int64_t u : picked) rows.push_back(units[u]);
-        micro.push_back(collate_packed(samples, rows));
+        micro.push_back(collate_packed(samples, rows, encoder.pad_id()));
       } else {
-        micro.push_back(collate(samples, picked));
+        micro.push_back(collate(samples, picked, 1, encoder.pad_id()));
       }
     }
     const StepStats st = tr.step(micro);
@@ -322,7 +349,7 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   if (cfg.do_eval) {
     // Every rank evaluates the same set: stage 3 gathers are collective.
     sum.eval = evaluate(tr.model(), tr.engine(), eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
-                        cfg.eval_max_new_tokens);
+                        cfg.eval_max_new_tokens, encoder);
     sum.evaluated = true;
     report_eval(sum.eval, log);
     summary["eval_loss"] = sum.eval.eval_loss;
@@ -336,7 +363,8 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
 EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostream& log_stream) {
   std::ostream null_stream(nullptr);
   std::ostream& log = world.rank() == 0 ? log_stream : null_stream;
-  const std::vector<Conversation> eval_set = eval_subset(cfg);
+  const TextPipeline text = text_pipeline(cfg, log);
+  const std::vector<Conversation> eval_set = eval_subset(cfg, log);
   Decoder model(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32);
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   model.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
@@ -344,10 +372,14 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   load_model(model_path(cfg), model.layout(), params.weights());
   if (cfg.bf16) round_to_bf16(params.weights(), params.weights());
   const EvalResult ev =
-      evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length, cfg.eval_max_new_tokens);
+      evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length, cfg.eval_max_new_tokens,
+               *text.encoder);
   report_eval(ev, log);
-  for (std::size_t i = 0; i < std::min<std::size_t>(3, eval_set.size()); ++i) {
+  int shown = 0;
+  for (std::size_t i = 0; i < eval_set.size() && shown < 3; ++i) {
+    if (!ChatEncoder::can_generate(eval_set[i])) continue;
     log << "  example: " << eval_set[i].back().content << " <- generated: " << ev.generations[i] << std::endl;
+    ++shown;
   }
   return ev;
 }

@@ -25,14 +25,6 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
   return z;
 }
 
-namespace {
-std::int64_t count_real_tokens(const TokenBatch& b) {
-  std::int64_t n = 0;
-  for (auto id : b.input_ids) n += id != ByteTokenizer::kPad;
-  return n;
-}
-}  // namespace
-
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group)
     : Trainer(cfg, total_steps, TrainGroups{&dp_group, &dp_group, nullptr, {}}) {}
 
@@ -75,7 +67,7 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   std::int64_t counts[2] = {0, 0};  // targets, tokens: known before any backward, summed over ranks
   for (const auto& mb : micro_batches) {
     counts[0] += mb.num_targets();
-    counts[1] += count_real_tokens(mb);
+    counts[1] += mb.real_tokens;  // from the samples' lengths: no pad id needed
   }
   group_.all_reduce(counts, counts, 2, DType::i64, ReduceOp::sum);
   st.targets = counts[0];

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `datasets:` mixing a JSONL file (ShareGPT conversations, one bad line) and a JSON-array file (messages,
+# prompt/completion and plain text) with weights, skip_bad_samples, the logged per-file counts, eval on
+# a set with plain-text samples, the plain chat template, and the error without skip_bad_samples.
+# Usage: datasets_mix.sh SHARDFT_BINARY SOURCE_DIR
+set -u
+bin=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cd "$src" || exit 2
+fail() { echo "FAIL: $*"; exit 1; }
+
+# a.jsonl: 11 records, line 5 is not JSON -> 10 samples
+for i in 1 2 3 4; do echo "{\"conversations\":[{\"from\":\"human\",\"value\":\"upper: ab$i\"},{\"from\":\"gpt\",\"value\":\"AB$i\"}]}"; done > "$tmp/a.jsonl"
+echo '{"conversations":[{"from":"human","value":"upper: broken"' >> "$tmp/a.jsonl"
+for i in 5 6 7 8 9 10; do echo "{\"conversations\":[{\"from\":\"human\",\"value\":\"upper: cd$i\"},{\"from\":\"gpt\",\"value\":\"CD$i\"}]}"; done >> "$tmp/a.jsonl"
+# b.json: a JSON array of 8 records in three formats
+cat > "$tmp/b.json" <<'EOF'
+[
+  {"messages": [{"role": "system", "content": "Answer in capitals."}, {"role": "user", "content": "upper: xy"}, {"role": "assistant", "content": "XY"}]},
+  {"messages": [{"role": "user", "content": "upper: qr"}, {"role": "assistant", "content": "QR"}], "source": "extra columns are ignored"},
+  {"prompt": "upper: mn", "completion": "MN"},
+  {"prompt": "upper: op", "completion": "OP"},
+  {"text": "plain text takes loss on every token"},
+  {"text": "UPPER CASE IS WHAT THIS MODEL WRITES"},
+  {"prompt": "upper: st", "completion": "ST"},
+  {"messages": [{"role": "user", "content": "upper: uv"}, {"role": "assistant", "content": "UV"}]}
+]
+EOF
+cat > "$tmp/recipe.yaml" <<EOF
+datasets:
+  - {path: $tmp/a.jsonl, weight: 2.0}
+  - path: $tmp/b.json
+    weight: 0.5
+skip_bad_samples: true
+eval_dataset_path: $tmp/b.json
+EOF
+
+"$bin" train --config "$tmp/recipe.yaml" --max_steps 3 --logging_steps 1 --per_device_train_batch_size 4 \
+  --eval_max_new_tokens 4 --output_dir "$tmp/run" > "$tmp/train.log" 2>&1 || { cat "$tmp/train.log"; fail "train exited non-zero"; }
+cat "$tmp/train.log"
+want() { grep -qF -- "$1" "$tmp/train.log" || fail "log lacks: $1"; }
+want "tokenizer byte (262 ids), chat template shardft (stop: <|end|>; pad id 256)"
+want "dataset $tmp/a.jsonl: 11 records, 10 samples, 1 skipped; weight 2.0 -> 20 samples"
+want "dataset $tmp/b.json: 8 records, 8 samples; weight 0.5 -> 4 samples"
+want "datasets mixed: 24 training samples from 2 files"
+want "skipped 1 bad record of $tmp/a.jsonl:"
+want "$tmp/a.jsonl:5: not valid JSON"
+want ", 24 samples,"
+grep -qE "^\{'loss': [0-9.e+-]+" "$tmp/train.log" || fail "no loss line"
+grep -qE "^\{'eval_loss': [0-9.e+-]+, 'eval_exact_match': [0-9.e+-]+, 'eval_samples': 8" "$tmp/train.log" || fail "no eval line over the 8 eval records"
+[ -s "$tmp/run/model.safetensors" ] || fail "no model.safetensors"
+
+# The same data through the plain template (no markers: prompt, answer, end of text).
+"$bin" train --config "$tmp/recipe.yaml" --chat_template plain --max_steps 1 --per_device_train_batch_size 4 \
+  --do_eval false --output_dir "$tmp/plain" > "$tmp/plain.log" 2>&1 || { cat "$tmp/plain.log"; fail "plain template run failed"; }
+grep -qF "chat template plain (stop: <|end|>; pad id 256)" "$tmp/plain.log" || { cat "$tmp/plain.log"; fail "plain template not used"; }
+
+# Without skip_bad_samples the bad line stops the run, naming file:line.
+out=$("$bin" train --config "$tmp/recipe.yaml" --skip_bad_samples false --max_steps 1 --output_dir "$tmp/strict" 2>&1) \
+  && fail "a bad line without skip_bad_samples was accepted"
+grep -qF "$tmp/a.jsonl:5: not valid JSON" <<<"$out" || { echo "$out"; fail "the error does not name a.jsonl:5"; }
+# A template the tokenizer cannot serve is named with both.
+out=$("$bin" train --config "$tmp/recipe.yaml" --chat_template chatml --max_steps 1 --output_dir "$tmp/chatml" 2>&1) \
+  && fail "chatml with the byte tokenizer was accepted"
+grep -qF "chat_template chatml needs the token <|im_start|>, which the tokenizer byte does not have" <<<"$out" \
+  || { echo "$out"; fail "no clear error for chatml with the byte tokenizer"; }
+echo "datasets_mix: ok"
