@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -152,5 +153,28 @@ class WordCache {
 };
 
 std::uint64_t fnv1a64(std::string_view s, std::uint64_t h = 0xcbf29ce484222325ull);
+
+// ---- a loaded tokenizer.json -------------------------------------------------------------------
+struct AddedToken {
+  std::string content;
+  std::int32_t id = -1;
+  bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = true;  // HF defaults
+};
+
+struct BpeSpec {
+  BpeModel model;
+  std::vector<AddedToken> added;  // in file order
+  bool nfc = false;               // normalizer NFC
+  std::vector<std::unique_ptr<Regex>> splits;  // the Split steps, in order (behavior Isolated)
+  bool prefix_space = false;                   // ByteLevel add_prefix_space
+  std::unique_ptr<Regex> byte_level_regex;     // ByteLevel use_regex: the GPT-2 regex
+  std::vector<std::string> decode_bytes;       // per id: what the ByteLevel decoder makes of its token
+  std::vector<std::uint8_t> id_kind;           // per id: 0 no token, 1 token, 2 special added token
+  int vocab_size = 0;                          // highest id + 1
+};
+
+// Parses and checks a tokenizer.json (`file` names it in errors). Throws DataError naming the file,
+// the JSON key and what is supported.
+BpeSpec read_bpe_spec(const std::string& file, const std::string& content);
 
 }  // namespace shardft::bpe

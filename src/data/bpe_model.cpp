@@ -166,9 +166,39 @@ void BpeModel::tokenize(std::string_view word, MergeScratch& scratch, std::vecto
 
 namespace {
 
+std::uint64_t load64(const char* p) {
+  std::uint64_t x;
+  std::memcpy(&x, p, 8);
+  return x;
+}
+
+std::uint64_t load32(const char* p) {
+  std::uint32_t x;
+  std::memcpy(&x, p, 4);
+  return x;
+}
+
+// Eight bytes at a time; the tail is read with overlapping whole loads (no byte-by-byte copy, which
+// stalls the load that follows it). 0 is kept for empty slots.
 std::uint64_t word_hash(std::string_view w) {
-  const std::uint64_t h = fnv1a64(w);
-  return h ? h : 1;  // 0 marks an empty slot
+  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  const char* p = w.data();
+  const std::size_t n = w.size();
+  std::uint64_t h = n * kMul, x;
+  if (n >= 8) {
+    std::size_t i = 0;
+    for (; i + 8 < n; i += 8) h = mix(h ^ load64(p + i));
+    x = load64(p + n - 8);
+  } else if (n >= 4) {
+    x = load32(p) | (load32(p + n - 4) << 32);
+  } else if (n > 0) {
+    x = static_cast<unsigned char>(p[0]) | (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
+        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n - 1])) << 16);
+  } else {
+    x = 0;
+  }
+  h = mix(h ^ x);
+  return h ? h : 1;
 }
 
 }  // namespace

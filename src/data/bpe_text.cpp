@@ -200,6 +200,11 @@ bool is_word_char(char32_t c) {
 // ---- NFC -------------------------------------------------------------------------------------
 
 bool nfc(std::string_view in, std::string& out, std::vector<std::uint32_t>& map) {
+  // Code points below U+0300 are NFC in any context (nothing below U+0300 composes with what precedes
+  // it, and what follows would be a later code point); their UTF-8 bytes are all below 0xCC.
+  bool maybe = false;
+  for (char c : in) maybe |= static_cast<unsigned char>(c) >= 0xCC;
+  if (!maybe) return false;
   static const icu::Normalizer2* const norm = [] {
     UErrorCode ec = U_ZERO_ERROR;
     const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(ec);
