@@ -55,6 +55,14 @@ grep -qE "^\{'eval_loss': [0-9.e+-]+, 'eval_exact_match': [0-9.e+-]+, 'eval_samp
   --do_eval false --output_dir "$tmp/plain" > "$tmp/plain.log" 2>&1 || { cat "$tmp/plain.log"; fail "plain template run failed"; }
 grep -qF "chat template plain (stop: <|end|>; pad id 256)" "$tmp/plain.log" || { cat "$tmp/plain.log"; fail "plain template not used"; }
 
+# An HF byte-level BPE tokenizer.json with the Qwen2 (chatml) template, eval included.
+"$bin" train --config "$tmp/recipe.yaml" --tokenizer_name_or_path tests/reference/bpe/qwen2_style/tokenizer.json \
+  --chat_template chatml --vocab_size 1536 --max_seq_length 128 --max_steps 2 --per_device_train_batch_size 4 \
+  --eval_max_new_tokens 3 --output_dir "$tmp/qwen" > "$tmp/qwen.log" 2>&1 || { cat "$tmp/qwen.log"; fail "chatml + BPE run failed"; }
+grep -qE "^tokenizer bpe:.*qwen2_style/tokenizer.json.* \(1503 ids\), chat template chatml \(stop: <\|im_end\|> <\|endoftext\|>; pad id 1500\)" \
+  "$tmp/qwen.log" || { cat "$tmp/qwen.log"; fail "chatml + BPE tokenizer not reported"; }
+grep -qE "^\{'eval_loss': [0-9.e+-]+, 'eval_exact_match': [0-9.e+-]+, 'eval_samples': 8" "$tmp/qwen.log" || { cat "$tmp/qwen.log"; fail "no chatml eval"; }
+
 # Without skip_bad_samples the bad line stops the run, naming file:line.
 out=$("$bin" train --config "$tmp/recipe.yaml" --skip_bad_samples false --max_steps 1 --output_dir "$tmp/strict" 2>&1) \
   && fail "a bad line without skip_bad_samples was accepted"

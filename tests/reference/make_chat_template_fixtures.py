@@ -2,7 +2,9 @@
 """Chat-template parity fixtures: a few conversations rendered by transformers with the official
 Qwen2-Instruct and Llama-3-Instruct jinja chat templates, saved to chat_templates.json next to this
 script. tests/unit/test_chat_template.cpp checks that shardft's `chatml` and `llama3` templates
-(src/data/chat_template.cpp) give exactly these strings.
+(src/data/chat_template.cpp) give exactly these strings, and, with the byte-level BPE tokenizers of
+bpe/qwen2_style and bpe/llama3_style (made by make_bpe_tokenizer.py; they carry the templates' special
+tokens), exactly the token ids of apply_chat_template(tokenize=True).
 
 Regenerate with:  .cache/hfvenv/bin/python tests/reference/make_chat_template_fixtures.py
 (the venv jobs/install-test-deps.sh builds from requirements.txt: transformers 4.46.3, tokenizers,
@@ -68,10 +70,17 @@ CASES = [
 ]
 
 
-def tokenizer_with(template, bos):
-    # A stand-in tokenizer: apply_chat_template(tokenize=False) only needs the template and bos_token.
-    tok = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
-    out = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def tokenizer_with(template, bos, tokenizer_json=None):
+    # For the strings a stand-in tokenizer would do (only the template and bos_token matter); for the
+    # ids, the committed BPE fixture whose added tokens are the template's.
+    if tokenizer_json is None:
+        tok = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+        out = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos)
+    else:
+        out = PreTrainedTokenizerFast(tokenizer_file=os.path.join(HERE, tokenizer_json), bos_token=bos)
     out.chat_template = template
     return out
 
@@ -81,20 +90,31 @@ def main():
         "chatml": tokenizer_with(QWEN2_TEMPLATE, "<|endoftext|>"),
         "llama3": tokenizer_with(LLAMA3_TEMPLATE, "<|begin_of_text|>"),
     }
+    bpe = {
+        "chatml": ("bpe/qwen2_style/tokenizer.json", tokenizer_with(QWEN2_TEMPLATE, None, "bpe/qwen2_style/tokenizer.json")),
+        "llama3": ("bpe/llama3_style/tokenizer.json",
+                   tokenizer_with(LLAMA3_TEMPLATE, "<|begin_of_text|>", "bpe/llama3_style/tokenizer.json")),
+    }
     cases = []
     for name, messages, add_generation_prompt in CASES:
         rendered = {
             kind: tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
             for kind, tok in templates.items()
         }
+        ids = {}
+        for kind, (_, tok) in bpe.items():
+            assert tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt) \
+                == rendered[kind]
+            ids[kind] = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=add_generation_prompt)
         cases.append({"name": name, "messages": messages, "add_generation_prompt": add_generation_prompt,
-                      "rendered": rendered})
+                      "rendered": rendered, "ids": ids})
     out = {
         "generator": "tests/reference/make_chat_template_fixtures.py",
         "templates": {"chatml": "Qwen/Qwen2-7B-Instruct", "llama3": "meta-llama/Meta-Llama-3-8B-Instruct"},
+        "tokenizers": {kind: path for kind, (path, _) in bpe.items()},
         "cases": cases,
     }
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chat_templates.json")
+    path = os.path.join(HERE, "chat_templates.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1, ensure_ascii=True)
         f.write("\n")

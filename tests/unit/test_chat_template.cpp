@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -102,6 +104,46 @@ TEST(ChatTemplateParity, MatchesTransformersRenderings) {
     for (const auto& [name, expected] : c.at("rendered").items()) {
       SCOPED_TRACE(c.at("name").get<std::string>() + " / " + name);
       EXPECT_EQ(segments_text(render_chat(parse_chat_template_kind(name), conv, gen)), expected.get<std::string>());
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 14);
+}
+
+// With real byte-level BPE tokenizers (the templates' special tokens are added tokens there): joining
+// text segments and encoding them once gives exactly transformers' apply_chat_template(tokenize=True).
+TEST(ChatTemplateParity, TokenIdsMatchTransformersWithBpeTokenizers) {
+  std::ifstream in(std::string(SHARDFT_REFERENCE_DIR) + "/chat_templates.json");
+  ASSERT_TRUE(in);
+  const nlohmann::json fixture = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& [name, path] : fixture.at("tokenizers").items()) {
+    const std::unique_ptr<Tokenizer> tok = load_tokenizer(std::string(SHARDFT_REFERENCE_DIR) + "/" + path.get<std::string>());
+    const ChatTemplateKind kind = parse_chat_template_kind(name);
+    const ChatEncoder enc(*tok, chat_template_for(kind, *tok));
+    for (const auto& c : fixture.at("cases")) {
+      SCOPED_TRACE(c.at("name").get<std::string>() + " / " + name);
+      Conversation conv;
+      for (const auto& m : c.at("messages")) conv.push_back({m.at("role"), m.at("content")});
+      const bool gen = c.at("add_generation_prompt").get<bool>();
+      const TokenizedSample s = enc.encode_segments(render_chat(enc.chat_template(), conv, gen), 1 << 20);
+      EXPECT_EQ(s.input_ids, c.at("ids").at(name).get<Ids>());
+      if (!gen && ChatEncoder::can_generate(conv)) {
+        // The generation prompt is the sample's prefix, and the labels decode to the answers + end tokens.
+        const GenerationPrompt p = enc.generation_prompt(conv);
+        EXPECT_TRUE(std::equal(p.prompt_ids.begin(), p.prompt_ids.end(), s.input_ids.begin()));
+        Ids labelled;
+        for (std::int32_t l : s.labels) {
+          if (l != kIgnore) labelled.push_back(l);
+        }
+        std::string want;
+        for (const Turn& t : conv) {
+          if (t.role != "assistant") continue;
+          want += (kind == ChatTemplateKind::llama3 ? python_strip(t.content) : t.content);
+          want += kind == ChatTemplateKind::llama3 ? "<|eot_id|>" : "<|im_end|>";
+        }
+        EXPECT_EQ(tok->decode(labelled, false), want);
+      }
       ++checked;
     }
   }
