@@ -27,7 +27,9 @@ Also tests/reference/bpe/pretokens.json: for each of the three regexes, HF's Spl
 UTF-8 byte lengths) of a context string built around each of ~200 probe code points (every White_Space
 character, format characters, marks, digits and letters of many scripts, emoji, private use,
 unassigned, a stride through all planes). `--all-code-points DIR` instead writes DIR/<regex>.txt with
-every code point (1.1M lines each) for the opt-in exhaustive test (SHARDFT_BPE_ALL_CODE_POINTS=DIR).
+every code point (1.1M lines each) for the opt-in exhaustive test (SHARDFT_BPE_ALL_CODE_POINTS=DIR), and
+`--random-cases FILE [N] [SEED]` writes N (20000) random strings glued from tricky fragments with all four
+tokenizers' HF ids and decodes, for the opt-in differential test (SHARDFT_BPE_RANDOM_CASES=FILE).
 
 Deterministic: rerunning it reproduces the files byte for byte.
 """
@@ -301,8 +303,39 @@ def all_code_points(out_dir):
         print(f"{out_dir}/{name}.txt")
 
 
+RANDOM_FRAGMENTS = [
+    "a", "b", "Z", "the", "The", "tokenizer", " ", "  ", "   ", "\t", "\n", "\r\n", "\r", "\v", "\f", "\u00a0",
+    "\u3000", "\u0085", "\u180e", "\u2028", "\u200b", "\ufeff", "0", "7", "123", "4567", "'s", "'S", "'ll", "'LL",
+    "'ve", "'d", "'m", "'t", "'re", "'", "\u017f", "!", "?", "...", "-", "_", "(", ")", "\"", ",", ".", "\u00e9",
+    "e\u0301", "\u0301", "\u0308", "\u00df", "\u00fc", "\u00c5", "A\u030a", "\u212b", "\ufb01", "\u65e5", "\u672c",
+    "\u8a9e", "\ud55c", "\u1100\u1161", "\u0645", "\u0631", "\u0663", "\U0001f600", "\U0001f44d\U0001f3fd",
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f1e9\U0001f1ea", "\x00", "\x01",
+    "<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<|begin_of_text|>", "<|pad|>", "<|im", "|>", "<",
+    "<L>", "<R>", "<LR>", "sw", "caf\u00e9", "cafe\u0301", "\u0120x", " h\u00e9", "<tag", "<tag>", "h\u00e9", "x",
+    "\u0120", "\u010b"]
+
+
+def random_cases(path, n, seed):
+    import random
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(RANDOM_FRAGMENTS) for _ in range(rng.randint(0, 25))) for _ in range(n)]
+    out = {"generator": "tests/reference/make_bpe_tokenizer.py --random-cases", "seed": seed, "texts": texts}
+    for style in ["gpt2_style", "llama3_style", "qwen2_style", "edge_style"]:
+        tok = Tokenizer.from_file(os.path.join(OUT, style, "tokenizer.json"))
+        ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+        out[style] = {"ids": ids, "decoded": tok.decode_batch(ids, skip_special_tokens=False),
+                      "decoded_skip_special": tok.decode_batch(ids, skip_special_tokens=True)}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False)
+    print(f"{path}: {n} strings x 4 tokenizers")
+
+
 def main():
     assert sys.version_info >= (3, 8)
+    if len(sys.argv) >= 3 and sys.argv[1] == "--random-cases":
+        random_cases(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 20000,
+                     int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+        return
     if len(sys.argv) == 3 and sys.argv[1] == "--all-code-points":
         all_code_points(sys.argv[2])
         return

@@ -126,6 +126,26 @@ TEST_P(BpeParity, VocabSizeAndAddedTokens) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BpeParity, ::testing::ValuesIn(kStyles));
 
+// Opt-in: random strings glued from tricky fragments (make_bpe_tokenizer.py --random-cases FILE).
+TEST(BpeParityRandom, RandomStringsLikeHf) {
+  const char* file = std::getenv("SHARDFT_BPE_RANDOM_CASES");
+  if (!file) GTEST_SKIP() << "set SHARDFT_BPE_RANDOM_CASES=FILE (make_bpe_tokenizer.py --random-cases FILE)";
+  const json doc = load_json(file);
+  const auto texts = doc["texts"].get<std::vector<std::string>>();
+  for (const char* style : kStyles) {
+    const Tokenizer& tok = tokenizer_of(style);
+    const json& hf = doc[style];
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      const Ids want = hf["ids"][i];
+      const bool ok = tok.encode(texts[i]) == want && tok.decode(want) == hf["decoded"][i].get<std::string>() &&
+                      tok.decode(want, true) == hf["decoded_skip_special"][i].get<std::string>();
+      if (!ok && ++bad <= 5) ADD_FAILURE() << style << " " << shown(texts[i]);
+    }
+    EXPECT_EQ(bad, 0u) << style << " of " << texts.size();
+  }
+}
+
 // ---- properties that hold without HF -----------------------------------------------------------
 
 // Random valid UTF-8 from a pool that covers every pre-tokenizer class: letters, digits, whitespace
