@@ -26,7 +26,9 @@ namespace {
 
 constexpr std::size_t kSamples = 12000;
 
-std::string bpe_dir(const std::string& style) { return std::string(SHARDFT_SOURCE_DIR) + "/tests/reference/bpe/" + style; }
+std::string bpe_dir(const std::string& style) {
+  return std::string(SHARDFT_SOURCE_DIR) + "/tests/reference/bpe/" + style;
+}
 
 const std::vector<std::string>& samples() {
   static const std::vector<std::string> all = [] {
@@ -37,10 +39,12 @@ const std::vector<std::string>& samples() {
     for (std::string line; std::getline(jsonl, line);) {
       if (line.empty()) continue;
       std::string text;
-      for (const auto& turn : nlohmann::json::parse(line)["conversations"]) text += turn["value"].get<std::string>() + "\n";
+      for (const auto& turn : nlohmann::json::parse(line)["conversations"])
+        text += turn["value"].get<std::string>() + "\n";
       sft.push_back(text);
     }
-    if (lines.empty() || sft.empty()) throw std::runtime_error("bench_tokenizer: corpus.txt or sft_train.jsonl missing");
+    if (lines.empty() || sft.empty())
+      throw std::runtime_error("bench_tokenizer: corpus.txt or sft_train.jsonl missing");
     std::mt19937 rng(7);
     std::uniform_int_distribution<std::size_t> line(0, lines.size() - 1), count(1, 12);
     std::vector<std::string> out;
@@ -124,7 +128,8 @@ const bool registered = [] {
     const std::string base = "tokenizer/bpe_" + style.substr(0, style.find('_')) + "/";
     reg(base + "encode/12k_samples", [style](benchmark::State& st) { bpe_encode(st, style, false); });
   }
-  reg("tokenizer/bpe_qwen2/encode_spans/12k_samples", [](benchmark::State& st) { bpe_encode(st, "qwen2_style", true); });
+  reg("tokenizer/bpe_qwen2/encode_spans/12k_samples",
+      [](benchmark::State& st) { bpe_encode(st, "qwen2_style", true); });
   reg("tokenizer/bpe_qwen2/encode_cold/12k_samples", [](benchmark::State& st) { bpe_encode_cold(st, "qwen2_style"); });
   reg("tokenizer/bpe_qwen2/decode/12k_samples", [](benchmark::State& st) { bpe_decode(st, "qwen2_style"); });
   reg("tokenizer/byte/encode/12k_samples", byte_encode);

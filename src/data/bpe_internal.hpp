@@ -132,7 +132,7 @@ struct BpeModel {
 // it holds kMaxEntries words. Words longer than kMaxWordBytes are not cached.
 class WordCache {
  public:
-  static constexpr std::size_t kMaxEntries = 1u << 20;
+  static constexpr std::size_t kMaxEntries = 1u << 18;
   static constexpr std::size_t kMaxWordBytes = 256;
   // On a hit, *ids and *lens point at n entries (valid until the next insert).
   bool find(std::string_view word, const std::int32_t** ids, const std::uint32_t** lens, std::size_t* n) const;
@@ -163,8 +163,8 @@ struct AddedToken {
 
 struct BpeSpec {
   BpeModel model;
-  std::vector<AddedToken> added;  // in file order
-  bool nfc = false;               // normalizer NFC
+  std::vector<AddedToken> added;               // in file order
+  bool nfc = false;                            // normalizer NFC
   std::vector<std::unique_ptr<Regex>> splits;  // the Split steps, in order (behavior Isolated)
   bool prefix_space = false;                   // ByteLevel add_prefix_space
   std::unique_ptr<Regex> byte_level_regex;     // ByteLevel use_regex: the GPT-2 regex

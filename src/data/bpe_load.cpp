@@ -12,12 +12,18 @@ using json = nlohmann::json;
 
 std::string kind_of(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "a list";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    default: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "a list";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    default:
+      return "a number";
   }
 }
 
@@ -50,8 +56,9 @@ struct Reader {
     return j.get<bool>();
   }
   std::string type(const json& obj, const std::string& path) const {
-    if (!obj.is_object()) fail(path.empty() ? "(top level)" : path.substr(0, path.size() - 1),
-                               "is " + kind_of(obj) + " (expected an object with a \"type\")");
+    if (!obj.is_object())
+      fail(path.empty() ? "(top level)" : path.substr(0, path.size() - 1),
+           "is " + kind_of(obj) + " (expected an object with a \"type\")");
     const json& t = at(obj, "type");
     if (!t.is_string()) fail(path + "type", t.is_null() ? "is missing" : "is " + kind_of(t) + " (expected a string)");
     return t.get<std::string>();
@@ -98,7 +105,9 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
     rd.fail("model.dropout", shown(dropout) + " is not supported (expected null: BPE dropout is for training)");
   }
   if (rd.boolean(model, "model.", "byte_fallback", false)) {
-    rd.fail("model.byte_fallback", "true is not supported (expected false: byte-level BPE needs no byte fallback)");
+    rd.fail("model.byte_fallback",
+            "true is not supported (expected false: byte-level BPE only; SentencePiece-style BPE as in Llama 2 or "
+            "Mistral is not supported)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json& j = rd.at(model, key);
@@ -231,7 +240,8 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
       const json& pattern = rd.object(step, path, "pattern", "{\"Regex\": ...} or {\"String\": ...}");
       const bool literal = pattern.contains("String");
       const json& p = literal ? pattern["String"] : rd.at(pattern, "Regex");
-      if (!p.is_string()) rd.fail(path + "pattern", "is " + shown(pattern) + " (expected {\"Regex\": ...} or {\"String\": ...})");
+      if (!p.is_string())
+        rd.fail(path + "pattern", "is " + shown(pattern) + " (expected {\"Regex\": ...} or {\"String\": ...})");
       const json& behavior = rd.at(step, "behavior");
       if (!(behavior.is_string() && behavior.get<std::string>() == "Isolated")) {
         rd.fail(path + "behavior", shown(behavior) + " is not supported (expected \"Isolated\")");
@@ -266,7 +276,9 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
     for (const auto& [step, path] : steps) {
       const std::string t = rd.type(*step, path);
       if (t != "ByteLevel" && t != "TemplateProcessing" && t != "RobertaProcessing" && t != "BertProcessing") {
-        rd.unsupported(path, t, "null, \"ByteLevel\", \"TemplateProcessing\", \"RobertaProcessing\", \"BertProcessing\" or a \"Sequence\" of them");
+        rd.unsupported(path, t,
+                       "null, \"ByteLevel\", \"TemplateProcessing\", \"RobertaProcessing\", \"BertProcessing\" or a "
+                       "\"Sequence\" of them");
       }
     }
   }

@@ -34,8 +34,9 @@ void MergeMap::reserve(std::size_t n) {
   slots_.assign(want, Slot{kEmpty, {0, 0}});
   size_ = 0;
   for (const Slot& s : old) {
-    if (s.key != kEmpty) insert(static_cast<std::int32_t>(s.key >> 32), static_cast<std::int32_t>(s.key & 0xffffffffu),
-                                s.value.rank, s.value.merged);
+    if (s.key != kEmpty)
+      insert(static_cast<std::int32_t>(s.key >> 32), static_cast<std::int32_t>(s.key & 0xffffffffu), s.value.rank,
+             s.value.merged);
   }
 }
 
@@ -211,7 +212,8 @@ bool WordCache::find(std::string_view word, const std::int32_t** ids, const std:
   for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
     if (s.hash == 0) return false;
-    if (s.hash == h && s.key_len == word.size() && std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+    if (s.hash == h && s.key_len == word.size() &&
+        std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
       *ids = ids_.data() + s.val_off;
       *lens = lens_.data() + s.val_off;
       *n = s.val_len;

@@ -223,7 +223,8 @@ bool nfc(std::string_view in, std::string& out, std::vector<std::uint32_t>& map)
   map.assign(out.size() + 1, 0);
   icu::Edits::Iterator it = edits.getFineIterator();
   while (it.next(ec)) {
-    const auto ss = static_cast<std::uint32_t>(it.sourceIndex()), ds = static_cast<std::uint32_t>(it.destinationIndex());
+    const auto ss = static_cast<std::uint32_t>(it.sourceIndex()),
+               ds = static_cast<std::uint32_t>(it.destinationIndex());
     const auto ol = static_cast<std::uint32_t>(it.oldLength()), nl = static_cast<std::uint32_t>(it.newLength());
     for (std::uint32_t k = 0; k < nl; ++k) map[ds + k] = it.hasChange() ? (k == 0 ? ss : ss + ol) : ss + k;
   }

@@ -174,8 +174,7 @@ class BpeTokenizer : public Tokenizer {
   // One word: `work_begin` is the offset in `work` of the word's first real byte; `virtual_space`: the
   // word starts with a space the ByteLevel pre-tokenizer added, which covers no input byte.
   template <class Orig>
-  void encode_word(Run& run, std::string_view word, std::size_t work_begin, bool virtual_space,
-                   const Orig& orig) const;
+  void encode_word(Run& run, std::string_view word, std::size_t work_begin, bool virtual_space, const Orig& orig) const;
 
   const bpe::BpeSpec spec_;
   std::string fingerprint_;

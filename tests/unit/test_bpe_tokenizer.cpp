@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
@@ -151,11 +151,13 @@ TEST(BpeParityRandom, RandomStringsLikeHf) {
 // Random valid UTF-8 from a pool that covers every pre-tokenizer class: letters, digits, whitespace
 // of all kinds, punctuation, combining marks, CJK, emoji with ZWJ and skin tones, the special tokens.
 std::string random_text(std::mt19937& rng, std::size_t pieces) {
+  // clang-format off
   static const std::vector<std::string> pool = {
-      "a", "b", "Z", "the", " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u0085", "\u180e", "\u2028", "0", "7",
-      "123", "'s", "'LL", "!", "?", "...", "-", "_", "(", "\"", "é", "e\u0301", "\u0301", "ß", "ü", "日", "本", "語",
-      "한", "م", "ر", "😀", "👍🏽", "👨\u200d👩\u200d👧", "🇩🇪", "\u200b", "\ufeff", "\x01", "ǅ", "Å", "ﬁ",
-      "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|im", "|>", "<"};
+      "a", "b", "Z", "the", " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u0085", "\u180e", "\u2028",
+      "0", "7", "123", "'s", "'LL", "!", "?", "...", "-", "_", "(", "\"", "é", "e\u0301", "\u0301", "ß", "ü",
+      "日", "本", "語", "한", "م", "ر", "😀", "👍🏽", "👨\u200d👩\u200d👧", "🇩🇪", "\u200b", "\ufeff", "\x01", "ǅ", "Å",
+      "ﬁ", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|im", "|>", "<"};
+  // clang-format on
   std::uniform_int_distribution<std::size_t> pick(0, pool.size() - 1);
   std::string s;
   for (std::size_t i = 0; i < pieces; ++i) s += pool[pick(rng)];
@@ -180,7 +182,8 @@ TEST(BpeTokenizer, DecodeOfEncodeIsTheText) {
       const std::string text = random_text(rng, 1 + i % 40);
       std::string normalized;
       std::vector<std::uint32_t> map;
-      const std::string want = std::string(style) == "qwen2_style" && bpe::nfc(text, normalized, map) ? normalized : text;
+      const std::string want =
+          std::string(style) == "qwen2_style" && bpe::nfc(text, normalized, map) ? normalized : text;
       std::vector<TokenSpan> spans;
       const Ids ids = tok.encode(text, &spans);
       ASSERT_EQ(tok.decode(ids), want) << style << " " << shown(text);
@@ -237,7 +240,8 @@ TEST(BpeTokenizer, IgnoreMergesIsWhatChangesTheseCases) {
   int differing = 0;
   for (const json& c : cases_of("llama3_style")["cases"]) {
     const std::string text = c["text"];
-    const Ids want = c.contains("ids_without_ignore_merges") ? c["ids_without_ignore_merges"].get<Ids>() : c["ids"].get<Ids>();
+    const Ids want =
+        c.contains("ids_without_ignore_merges") ? c["ids_without_ignore_merges"].get<Ids>() : c["ids"].get<Ids>();
     EXPECT_EQ(plain->encode(text), want) << shown(text);
     if (c.contains("ids_without_ignore_merges")) {
       ++differing;
@@ -299,9 +303,11 @@ TEST(BpeTokenizer, DecodeSkipsUnknownIdsAndRepairsBrokenUtf8) {
   EXPECT_GE(lone, 128);
   // Rust's from_utf8_lossy: one U+FFFD per maximal ill-formed subpart.
   const std::string r = "\xEF\xBF\xBD";
+  // clang-format off
   const std::pair<std::string, std::string> lossy[] = {
       {"\xF0\x9F\x98", r}, {"\xC3(", r + "("}, {"\xED\xA0\x80", r + r + r}, {"\xF4\x90\x80\x80", r + r + r + r},
       {"\xE2\x82" "a", r + "a"}, {"a\x80\x80z", "a" + r + r + "z"}, {"\xF0\x9F\x98\x80", "\xF0\x9F\x98\x80"}};
+  // clang-format on
   for (const auto& [in, want] : lossy) {
     std::string out;
     bpe::append_utf8_lossy(in, out);
@@ -320,7 +326,8 @@ TEST(BpeTokenizer, LoadsFromDirectoryOrFile) {
   EXPECT_EQ(fp.size(), ("bpe:" + kBpeDir + "qwen2_style/tokenizer.json:").size() + 16) << fp;
   EXPECT_EQ(by_dir->fingerprint(), fp);
   EXPECT_EQ(via_factory->fingerprint(), fp);
-  EXPECT_NE(load_bpe_tokenizer(kBpeDir + "llama3_style")->fingerprint().substr(fp.size() - 16), fp.substr(fp.size() - 16));
+  EXPECT_NE(load_bpe_tokenizer(kBpeDir + "llama3_style")->fingerprint().substr(fp.size() - 16),
+            fp.substr(fp.size() - 16));
   const std::string text = "Grüße <|im_start|>user\nhi<|im_end|>";
   EXPECT_EQ(by_dir->encode(text), by_file->encode(text));
   EXPECT_EQ(load_tokenizer("byte")->fingerprint(), "byte");
@@ -351,20 +358,37 @@ TEST(BpeTokenizer, BadFilesAreNamedWithTheKey) {
       {"no_vocab", [](json& j) { j["model"].erase("vocab"); }, "model.vocab is missing"},
       {"no_model", [](json& j) { j.erase("model"); }, ": model is missing"},
       {"dropout", [](json& j) { j["model"]["dropout"] = 0.1; }, "model.dropout 0.1 is not supported (expected null"},
-      {"byte_fallback", [](json& j) { j["model"]["byte_fallback"] = true; }, "model.byte_fallback true is not supported"},
+      {"byte_fallback", [](json& j) { j["model"]["byte_fallback"] = true; },
+       "model.byte_fallback true is not supported"},
       {"prefix", [](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
        "model.continuing_subword_prefix \"##\" is not supported"},
-      {"bad_merge", [](json& j) { j["model"]["merges"][3] = json::array({"not-a-token", "x"}); },
+      {"bad_merge",
+       [](json& j) {
+         j["model"]["merges"][3] = json::array({"not-a-token", "x"});
+       },
        "model.merges[3] \"not-a-token\" is not in model.vocab"},
-      {"bad_merge_str", [](json& j) { j["model"]["merges"][0] = "nospace"; }, "model.merges[0] \"nospace\" is not a merge"},
+      {"bad_merge_str", [](json& j) { j["model"]["merges"][0] = "nospace"; },
+       "model.merges[0] \"nospace\" is not a merge"},
       {"unk", [](json& j) { j["model"]["unk_token"] = "<unk>"; }, "model.unk_token \"<unk>\" is not in model.vocab"},
-      {"lowercase", [](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; },
+      {"lowercase",
+       [](json& j) {
+         j["normalizer"] = {{"type", "Lowercase"}};
+       },
        "normalizer.type \"Lowercase\" is not supported (expected null, \"NFC\""},
-      {"nfkc_in_seq", [](json& j) { j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "NFKC"}}}}}; },
+      {"nfkc_in_seq",
+       [](json& j) {
+         j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "NFKC"}}}}};
+       },
        "normalizer.normalizers[1].type \"NFKC\" is not supported"},
-      {"metaspace", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Metaspace"}, {"replacement", "_"}}; },
+      {"metaspace",
+       [](json& j) {
+         j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Metaspace"}, {"replacement", "_"}};
+       },
        "pre_tokenizer.pretokenizers[0].type \"Metaspace\" is not supported (expected \"Split\" or \"ByteLevel\")"},
-      {"whitespace", [](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; },
+      {"whitespace",
+       [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Whitespace"}};
+       },
        "pre_tokenizer.type \"Whitespace\" is not supported (expected \"ByteLevel\", or a \"Sequence\""},
       {"no_pre", [](json& j) { j["pre_tokenizer"] = nullptr; }, "pre_tokenizer is null (expected \"ByteLevel\""},
       {"removed", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; },
@@ -373,14 +397,24 @@ TEST(BpeTokenizer, BadFilesAreNamedWithTheKey) {
        "pre_tokenizer.pretokenizers[0].invert true is not supported"},
       {"bad_regex", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed"; },
        "pre_tokenizer.pretokenizers[0].pattern.Regex does not compile"},
-      {"bytelevel_first", [](json& j) { std::swap(j["pre_tokenizer"]["pretokenizers"][0], j["pre_tokenizer"]["pretokenizers"][1]); },
+      {"bytelevel_first",
+       [](json& j) { std::swap(j["pre_tokenizer"]["pretokenizers"][0], j["pre_tokenizer"]["pretokenizers"][1]); },
        "pre_tokenizer.pretokenizers[0] is ByteLevel but not the last step"},
-      {"decoder", [](json& j) { j["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}}; },
+      {"decoder",
+       [](json& j) {
+         j["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}};
+       },
        "decoder.type \"WordPiece\" is not supported (expected \"ByteLevel\")"},
       {"no_decoder", [](json& j) { j["decoder"] = nullptr; }, "decoder is null"},
-      {"post", [](json& j) { j["post_processor"] = {{"type", "Mystery"}}; }, "post_processor.type \"Mystery\" is not supported"},
-      {"added", [](json& j) { j["added_tokens"][1]["content"] = ""; }, "added_tokens[1].content is \"\" (expected a non-empty string)"},
-      {"vocab_id", [](json& j) { j["model"]["vocab"]["!"] = "zero"; }, "model.vocab[\"!\"] is \"zero\" (expected an id >= 0)"},
+      {"post",
+       [](json& j) {
+         j["post_processor"] = {{"type", "Mystery"}};
+       },
+       "post_processor.type \"Mystery\" is not supported"},
+      {"added", [](json& j) { j["added_tokens"][1]["content"] = ""; },
+       "added_tokens[1].content is \"\" (expected a non-empty string)"},
+      {"vocab_id", [](json& j) { j["model"]["vocab"]["!"] = "zero"; },
+       "model.vocab[\"!\"] is \"zero\" (expected an id >= 0)"},
   };
   for (const Case& c : cases) {
     json j = base;
@@ -393,8 +427,10 @@ TEST(BpeTokenizer, BadFilesAreNamedWithTheKey) {
   // Sanity: the unedited file loads, and the accepted post-processors load too.
   EXPECT_EQ(load_error(write_json("unedited.json", base)), "(no error)");
   json j = base;
-  j["post_processor"] = {{"type", "Sequence"}, {"processors", {{{"type", "ByteLevel"}}, {{"type", "TemplateProcessing"}}}}};
-  j["model"]["merges"][0] = j["model"]["merges"][0][0].get<std::string>() + " " + j["model"]["merges"][0][1].get<std::string>();
+  j["post_processor"] = {{"type", "Sequence"},
+                         {"processors", {{{"type", "ByteLevel"}}, {{"type", "TemplateProcessing"}}}}};
+  j["model"]["merges"][0] =
+      j["model"]["merges"][0][0].get<std::string>() + " " + j["model"]["merges"][0][1].get<std::string>();
   j["normalizer"] = nullptr;
   EXPECT_EQ(load_error(write_json("accepted.json", j)), "(no error)");
 }
@@ -507,7 +543,8 @@ TEST(BpeInternals, PreTokensMatchHfForEveryCodePoint) {
       std::vector<std::size_t> want;
       for (std::size_t x; ls >> x;) want.push_back(x);
       ++lines;
-      if (split_lengths(re, probe_text(context, cp)) != want && ++bad <= 10) ADD_FAILURE() << name << " U+" << std::hex << cp;
+      if (split_lengths(re, probe_text(context, cp)) != want && ++bad <= 10)
+        ADD_FAILURE() << name << " U+" << std::hex << cp;
     }
     EXPECT_EQ(lines, 0x110000u - 0x800u) << name;
     EXPECT_EQ(bad, 0u) << name;
@@ -519,7 +556,7 @@ TEST(BpeInternals, NfcMapsOffsetsBackToTheOriginal) {
   std::vector<std::uint32_t> map;
   EXPECT_FALSE(bpe::nfc("caf\u00e9 ascii", out, map));
   ASSERT_TRUE(bpe::nfc("cafe\u0301!", out, map));  // "cafe" + U+0301 (2 bytes) + "!" = 7 bytes
-  EXPECT_EQ(out, "caf\u00e9!");                      // "caf" + é (2 bytes) + "!" = 6 bytes
+  EXPECT_EQ(out, "caf\u00e9!");                    // "caf" + é (2 bytes) + "!" = 6 bytes
   EXPECT_EQ(map, (std::vector<std::uint32_t>{0, 1, 2, 3, 6, 6, 7}));
 }
 
