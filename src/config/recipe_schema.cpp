@@ -96,6 +96,9 @@ std::vector<RecipeKey> build_recipe_keys() {
   using T = TrainConfig;
   using M = ModelConfig;
   return {
+      train_key("model_name_or_path", &T::model_name_or_path,
+                "local HF model directory (config.json, model.safetensors or an index) to fine-tune; "
+                "empty: a new model of the shape the model keys give"),
       // data
       train_key("dataset_path", &T::dataset_path, "training conversations, JSONL").non_empty(),
       train_key("eval_dataset_path", &T::eval_dataset_path, "evaluation conversations, JSONL (needed when do_eval)"),

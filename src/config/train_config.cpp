@@ -19,6 +19,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "config/hf_model_config.hpp"
 #include "config/recipe_schema.hpp"
 
 namespace shardft {
@@ -324,6 +325,28 @@ std::string yaml_string(const std::string& s) {
   return quoted + "\"";
 }
 
+// The model's shape comes from the directory's config.json; a recipe that also sets a shape key
+// would silently disagree with the weights, so that is an error naming where it was set.
+void apply_pretrained_model_config(TrainConfig& cfg) {
+  for (const RecipeKey& key : recipe_keys()) {
+    if (!key.is_model_key) continue;
+    const std::string where = source_of(cfg, key.name);
+    if (!where.empty()) {
+      throw ConfigError(where + ": " + key.name + " comes from model_name_or_path's config.json ('" +
+                        cfg.model_name_or_path + "'); remove it");
+    }
+  }
+  const HfModelConfig hf = read_hf_model_config(cfg.model_name_or_path);
+  cfg.model = hf.model;
+  // A model comes with its tokenizer (HF's AutoTokenizer.from_pretrained(model_name_or_path)).
+  if (source_of(cfg, "tokenizer_name_or_path").empty()) cfg.tokenizer_name_or_path = cfg.model_name_or_path;
+  if (hf.sliding_window > 0 && cfg.max_seq_length > hf.sliding_window) {
+    throw ConfigError("max_seq_length " + std::to_string(cfg.max_seq_length) + " is longer than the sliding_window " +
+                      std::to_string(hf.sliding_window) + " of '" + cfg.model_name_or_path +
+                      "/config.json'; sliding-window attention is not implemented, keep max_seq_length <= it");
+  }
+}
+
 }  // namespace
 
 int stage_of_sharding_strategy(const std::string& s) {
@@ -346,6 +369,7 @@ TrainConfig load_train_config(const std::string& config_path, const std::vector<
     }
   }
   apply_overrides(cfg, overrides);
+  if (!cfg.model_name_or_path.empty()) apply_pretrained_model_config(cfg);
   validate(cfg);
   // FSDP users name the stage by strategy; both given must agree.
   const int implied = stage_of_sharding_strategy(cfg.sharding_strategy);
@@ -374,6 +398,9 @@ void validate(const TrainConfig& cfg) {
 std::string to_yaml(const TrainConfig& cfg) {
   std::string out;
   for (const RecipeKey& key : recipe_keys()) {
+    // With a model directory the shape is its config.json's; writing it too would make the recipe
+    // unloadable (a shape key beside model_name_or_path is an error).
+    if (key.is_model_key && !cfg.model_name_or_path.empty()) continue;
     const std::string text = value_text(cfg, key);
     // Structured keys are canonical JSON, which YAML reads as the same list or mapping.
     const bool as_is = !is_string_key(key) || (key.normalize && !text.empty());

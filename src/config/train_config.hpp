@@ -19,6 +19,9 @@ class ConfigError : public std::runtime_error {
 struct TrainConfig {
   ModelConfig model;
 
+  // model: a local HF directory (config.json + safetensors) to fine-tune; "": train `model` from scratch
+  std::string model_name_or_path;
+
   // data
   std::string dataset_path = "jobs/data/sft_train.jsonl";       // trl: dataset_name / train file
   std::string eval_dataset_path = "jobs/data/sft_eval.jsonl";

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/hdf5_shard.hpp"
+#include "train/hf_export.hpp"
 
 namespace fs = std::filesystem;
 
@@ -39,14 +40,6 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
   fsync_path(tmp);
   fs::rename(tmp, path);
-}
-
-nlohmann::json model_json(const ModelConfig& m) {
-  return {{"vocab_size", m.vocab_size}, {"hidden_size", m.hidden_size}, {"num_hidden_layers", m.num_hidden_layers},
-          {"num_attention_heads", m.num_attention_heads}, {"num_key_value_heads", m.num_key_value_heads},
-          {"intermediate_size", m.intermediate_size}, {"rope_theta", m.rope_theta}, {"rms_norm_eps", m.rms_norm_eps},
-          {"tie_word_embeddings", m.tie_word_embeddings}, {"max_position_embeddings", m.max_position_embeddings},
-          {"qkv_bias", m.qkv_bias}, {"o_bias", m.o_bias}};
 }
 
 std::string rank_file(int rank) {
@@ -134,7 +127,8 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, Communicator& w
                            {"zero_stage", cfg.zero_stage},
                            {"shard_group_size", eng.group().size()},
                            {"total_numel", layout.total_numel()},
-                           {"model", model_json(cfg.model)},
+                           {"model", model_meta_json(cfg.model)},
+                           {"hf_config", read_source_config(cfg.model_name_or_path)},
                            {"config", to_yaml(cfg)}};
     nlohmann::json params = nlohmann::json::array();
     for (std::size_t p = 0; p < layout.params().size(); ++p) {
@@ -150,6 +144,8 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, Communicator& w
       files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t}});
     }
     meta["files"] = files;
+    // Like HF Trainer, each checkpoint carries the tokenizer, so an export needs nothing else.
+    copy_tokenizer_files(cfg.tokenizer_name_or_path, tmp_dir);
     write_file_atomically(tmp_dir + "/metadata.json", meta.dump(1));
     fsync_path(tmp_dir);
     fs::remove_all(final_dir);

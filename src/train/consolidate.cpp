@@ -9,6 +9,7 @@
 
 #include "io/hdf5_shard.hpp"
 #include "train/checkpoint.hpp"
+#include "train/hf_export.hpp"
 
 namespace shardft {
 
@@ -53,32 +54,6 @@ class MasterReader {
   nlohmann::json files_;
   std::vector<std::unique_ptr<Hdf5ShardReader>> readers_;
 };
-
-void write_config_json(const std::string& path, const nlohmann::json& model, TensorDtype dtype) {
-  nlohmann::json c = model;
-  // The bias flags name the HF architecture: q/k/v biases alone are Qwen2, q/k/v/o biases Llama's
-  // attention_bias (checkpoints from before the flags have neither).
-  const bool qkv_bias = model.value("qkv_bias", false), o_bias = model.value("o_bias", false);
-  c.erase("qkv_bias");
-  c.erase("o_bias");
-  if (o_bias && !qkv_bias) throw FormatError(path + ": no HF architecture has an o_proj bias without q/k/v biases");
-  if (qkv_bias && !o_bias) {
-    c["architectures"] = {"Qwen2ForCausalLM"};
-    c["model_type"] = "qwen2";
-  } else {
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["model_type"] = "llama";
-    c["attention_bias"] = qkv_bias;
-    c["mlp_bias"] = false;
-  }
-  c["hidden_act"] = "silu";
-  c["head_dim"] = model.at("hidden_size").get<int>() / model.at("num_attention_heads").get<int>();
-  c["torch_dtype"] = dtype == TensorDtype::F32 ? "float32" : dtype == TensorDtype::BF16 ? "bfloat16" : "float16";
-  c["bos_token_id"] = 257;  // the byte tokenizer's <|bos|>, <|end|>, <|pad|>
-  c["eos_token_id"] = 258;
-  c["pad_token_id"] = 256;
-  std::ofstream(path) << c.dump(2) << "\n";
-}
 
 }  // namespace
 
@@ -135,7 +110,8 @@ ConsolidateReport consolidate_checkpoint(const std::string& dir, const Consolida
     std::ofstream(opt.output_dir + "/model.safetensors.index.json")
         << nlohmann::json{{"metadata", {{"total_size", rep.bytes}}}, {"weight_map", weight_map}}.dump(2) << "\n";
   }
-  write_config_json(opt.output_dir + "/config.json", meta.at("model"), opt.dtype);
+  write_hf_config(opt.output_dir, meta.at("model"), meta.value("hf_config", nlohmann::json()), opt.dtype);
+  copy_tokenizer_files(dir, opt.output_dir);  // the checkpoint keeps the run's tokenizer files
   return rep;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "train/pretrained.hpp"
+
 namespace shardft {
 
 ModelInputs to_model_inputs(const TokenBatch& b) {
@@ -38,7 +40,11 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& gr
   model_.set_activation_checkpointing(cfg.gradient_checkpointing);
   model_.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   model_.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
-  engine_.init_weights(cfg.model, cfg.seed);
+  if (cfg.model_name_or_path.empty()) {
+    engine_.init_weights(cfg.model, cfg.seed);
+  } else {
+    load_pretrained_weights(engine_, model_.layout(), cfg.model_name_or_path);
+  }
   schedule_.type = cfg.lr_scheduler_type;
   schedule_.peak_lr = cfg.learning_rate;
   schedule_.total_steps = total_steps;

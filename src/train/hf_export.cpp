@@ -1,0 +1,93 @@
+#include "train/hf_export.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+namespace shardft {
+namespace fs = std::filesystem;
+
+namespace {
+const char* const kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+
+const char* torch_dtype(TensorDtype dtype) {
+  return dtype == TensorDtype::F32 ? "float32" : dtype == TensorDtype::BF16 ? "bfloat16" : "float16";
+}
+}  // namespace
+
+nlohmann::json model_meta_json(const ModelConfig& m) {
+  return {{"vocab_size", m.vocab_size}, {"hidden_size", m.hidden_size}, {"num_hidden_layers", m.num_hidden_layers},
+          {"num_attention_heads", m.num_attention_heads}, {"num_key_value_heads", m.num_key_value_heads},
+          {"intermediate_size", m.intermediate_size}, {"rope_theta", m.rope_theta}, {"rms_norm_eps", m.rms_norm_eps},
+          {"tie_word_embeddings", m.tie_word_embeddings}, {"max_position_embeddings", m.max_position_embeddings},
+          {"qkv_bias", m.qkv_bias}, {"o_bias", m.o_bias}};
+}
+
+nlohmann::json read_source_config(const std::string& model_name_or_path) {
+  if (model_name_or_path.empty()) return nullptr;
+  const std::string path = (fs::path(model_name_or_path) / "config.json").string();
+  std::ifstream in(path);
+  if (!in) throw FormatError("cannot read '" + path + "'");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw FormatError(path + ": not valid JSON: " + e.what());
+  }
+}
+
+nlohmann::json hf_config_json(const nlohmann::json& model, const nlohmann::json& source, TensorDtype dtype) {
+  if (source.is_object()) {
+    nlohmann::json c = source;
+    c["torch_dtype"] = torch_dtype(dtype);
+    return c;
+  }
+  nlohmann::json c = model;
+  // The bias flags name the HF architecture: q/k/v biases alone are Qwen2, q/k/v/o biases Llama's
+  // attention_bias (checkpoints from before the flags have neither).
+  const bool qkv_bias = model.value("qkv_bias", false), o_bias = model.value("o_bias", false);
+  c.erase("qkv_bias");
+  c.erase("o_bias");
+  if (o_bias && !qkv_bias) throw FormatError("no HF architecture has an o_proj bias without q/k/v biases");
+  if (qkv_bias && !o_bias) {
+    c["architectures"] = {"Qwen2ForCausalLM"};
+    c["model_type"] = "qwen2";
+  } else {
+    c["architectures"] = {"LlamaForCausalLM"};
+    c["model_type"] = "llama";
+    c["attention_bias"] = qkv_bias;
+    c["mlp_bias"] = false;
+  }
+  c["hidden_act"] = "silu";
+  c["head_dim"] = model.at("hidden_size").get<int>() / model.at("num_attention_heads").get<int>();
+  c["torch_dtype"] = torch_dtype(dtype);
+  c["bos_token_id"] = 257;  // the byte tokenizer's <|bos|>, <|end|>, <|pad|>
+  c["eos_token_id"] = 258;
+  c["pad_token_id"] = 256;
+  return c;
+}
+
+void write_hf_config(const std::string& dir, const nlohmann::json& model, const nlohmann::json& source,
+                     TensorDtype dtype) {
+  const std::string path = dir + "/config.json";
+  std::ofstream out(path, std::ios::trunc);
+  out << hf_config_json(model, source, dtype).dump(2) << "\n";
+  if (!out.flush()) throw FormatError("cannot write '" + path + "'");
+}
+
+std::vector<std::string> copy_tokenizer_files(const std::string& from, const std::string& dir) {
+  std::vector<std::string> copied;
+  if (from.empty() || from == "byte") return copied;
+  std::error_code ec;
+  const fs::path src_dir = fs::is_directory(from, ec) ? fs::path(from) : fs::path(from).parent_path();
+  for (const char* name : kTokenizerFiles) {
+    // A lone tokenizer.json may be named otherwise; it is copied under the name HF looks for.
+    const fs::path src = (std::string(name) == "tokenizer.json" && !fs::is_directory(from, ec)) ? fs::path(from)
+                                                                                               : src_dir / name;
+    if (!fs::is_regular_file(src, ec)) continue;
+    if (fs::exists(fs::path(dir) / name, ec) && fs::equivalent(src, fs::path(dir) / name, ec)) continue;
+    fs::copy_file(src, fs::path(dir) / name, fs::copy_options::overwrite_existing);
+    copied.emplace_back(name);
+  }
+  return copied;
+}
+
+}  // namespace shardft
