@@ -76,7 +76,8 @@ std::int64_t TensorEntry::numel() const {
 SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path, std::vector<TensorEntry> tensors,
                                                  TensorDtype dtype)
     : path_(path), tensors_(std::move(tensors)), dtype_(dtype) {
-  nlohmann::json header = nlohmann::json::object();
+  // transformers' from_pretrained reads __metadata__.format and fails on a file without one.
+  nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
   std::uint64_t offset = 0;
   for (const auto& t : tensors_) {
     const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * dtype_bytes(dtype);
@@ -123,7 +124,7 @@ void SafetensorsStreamWriter::finish() {
 }
 
 void write_safetensors_f32(const std::string& path, const std::vector<NamedTensorRef>& tensors) {
-  nlohmann::json header = nlohmann::json::object();
+  nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};  // as transformers expects
   std::uint64_t offset = 0;
   for (const auto& t : tensors) {
     std::uint64_t n = 1;

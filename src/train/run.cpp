@@ -20,6 +20,7 @@
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
 #include "train/checkpoint.hpp"
+#include "train/hf_export.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -336,7 +337,13 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
       << after.weights + after.grads + after.optimizer << " B + transient gathers " << after.peak_gathered
       << " B + gradient units " << after.peak_unit_grads << " B" << std::endl;
   save_model(tr, model_path(cfg), writer);
-  log << "saved " << model_path(cfg) << std::endl;
+  if (writer) {
+    // output_dir is then an HF model directory: transformers and `--model_name_or_path` both load it.
+    write_hf_config(cfg.output_dir, model_meta_json(cfg.model), read_source_config(cfg.model_name_or_path),
+                    TensorDtype::F32);
+    copy_tokenizer_files(cfg.tokenizer_name_or_path, cfg.output_dir);
+  }
+  log << "saved " << model_path(cfg) << " with config.json" << std::endl;
 
   nlohmann::json summary{{"train_runtime", sum.train_runtime},
                          {"train_samples_per_second", sum.train_samples_per_second},
