@@ -37,7 +37,7 @@ TokenBatch fixture_batch(const nlohmann::json& fx) {
 
 TEST(HfImportSharded, EachRankReadsItsShardAndTheLossMatchesTransformers) {
   MpiCommunicator world(MPI_COMM_WORLD, "world");
-  for (const std::string model : {"tiny_qwen2", "tiny_llama"}) {
+  for (const std::string model : {"tiny_qwen2", "tiny_llama", "tiny_mistral"}) {
     for (int stage : {0, 3}) {
       SCOPED_TRACE(model + " stage " + std::to_string(stage));
       const TrainConfig cfg = load_train_config(

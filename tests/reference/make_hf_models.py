@@ -7,6 +7,8 @@ Writes, under tests/reference/hf/:
   tiny_llama/   LlamaForCausalLM (grouped-query attention, untied head), BF16, sharded:
                 model.safetensors.index.json + model-0000N-of-0000M.safetensors,
                 with the Llama-3-style tokenizer.json of tests/reference/bpe/llama3_style/
+  tiny_mistral/ MistralForCausalLM (sliding_window 64, longer than the batch), F16, one file,
+                with the GPT-2-style tokenizer.json of tests/reference/bpe/gpt2_style/
   batch.json    one fixed batch per model (input_ids, attention_mask, labels with -100 on the
                 prompt and on right padding) and the loss transformers computes for it in fp32
                 (model(input_ids, attention_mask=..., labels=...).loss: mean over the tokens whose
@@ -25,7 +27,8 @@ import os
 import shutil
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "hf")
@@ -107,6 +110,12 @@ def main():
              num_key_value_heads=1, max_position_embeddings=512, rope_theta=500000.0, rms_norm_eps=1e-5,
              tie_word_embeddings=False, attention_bias=False, bos_token_id=None, eos_token_id=None),
         "llama3_style", seed=12, dtype=torch.bfloat16, max_shard_size="60KB")
+    batches["tiny_mistral"] = make(
+        "tiny_mistral", MistralConfig, MistralForCausalLM,
+        dict(hidden_size=16, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+             num_key_value_heads=1, max_position_embeddings=512, rope_theta=10000.0, rms_norm_eps=1e-5,
+             tie_word_embeddings=False, sliding_window=64, bos_token_id=None, eos_token_id=None),
+        "gpt2_style", seed=13, dtype=torch.float16, max_shard_size="10GB")
     with open(os.path.join(OUT, "batch.json"), "w") as f:
         json.dump(batches, f, indent=1)
         f.write("\n")

@@ -78,10 +78,18 @@ TEST(HfImport, ReadsQwen2AndLlamaConfigs) {
   EXPECT_FALSE(l.model.tie_word_embeddings);
   EXPECT_EQ(l.model.num_key_value_heads, 1);
   EXPECT_EQ(l.model.intermediate_size, 80);
+  const HfModelConfig m = read_hf_model_config(kHfDir + "/tiny_mistral");
+  EXPECT_EQ(m.model_type, "mistral");
+  EXPECT_EQ(m.sliding_window, 64);
+  EXPECT_FALSE(m.model.qkv_bias);
+  // Mistral's sliding window is a limit on max_seq_length (the decoder attends to the whole row).
+  EXPECT_NO_THROW(load_train_config("", {"--model_name_or_path=" + kHfDir + "/tiny_mistral", "--max_seq_length=64"}));
+  EXPECT_THROW(load_train_config("", {"--model_name_or_path=" + kHfDir + "/tiny_mistral", "--max_seq_length=65"}),
+               ConfigError);
 }
 
 TEST(HfImport, LossOnFixedBatchMatchesTransformers) {
-  for (const std::string model : {"tiny_qwen2", "tiny_llama"}) {
+  for (const std::string model : {"tiny_qwen2", "tiny_llama", "tiny_mistral"}) {
     SCOPED_TRACE(model);
     const double expected = fixture_batch(model).at("loss").get<double>();
     EXPECT_LT(rel_diff(shardft_loss(model), expected), 1e-4);
