@@ -27,9 +27,10 @@ Also tests/reference/bpe/pretokens.json: for each of the three regexes, HF's Spl
 UTF-8 byte lengths) of a context string built around each of ~200 probe code points (every White_Space
 character, format characters, marks, digits and letters of many scripts, emoji, private use,
 unassigned, a stride through all planes). `--all-code-points DIR` instead writes DIR/<regex>.txt with
-every code point (1.1M lines each) for the opt-in exhaustive test (SHARDFT_BPE_ALL_CODE_POINTS=DIR), and
+every code point (1.1M lines each) for the exhaustive ctest case bpe_differential.all-code-points, and
 `--random-cases FILE [N] [SEED]` writes N (20000) random strings glued from tricky fragments with all four
-tokenizers' HF ids and decodes, for the opt-in differential test (SHARDFT_BPE_RANDOM_CASES=FILE).
+tokenizers' HF ids and decodes, for the ctest case bpe_differential.random-cases
+(tests/differential/bpe_differential.sh runs both).
 
 Deterministic: rerunning it reproduces the files byte for byte.
 """
