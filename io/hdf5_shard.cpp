@@ -84,6 +84,11 @@ void Hdf5ShardWriter::write_i64(const std::string& name, const std::int64_t* dat
   write_dataset(file_, path_, name, H5T_NATIVE_INT64, data, n, std::move(attrs));
 }
 
+void Hdf5ShardWriter::write_i32(const std::string& name, const std::int32_t* data, std::size_t n, Attributes attrs) {
+  attrs["dtype"] = "I32";
+  write_dataset(file_, path_, name, H5T_NATIVE_INT32, data, n, std::move(attrs));
+}
+
 void Hdf5ShardWriter::close() {
   if (file_ < 0) return;
   if (H5Fclose(static_cast<hid_t>(file_)) < 0) throw FormatError("cannot close HDF5 file '" + path_ + "'");
@@ -154,16 +159,34 @@ void Hdf5ShardReader::read_f32(const std::string& name, std::size_t offset, std:
   }
 }
 
-std::vector<std::int64_t> Hdf5ShardReader::read_i64(const std::string& name) const {
-  std::vector<std::int64_t> out(length(name));
+namespace {
+template <class T>
+std::vector<T> read_whole(long long file, const std::string& path, const std::string& name, std::size_t n, hid_t type) {
+  std::vector<T> out(n);
   if (out.empty()) return out;
-  hid_t set = open_set(file_, path_, name);
+  hid_t set = open_set(file, path, name);
   herr_t ok;
-  H5E_BEGIN_TRY { ok = H5Dread(set, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()); }
+  H5E_BEGIN_TRY { ok = H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()); }
   H5E_END_TRY;
   H5Dclose(set);
-  if (ok < 0) throw FormatError(path_ + ": dataset '" + name + "' cannot be read (truncated or damaged file)");
+  if (ok < 0) throw FormatError(path + ": dataset '" + name + "' cannot be read (truncated or damaged file)");
   return out;
+}
+}  // namespace
+
+std::vector<std::int64_t> Hdf5ShardReader::read_i64(const std::string& name) const {
+  return read_whole<std::int64_t>(file_, path_, name, length(name), H5T_NATIVE_INT64);
+}
+
+std::vector<std::int32_t> Hdf5ShardReader::read_i32(const std::string& name) const {
+  return read_whole<std::int32_t>(file_, path_, name, length(name), H5T_NATIVE_INT32);
+}
+
+bool Hdf5ShardReader::has(const std::string& name) const {
+  htri_t found;
+  H5E_BEGIN_TRY { found = H5Lexists(static_cast<hid_t>(file_), name.c_str(), H5P_DEFAULT); }
+  H5E_END_TRY;
+  return found > 0;
 }
 
 void Hdf5ShardReader::verify(const std::string& name) const {
@@ -175,6 +198,9 @@ void Hdf5ShardReader::verify(const std::string& name) const {
   if (attrs.count("dtype") && attrs.at("dtype") == "I64") {
     const auto v = read_i64(name);
     got = checksum64(v.data(), v.size() * sizeof(std::int64_t));
+  } else if (attrs.count("dtype") && attrs.at("dtype") == "I32") {
+    const auto v = read_i32(name);
+    got = checksum64(v.data(), v.size() * sizeof(std::int32_t));
   } else {
     std::vector<float> v(n);
     read_f32(name, 0, n, v.data());

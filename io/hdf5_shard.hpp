@@ -1,5 +1,5 @@
 #pragma once
-// One rank's checkpoint shard as an HDF5 file: flat fp32 and int64 datasets, each carrying its own
+// One rank's checkpoint shard as an HDF5 file: flat fp32, int32 and int64 datasets, each carrying its own
 // attributes (shape, this shard's offset and length, dtype, stage, world size, checksum ...).
 // The file is serial HDF5 written by one rank: a file per rank needs no collective I/O, so a slow
 // or failed rank never stalls the others inside the library.
@@ -27,6 +27,7 @@ class Hdf5ShardWriter {
   // Adds the "checksum" attribute itself.
   void write_f32(const std::string& name, const float* data, std::size_t n, Attributes attrs);
   void write_i64(const std::string& name, const std::int64_t* data, std::size_t n, Attributes attrs);
+  void write_i32(const std::string& name, const std::int32_t* data, std::size_t n, Attributes attrs);
   // Closes the file and fsyncs it: the data is on disk when this returns.
   void close();
 
@@ -47,6 +48,8 @@ class Hdf5ShardReader {
   // Elements [offset, offset + n) of a dataset.
   void read_f32(const std::string& name, std::size_t offset, std::size_t n, float* out) const;
   std::vector<std::int64_t> read_i64(const std::string& name) const;
+  std::vector<std::int32_t> read_i32(const std::string& name) const;
+  bool has(const std::string& name) const;
   // Reads the whole dataset and compares with its checksum attribute; FormatError naming file and dataset.
   void verify(const std::string& name) const;
 

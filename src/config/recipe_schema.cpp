@@ -118,6 +118,9 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "byte (built in), an HF tokenizer.json, or a directory holding one").non_empty(),
       train_key("chat_template", &T::chat_template, "how conversations become tokens")
           .one_of({"shardft", "chatml", "llama3", "plain"}),
+      train_key("dataset_cache_dir", &T::dataset_cache_dir,
+                "where tokenized (and packed) training sets are stored, keyed by the data's content, the tokenizer, "
+                "the template and the length; empty: no cache"),
       // optimisation
       train_key("packing", &T::packing, "pack samples into rows of max_seq_length (first-fit decreasing)"),
       train_key("learning_rate", &T::learning_rate, "peak learning rate").in(greater_than(0)),

@@ -34,6 +34,7 @@ struct TrainConfig {
   bool skip_bad_samples = false;             // skip malformed records (counted and logged) instead of failing
   std::string tokenizer_name_or_path = "byte";  // "byte", a tokenizer.json, or a directory holding one
   std::string chat_template = "shardft";     // shardft | chatml (Qwen2) | llama3 | plain
+  std::string dataset_cache_dir = ".cache/tokenized";  // tokenized sets are cached here by content; "": no cache
 
   // optimisation
   double learning_rate = 3e-3;

@@ -16,6 +16,7 @@
 #include "data/datasets.hpp"
 #include "data/packing.hpp"
 #include "data/tokenizer.hpp"
+#include "data/training_set.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
@@ -190,19 +191,15 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   std::ostream& log = writer ? log_stream : null_stream;
   const TextPipeline text = text_pipeline(cfg, log);
   const ChatEncoder& encoder = *text.encoder;
-  const MixedDataset train_set = read_training_data(cfg);
-  log << describe_mixture(train_set) << std::flush;
+  TrainingSet train_set = build_training_set(cfg, encoder, text.tokenizer->fingerprint(), writer, log);
   std::vector<Conversation> eval_set;
   if (cfg.do_eval) eval_set = eval_subset(cfg, log);  // read now: a bad eval file fails before training
-  std::vector<TokenizedSample> samples;
-  samples.reserve(train_set.samples.size());
-  for (const auto& c : train_set.samples) samples.push_back(encoder.encode(c, cfg.max_seq_length));
+  const std::vector<TokenizedSample>& samples = train_set.samples;
 
   // The units a batch is made of: one sample each, or with packing the rows first-fit-decreasing
   // filled with samples (trl's `packing`: batch sizes then count rows).
-  std::vector<std::vector<std::int64_t>> units;
+  const std::vector<std::vector<std::int64_t>>& units = train_set.rows;
   if (cfg.packing) {
-    units = pack_first_fit_decreasing(samples, cfg.max_seq_length);
     log << "packing: " << samples.size() << " samples into " << units.size() << " rows of " << cfg.max_seq_length
         << " tokens (" << 100.0 * packing_efficiency(samples, units, cfg.max_seq_length) << "% real tokens)" << std::endl;
   }

@@ -188,7 +188,7 @@ TEST(ConfigOverrides, DashedAndModelPrefixedSpellings) {
 const std::map<std::string, std::string>& sample_values() {
   static const std::map<std::string, std::string> samples = {
       {"model_name_or_path", SHARDFT_REFERENCE_DIR "/hf/tiny_qwen2"},
-      {"dataset_path", "data/a.jsonl"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"},
+      {"dataset_path", "data/a.jsonl"}, {"dataset_cache_dir", "/tmp/shardft-cache"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"},
       {"datasets", R"([{"path": "data/a.jsonl", "weight": 2.0}, {"path": "data/b.json", "weight": 0.5}])"},
       {"dataset_text_field", "content"}, {"role_map", R"({"bot": "assistant", "tool": "user"})"},
       {"skip_bad_samples", "true"}, {"tokenizer_name_or_path", "models/qwen2"}, {"chat_template", "chatml"},

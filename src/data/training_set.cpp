@@ -1,0 +1,203 @@
+#include "data/training_set.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/data_keys.hpp"
+#include "data/datasets.hpp"
+#include "data/packing.hpp"
+#include "io/hdf5_shard.hpp"
+
+namespace shardft {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kCacheFormat = "shardft-tokenized-v1";
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// FNV-1a of a whole file, read in blocks: a changed byte anywhere gives another cache key.
+std::string file_content_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "unreadable";  // reading the data reports it, with the reason
+  std::vector<char> block(1 << 20);
+  std::uint64_t h = 1469598103934665603ull;
+  std::uint64_t bytes = 0;
+  while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
+    const auto n = static_cast<std::size_t>(in.gcount());
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(block[i])) * 1099511628211ull;
+    bytes += n;
+  }
+  return hex64(h) + " (" + std::to_string(bytes) + " bytes)";
+}
+
+// Progress of a long tokenization: a line at most every two seconds, then a summary.
+class TokenizeProgress {
+ public:
+  TokenizeProgress(std::ostream& log, std::size_t total) : log_(log), total_(total), start_(Clock::now()), last_(start_) {}
+  void tick(std::size_t done, std::int64_t tokens) {
+    const auto now = Clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < 2.0) return;
+    last_ = now;
+    log_ << "tokenizing: " << bar(done) << " " << done << "/" << total_ << " samples, " << tokens << " tokens, "
+         << static_cast<long>(done / seconds(now)) << " samples/s" << std::endl;
+  }
+  void finish(std::int64_t tokens) {
+    const double s = seconds(Clock::now());
+    log_ << "tokenized " << total_ << " samples (" << tokens << " tokens) in " << s << " s" << std::endl;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double seconds(Clock::time_point t) const { return std::max(1e-9, std::chrono::duration<double>(t - start_).count()); }
+  std::string bar(std::size_t done) const {
+    const int width = 20, filled = total_ ? static_cast<int>(width * done / total_) : width;
+    return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "] " +
+           std::to_string(total_ ? 100 * done / total_ : 100) + "%";
+  }
+  std::ostream& log_;
+  std::size_t total_;
+  Clock::time_point start_, last_;
+};
+
+}  // namespace
+
+std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp) {
+  std::ostringstream s;
+  s << "format: " << kCacheFormat << "\n";
+  for (const DatasetSpec& d : training_datasets(cfg)) {
+    s << "dataset: " << d.path << " weight " << d.weight << " content " << file_content_hash(d.path) << "\n";
+  }
+  s << "seed: " << cfg.seed << "\n"  // the mixture's draw depends on it
+    << "dataset_text_field: " << cfg.dataset_text_field << "\n"
+    << "role_map: " << cfg.role_map << "\n"
+    << "skip_bad_samples: " << cfg.skip_bad_samples << "\n"
+    << "tokenizer: " << tokenizer_fp << "\n"
+    << "chat_template: " << chat_template_name(encoder.chat_template().kind) << " bos '" << encoder.chat_template().bos
+    << "' eos '" << encoder.chat_template().eos << "'\n"
+    << "max_seq_length: " << cfg.max_seq_length << "\n"
+    << "packing: " << cfg.packing << "\n";
+  return s.str();
+}
+
+std::string training_set_cache_path(const std::string& cache_dir, const std::string& settings) {
+  return (fs::path(cache_dir) / ("tokenized-" + hex64(checksum64(settings.data(), settings.size())) + ".h5")).string();
+}
+
+bool read_training_set_cache(const std::string& path, const std::string& settings, TrainingSet& out) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    Hdf5ShardReader r(path);
+    if (r.attributes("offsets").count("settings") == 0 || r.attributes("offsets").at("settings") != settings) return false;
+    for (const char* name : {"offsets", "input_ids", "labels"}) r.verify(name);
+    const std::vector<std::int64_t> offsets = r.read_i64("offsets");
+    const std::vector<std::int32_t> ids = r.read_i32("input_ids"), labels = r.read_i32("labels");
+    if (offsets.empty() || ids.size() != labels.size() || static_cast<std::size_t>(offsets.back()) != ids.size()) {
+      return false;
+    }
+    TrainingSet set;
+    set.samples.resize(offsets.size() - 1);
+    for (std::size_t i = 0; i + 1 < offsets.size(); ++i) {
+      set.samples[i].input_ids.assign(ids.begin() + offsets[i], ids.begin() + offsets[i + 1]);
+      set.samples[i].labels.assign(labels.begin() + offsets[i], labels.begin() + offsets[i + 1]);
+    }
+    if (r.has("row_offsets")) {
+      r.verify("row_offsets");
+      r.verify("row_samples");
+      const auto row_offsets = r.read_i64("row_offsets"), row_samples = r.read_i64("row_samples");
+      for (std::size_t i = 0; i + 1 < row_offsets.size(); ++i) {
+        set.rows.emplace_back(row_samples.begin() + row_offsets[i], row_samples.begin() + row_offsets[i + 1]);
+      }
+    }
+    set.report = r.attributes("offsets").count("report") ? r.attributes("offsets").at("report") : "";
+    set.from_cache = true;
+    set.cache_path = path;
+    out = std::move(set);
+    return true;
+  } catch (const FormatError&) {
+    return false;  // damaged or foreign: build it again
+  }
+}
+
+void write_training_set_cache(const std::string& path, const std::string& settings, const TrainingSet& set) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::vector<std::int64_t> offsets{0};
+  std::vector<std::int32_t> ids, labels;
+  for (const TokenizedSample& s : set.samples) {
+    ids.insert(ids.end(), s.input_ids.begin(), s.input_ids.end());
+    labels.insert(labels.end(), s.labels.begin(), s.labels.end());
+    offsets.push_back(static_cast<std::int64_t>(ids.size()));
+  }
+  // Unique per writer, renamed into place: readers see no file or a whole one.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    Hdf5ShardWriter w(tmp);
+    w.write_i64("offsets", offsets.data(), offsets.size(), {{"settings", settings}, {"report", set.report}});
+    w.write_i32("input_ids", ids.data(), ids.size(), {});
+    w.write_i32("labels", labels.data(), labels.size(), {});
+    if (!set.rows.empty()) {
+      std::vector<std::int64_t> row_offsets{0}, row_samples;
+      for (const auto& row : set.rows) {
+        row_samples.insert(row_samples.end(), row.begin(), row.end());
+        row_offsets.push_back(static_cast<std::int64_t>(row_samples.size()));
+      }
+      w.write_i64("row_offsets", row_offsets.data(), row_offsets.size(), {});
+      w.write_i64("row_samples", row_samples.data(), row_samples.size(), {});
+    }
+    w.close();
+  }
+  fs::rename(tmp, path);
+}
+
+TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp,
+                               bool write_cache, std::ostream& log) {
+  std::string settings, path;
+  if (!cfg.dataset_cache_dir.empty()) {
+    settings = training_set_settings(cfg, encoder, tokenizer_fp);
+    path = training_set_cache_path(cfg.dataset_cache_dir, settings);
+    TrainingSet cached;
+    if (read_training_set_cache(path, settings, cached)) {
+      log << cached.report << "tokenized dataset from cache " << path << " (" << cached.samples.size() << " samples)"
+          << std::endl;
+      return cached;
+    }
+  }
+  TrainingSet set;
+  const MixedDataset mixed = read_training_data(cfg);
+  set.report = describe_mixture(mixed);
+  log << set.report << std::flush;
+  set.samples.reserve(mixed.samples.size());
+  TokenizeProgress progress(log, mixed.samples.size());
+  std::int64_t tokens = 0;
+  for (const Conversation& c : mixed.samples) {
+    set.samples.push_back(encoder.encode(c, cfg.max_seq_length));
+    tokens += static_cast<std::int64_t>(set.samples.back().input_ids.size());
+    progress.tick(set.samples.size(), tokens);
+  }
+  progress.finish(tokens);
+  if (cfg.packing) set.rows = pack_first_fit_decreasing(set.samples, cfg.max_seq_length);
+  set.cache_path = path;
+  if (write_cache && !path.empty()) {
+    try {
+      write_training_set_cache(path, settings, set);
+      log << "tokenized dataset cached in " << path << std::endl;
+    } catch (const std::exception& e) {
+      // A read-only or full disk costs the next run some time, never this one.
+      log << "warning: could not cache the tokenized dataset in " << path << ": " << e.what() << std::endl;
+    }
+  }
+  return set;
+}
+
+}  // namespace shardft

@@ -1,0 +1,44 @@
+#pragma once
+// The tokenized training set of a recipe, and its on-disk cache.
+//
+// Reading, mixing and tokenizing a large dataset costs minutes; the result is stored as HDF5 in
+// `dataset_cache_dir` under a key made of everything that decides it (the content of every dataset
+// file, the weights and seed of the mixture, the dataset options, the tokenizer's fingerprint, the
+// chat template, max_seq_length, packing), and reused by any later run with the same key. A cache file
+// that cannot be read (damaged, truncated, another format version) is ignored and rewritten.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "config/train_config.hpp"
+#include "data/chat_template.hpp"
+#include "data/sft_data.hpp"
+
+namespace shardft {
+
+struct TrainingSet {
+  std::vector<TokenizedSample> samples;
+  std::vector<std::vector<std::int64_t>> rows;  // packing: sample indices per row; empty otherwise
+  std::string report;                           // what reading the data logged (per-file counts)
+  bool from_cache = false;
+  std::string cache_path;                       // "" when caching is off
+};
+
+// Everything that decides the tokenized set, one "key: value" per line; file contents enter as hashes.
+std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fingerprint);
+
+// cache_dir/tokenized-<16 hex digits of the settings' hash>.h5
+std::string training_set_cache_path(const std::string& cache_dir, const std::string& settings);
+
+// The set from the cache when a file with these exact settings is there; else read, tokenized (with
+// progress lines on `log` for sets that take a while) and packed, then written to the cache when
+// `write_cache` (one rank writes; a write goes through a temporary file renamed into place).
+TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fingerprint,
+                               bool write_cache, std::ostream& log);
+
+// The cache file itself. read: false when the file is absent, unreadable or made with other settings.
+bool read_training_set_cache(const std::string& path, const std::string& settings, TrainingSet& out);
+void write_training_set_cache(const std::string& path, const std::string& settings, const TrainingSet& set);
+
+}  // namespace shardft
