@@ -17,6 +17,7 @@
 #include "data/packing.hpp"
 #include "data/tokenizer.hpp"
 #include "data/training_set.hpp"
+#include "io/hf_weights.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
@@ -60,15 +61,17 @@ void save_model(Trainer& tr, const std::string& path, bool writer) {
   write_safetensors_f32(path, refs);
 }
 
-void load_model(const std::string& path, const ParamLayout& layout, View1<float> flat) {
-  const auto tensors = read_safetensors_f32(path);
+// output_dir's weights: model.safetensors, or a sharded set with its index (an HF directory).
+void load_model(const std::string& dir, const ParamLayout& layout, View1<float> flat) {
+  HfModelWeights weights(dir);
   auto host = Kokkos::create_mirror_view(flat);
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
     const ParamSpec& spec = layout.params()[p];
-    auto it = tensors.find(spec.name);
-    if (it == tensors.end()) throw FormatError(path + ": tensor '" + spec.name + "' is missing");
-    if (it->second.shape != spec.shape) throw FormatError(path + ": tensor '" + spec.name + "' has another shape than the recipe's model");
-    std::copy(it->second.data.begin(), it->second.data.end(), host.data() + layout.offset(static_cast<int>(p)));
+    if (!weights.has(spec.name)) throw FormatError(weights.description() + ": tensor '" + spec.name + "' is missing");
+    if (weights.shape(spec.name) != spec.shape) {
+      throw FormatError(weights.description() + ": tensor '" + spec.name + "' has another shape than the recipe's model");
+    }
+    weights.read(spec.name, 0, spec.numel(), host.data() + layout.offset(static_cast<int>(p)));
   }
   Kokkos::deep_copy(flat, host);
 }
@@ -373,7 +376,7 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   model.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
   LocalParams params(model.layout());
-  load_model(model_path(cfg), model.layout(), params.weights());
+  load_model(cfg.output_dir, model.layout(), params.weights());
   if (cfg.bf16) round_to_bf16(params.weights(), params.weights());
   const EvalResult ev =
       evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length, cfg.eval_max_new_tokens,
