@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "config/data_keys.hpp"
+#include "config/zero_buckets.hpp"
 
 namespace shardft {
 
@@ -165,6 +166,9 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "eager: keep the [seq, seq] probabilities for backward; memory_efficient: keep a log-sum-exp per "
                 "query and recompute")
           .one_of({"eager", "memory_efficient"}),
+      train_key("peak_tflops", &T::peak_tflops,
+                "peak TFLOP/s of one rank for the MFU in the logs (e.g. 989 for an H100's dense bf16); 0: the "
+                "fp32 GEMM rate each run measures at start").in(at_least(0)),
       train_key("logits_chunk_tokens", &T::logits_chunk_tokens,
                 "tokens per chunk of the fused LM head + cross-entropy; 0: all at once").in(at_least(0)),
       // data parallelism
@@ -178,6 +182,14 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("communication_data_type", &T::communication_data_type,
                 "precision of gradient reductions on the wire (weights travel in the compute dtype)")
           .one_of({"fp32", "bf16"}),
+      train_key("reduce_bucket_size", &T::reduce_bucket_size,
+                "DeepSpeed's zero_optimization.reduce_bucket_size: elements per gradient reduction bucket; auto: "
+                "hidden_size^2 (as HF's Trainer fills it). Not used yet: gradients are reduced one layer block at a time")
+          .structured(canonical_bucket_size_text),
+      train_key("allgather_bucket_size", &T::allgather_bucket_size,
+                "DeepSpeed's zero_optimization.allgather_bucket_size: elements per gather bucket of updated weights; "
+                "auto: 5e8 (DeepSpeed's default). Not used yet: weights are gathered one layer block at a time")
+          .structured(canonical_bucket_size_text),
       train_key("zero_quantized_weights", &T::zero_quantized_weights, "ZeRO++ qwZ: stage-3 weight gathers as int8"),
       train_key("zero_quantized_gradients", &T::zero_quantized_gradients,
                 "ZeRO++ qgZ: gradient reduce-scatter as int4, intra-node then across nodes (stages 2, 3)"),

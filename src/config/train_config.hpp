@@ -68,6 +68,7 @@ struct TrainConfig {
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
   int logits_chunk_tokens = 1024;            // LM head + cross-entropy in chunks of this many tokens; 0: all
   std::string attn_implementation = "eager";  // HF's key: eager (stored probabilities) | memory_efficient
+  double peak_tflops = 0.0;                  // per rank, for MFU in the logs; 0: measure this rank's sgemm rate
 
   // data parallelism
   int zero_stage = 0;                        // 0: replicate, 1: shard optimizer, 2: + gradients, 3: + weights
@@ -75,6 +76,8 @@ struct TrainConfig {
   std::string sharding_strategy;             // FSDP's names: FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD
   int shard_group_size = 0;                  // ranks that split one model copy; 0: all (or a node, for HYBRID_SHARD)
   std::string communication_data_type = "fp32";  // gradient reductions: fp32 or bf16 (DeepSpeed's key)
+  std::string reduce_bucket_size = "auto";     // elements per gradient bucket, DeepSpeed's key (config/zero_buckets.hpp);
+  std::string allgather_bucket_size = "auto";  // elements per weight-gather bucket; both unused yet (per-block today)
   // ZeRO++ (DeepSpeed's keys)
   bool zero_quantized_weights = false;       // qwZ: stage-3 weight gathers as int8 blocks
   bool zero_quantized_gradients = false;     // qgZ: gradient reduce-scatter as int4 blocks, intra-node first

@@ -188,7 +188,7 @@ TEST(ConfigOverrides, DashedAndModelPrefixedSpellings) {
 const std::map<std::string, std::string>& sample_values() {
   static const std::map<std::string, std::string> samples = {
       {"model_name_or_path", SHARDFT_REFERENCE_DIR "/hf/tiny_qwen2"},
-      {"dataset_path", "data/a.jsonl"}, {"dataset_cache_dir", "/tmp/shardft-cache"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"},
+      {"dataset_path", "data/a.jsonl"}, {"dataset_cache_dir", "/tmp/shardft-cache"}, {"peak_tflops", "989.0"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"},
       {"datasets", R"([{"path": "data/a.jsonl", "weight": 2.0}, {"path": "data/b.json", "weight": 0.5}])"},
       {"dataset_text_field", "content"}, {"role_map", R"({"bot": "assistant", "tool": "user"})"},
       {"skip_bad_samples", "true"}, {"tokenizer_name_or_path", "models/qwen2"}, {"chat_template", "chatml"},
@@ -199,7 +199,8 @@ const std::map<std::string, std::string>& sample_values() {
       {"gradient_accumulation_steps", "3"}, {"num_train_epochs", "1.5"}, {"max_steps", "100"},
       {"logging_steps", "1"}, {"save_steps", "20"}, {"save_total_limit", "3"}, {"resume_from_checkpoint", "runs/x/checkpoint-5"}, {"output_dir", "runs/x"}, {"seed", "18446744073709551615"},
       {"bf16", "true"}, {"gradient_checkpointing", "true"}, {"logits_chunk_tokens", "256"}, {"attn_implementation", "memory_efficient"}, {"zero_stage", "3"}, {"ranks_per_node", "2"}, {"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", "2"},
-      {"communication_data_type", "bf16"}, {"zero_quantized_weights", "true"}, {"zero_quantized_gradients", "true"},
+      {"communication_data_type", "bf16"}, {"reduce_bucket_size", "200000000"}, {"allgather_bucket_size", "50000000"},
+      {"zero_quantized_weights", "true"}, {"zero_quantized_gradients", "true"},
       {"zero_hpz_partition_size", "2"}, {"zero_quantization_block_size", "128"}, {"do_eval", "false"}, {"eval_max_new_tokens", "8"}, {"eval_samples", "10"},
       {"vocab_size", "32000"}, {"hidden_size", "256"}, {"num_hidden_layers", "4"}, {"num_attention_heads", "8"},
       {"num_key_value_heads", "4"}, {"intermediate_size", "512"}, {"rope_theta", "500000.0"},

@@ -1,0 +1,46 @@
+// MFU's FLOP count per token against the parameter layout, and the peak it divides by.
+#include <gtest/gtest.h>
+
+#include "model/param_layout.hpp"
+#include "train/mfu.hpp"
+
+namespace shardft {
+namespace {
+
+// Matmul weights counted from the layout: every matrix but the embedding lookup, plus the LM head
+// (which, tied, is the embedding matrix used a second time, as a GEMM).
+double matmul_params(const ModelConfig& m) {
+  const ParamLayout layout(m);
+  double n = 0;
+  for (const ParamSpec& p : layout.params()) {
+    if (p.shape.size() == 2 && p.name != "model.embed_tokens.weight") n += static_cast<double>(p.numel());
+  }
+  if (m.tie_word_embeddings) n += static_cast<double>(layout.params()[layout.embed_tokens()].numel());
+  return n;
+}
+
+TEST(Mfu, FlopsPerTokenIsSixTimesTheMatmulWeightsPlusAttention) {
+  for (bool tied : {true, false}) {
+    ModelConfig m;
+    m.vocab_size = 1000;
+    m.hidden_size = 64;
+    m.num_hidden_layers = 3;
+    m.num_attention_heads = 8;
+    m.num_key_value_heads = 2;
+    m.intermediate_size = 160;
+    m.tie_word_embeddings = tied;
+    m.qkv_bias = true;  // biases do no matmul
+    const double T = 37;
+    EXPECT_DOUBLE_EQ(training_flops_per_token(m, T), 6 * matmul_params(m) + 12.0 * 3 * 64 * T) << tied;
+  }
+}
+
+TEST(Mfu, PeakIsTheGivenOneOrAMeasuredGemmRate) {
+  EXPECT_DOUBLE_EQ(peak_flops_per_rank(2.5), 2.5e12);
+  const double measured = peak_flops_per_rank(0);
+  EXPECT_GT(measured, 1e8);    // any CPU of this century does 0.1 GFLOP/s
+  EXPECT_LT(measured, 1e14);   // and no core does 100 TFLOP/s of fp32
+}
+
+}  // namespace
+}  // namespace shardft
