@@ -3,6 +3,7 @@
 
 #include "cli/commands.hpp"
 #include "comm/topology.hpp"
+#include "config/deepspeed_json.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
 #include "train/run.hpp"
@@ -35,6 +36,10 @@ int train(const Invocation& inv, const MpiSession& mpi) {
     topo = Topology::discover(MPI_COMM_WORLD, cfg.ranks_per_node);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(std::string("ranks_per_node: ") + e.what());
+  }
+  if (!inv.deepspeed_path.empty() && topo.world_rank == 0) {
+    std::cout << describe_deepspeed_config(read_deepspeed_config(inv.deepspeed_path), cfg, topo.world_size)
+              << std::flush;
   }
   const int shard = resolve_shard_group_size(cfg, topo.world_size, topo.ranks_per_node);
   ProcessGroups groups;

@@ -1,9 +1,20 @@
 #pragma once
-// A DeepSpeed config (`--deepspeed ds_config.json`) read as recipe settings: the ZeRO and batch keys
-// DeepSpeed users already have map onto shardft's recipe keys. "auto" leaves the recipe's value.
-// A key shardft does not implement is an error that names it, never silently ignored.
+// A DeepSpeed config (`--deepspeed ds_config.json`) read as recipe settings. Each key a DeepSpeed user
+// has is one of three things:
+//   honored    it sets a recipe key (zero_optimization.stage -> zero_stage, optimizer.params.lr ->
+//              learning_rate, ...); "auto" keeps the recipe's value, as HF's Trainer fills "auto" from
+//              its TrainingArguments;
+//   no effect  it tunes DeepSpeed's own implementation and shardft already does what it is for
+//              (contiguous_gradients: gradients always live in flat buffers); accepted, and the startup
+//              report says what shardft does instead;
+//   rejected   shardft does not implement it (fp16 loss scaling, CPU/NVMe offload, DeepSpeed's LR
+//              schedulers, unknown keys): a ConfigError that names the file and the JSON path.
+// The table of keys is in deepspeed_json.cpp; README's DeepSpeed section lists it for users.
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "config/train_config.hpp"
 
 namespace shardft {
 
@@ -13,9 +24,31 @@ struct KeySetting {
   std::string where;  // "ds_config.json: zero_optimization.stage"
 };
 
-std::vector<KeySetting> read_deepspeed_config(const std::string& path);
+// One key of the file and what shardft does with it, for the startup report.
+struct DeepSpeedEntry {
+  std::string ds_key;                    // JSON path: "zero_optimization.stage"
+  std::string value;                     // as written: "2", "true", "auto", "[0.9, 0.95]"
+  std::vector<std::string> recipe_keys;  // honored: the recipe keys it sets (or, when "auto", keeps)
+  std::string note;                      // what shardft does with it, when that needs saying
+};
 
-// The DeepSpeed keys understood, with the recipe key each one sets.
-const std::vector<std::pair<std::string, std::string>>& deepspeed_key_map();
+struct DeepSpeedConfig {
+  std::string path;
+  std::vector<KeySetting> settings;     // applied after the YAML recipe, before --key=value overrides
+  std::vector<DeepSpeedEntry> entries;  // every key read, in file order
+  // Checks that need the final values (recipe, DeepSpeed and overrides applied); each throws
+  // ConfigError naming its DeepSpeed key.
+  std::vector<std::function<void(const TrainConfig&)>> final_checks;
+};
+
+// Reads and checks the file; throws ConfigError naming the file and key for anything rejected.
+DeepSpeedConfig read_deepspeed_config(const std::string& path);
+
+// Runs final_checks against the finished config.
+void check_deepspeed_config(const DeepSpeedConfig& ds, const TrainConfig& cfg);
+
+// The startup report: one line per key with its resolved recipe value ("auto" resolved, the global
+// batch computed for world_size ranks) or what shardft does instead.
+std::string describe_deepspeed_config(const DeepSpeedConfig& ds, const TrainConfig& cfg, int world_size);
 
 }  // namespace shardft

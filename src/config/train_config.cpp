@@ -362,8 +362,10 @@ TrainConfig load_train_config(const std::string& config_path, const std::vector<
                               const std::string& deepspeed_path) {
   TrainConfig cfg;
   if (!config_path.empty()) RecipeFileReader(cfg, config_path).read();
+  DeepSpeedConfig ds;
   if (!deepspeed_path.empty()) {
-    for (const KeySetting& s : read_deepspeed_config(deepspeed_path)) {
+    ds = read_deepspeed_config(deepspeed_path);
+    for (const KeySetting& s : ds.settings) {
       set_value_from_text(cfg, key_named(s.key.c_str()), s.value, s.where);
       record_source(cfg, s.key, s.where);
     }
@@ -387,6 +389,7 @@ TrainConfig load_train_config(const std::string& config_path, const std::vector<
   if (cfg.zero_quantized_gradients && cfg.zero_stage < 2) {
     fail_combination(cfg, {"zero_quantized_gradients", "zero_stage"}, "zero_quantized_gradients needs zero_stage 2 or 3");
   }
+  check_deepspeed_config(ds, cfg);
   return cfg;
 }
 

@@ -46,8 +46,8 @@ echo '{"conversations":[{"from":"robot","value":"hi"},{"from":"gpt","value":"x"}
 expect_error unknown-role "$tmp/role.jsonl:1:" --dataset_path "$tmp/role.jsonl"
 
 expect_error global-batch "train_batch_size 100 != per_device_train_batch_size 8 x gradient_accumulation_steps 1 x 1 ranks = 8" --train_batch_size 100
-echo '{"zero_optimization": {"stage": 2, "overlap_comm": true}}' > "$tmp/ds.json"
-expect_error deepspeed-unsupported "$tmp/ds.json: DeepSpeed key 'zero_optimization.overlap_comm' is not supported" --deepspeed "$tmp/ds.json"
+echo '{"zero_optimization": {"stage": 2, "cpu_offload": true}}' > "$tmp/ds.json"
+expect_error deepspeed-unsupported "$tmp/ds.json: DeepSpeed key 'zero_optimization.cpu_offload' is not supported" --deepspeed "$tmp/ds.json"
 expect_error zero-stage-range "key 'zero_stage' must be in [0, 3], got 4" --zero_stage 4
 expect_error shard-group "shard_group_size 3 does not divide the 1 ranks" --shard_group_size 3
 

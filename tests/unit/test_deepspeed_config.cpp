@@ -1,11 +1,15 @@
 // --deepspeed ds_config.json: the keys DeepSpeed users have set the recipe, "auto" defers to it,
-// command-line overrides still win, and anything shardft does not implement is named in an error.
+// command-line overrides still win, keys that only tune DeepSpeed's own implementation are accepted and
+// explained, and anything shardft does not implement is an error naming the file and the key.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 
+#include "config/deepspeed_json.hpp"
+#include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
+#include "config/zero_buckets.hpp"
 
 namespace shardft {
 namespace {
@@ -15,6 +19,31 @@ std::string write(const std::string& name, const std::string& text) {
   std::ofstream(path) << text;
   return path;
 }
+
+std::string text_of(const TrainConfig& cfg, const std::string& key) {
+  const RecipeKey* k = find_recipe_key(key);
+  EXPECT_NE(k, nullptr) << key;
+  return k ? value_text(cfg, *k) : "";
+}
+
+std::string source_of(const TrainConfig& cfg, const std::string& key) {
+  for (const auto& [k, where] : cfg.sources) {
+    if (k == key) return where;
+  }
+  return "";
+}
+
+std::string error_of(const std::string& ds, const std::vector<std::string>& overrides = {},
+                     const std::string& recipe = "") {
+  try {
+    load_train_config(recipe, overrides, ds);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+const std::string kSourceDir = SHARDFT_REFERENCE_DIR "/../..";
 
 TEST(ConfigDeepSpeed, Stage3WithZeroPlusPlusSetsTheRecipe) {
   const std::string ds = write("ds_zpp.json", R"({
@@ -34,7 +63,8 @@ TEST(ConfigDeepSpeed, Stage3WithZeroPlusPlusSetsTheRecipe) {
   EXPECT_TRUE(cfg.zero_quantized_weights);
   EXPECT_TRUE(cfg.zero_quantized_gradients);
   EXPECT_EQ(cfg.communication_data_type, "bf16");
-  EXPECT_EQ(cfg.logging_steps, 25);
+  // steps_per_print is DeepSpeed's own progress line, as under HF's Trainer: logging_steps stays the recipe's.
+  EXPECT_EQ(cfg.logging_steps, TrainConfig{}.logging_steps);
 }
 
 TEST(ConfigDeepSpeed, OverridesWinAndAStage2ConfigWorks) {
@@ -45,30 +75,293 @@ TEST(ConfigDeepSpeed, OverridesWinAndAStage2ConfigWorks) {
   EXPECT_EQ(load_train_config("", {}, ds).zero_stage, 2);
 }
 
-TEST(ConfigDeepSpeed, EveryProblemIsNamed) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"zero_optimization": {"stage": 3, "overlap_comm": true}})", "'zero_optimization.overlap_comm' is not supported"},
-      {R"({"fp16": {"enabled": true}})", "'fp16.enabled' is not supported"},
-      {R"({"optimizer": {"type": "AdamW"}})", "'optimizer' is not supported"},
-      {R"({"zero_optimization": {"stage": "three"}})", "expects an integer"},
-      {R"({"zero_optimization": {"stage": 5}})", "zero_optimization.stage"},
-      {R"({"train_micro_batch_size_per_gpu": [1, 2]})", "expects a number, a boolean or \"auto\""},
-      {R"({"zero_optimization": {"stage": 1, "zero_quantized_weights": true}})", "need zero_stage 3"},
-      {"{ not json", "not valid JSON"},
-      {"[1, 2]", "a DeepSpeed config is a JSON object"},
+// Each honored key sets exactly what the same value given as --recipe_key would, and names its origin.
+TEST(ConfigDeepSpeed, EachHonoredKeyMapsToItsRecipeKey) {
+  struct Case {
+    std::string json, ds_key, recipe_key, value;
+    std::vector<std::string> companions;
+  };
+  const std::vector<Case> cases = {
+      {R"({"train_micro_batch_size_per_gpu": 4})",
+       "train_micro_batch_size_per_gpu",
+       "per_device_train_batch_size",
+       "4",
+       {}},
+      {R"({"gradient_accumulation_steps": 3})", "gradient_accumulation_steps", "gradient_accumulation_steps", "3", {}},
+      {R"({"train_batch_size": 24})", "train_batch_size", "train_batch_size", "24", {}},
+      {R"({"gradient_clipping": 0.25})", "gradient_clipping", "max_grad_norm", "0.25", {}},
+      {R"({"bf16": {"enabled": true}})", "bf16.enabled", "bf16", "true", {}},
+      {R"({"communication_data_type": "bf16"})", "communication_data_type", "communication_data_type", "bf16", {}},
+      {R"({"zero_optimization": {"stage": 2}})", "zero_optimization.stage", "zero_stage", "2", {}},
+      {R"({"zero_optimization": {"zero_hpz_partition_size": 4}})",
+       "zero_optimization.zero_hpz_partition_size",
+       "zero_hpz_partition_size",
+       "4",
+       {"--zero_stage=3"}},
+      {R"({"zero_optimization": {"zero_quantized_weights": true}})",
+       "zero_optimization.zero_quantized_weights",
+       "zero_quantized_weights",
+       "true",
+       {"--zero_stage=3"}},
+      {R"({"zero_optimization": {"zero_quantized_gradients": true}})",
+       "zero_optimization.zero_quantized_gradients",
+       "zero_quantized_gradients",
+       "true",
+       {"--zero_stage=2"}},
+      {R"({"zero_optimization": {"reduce_bucket_size": 5e8}})",
+       "zero_optimization.reduce_bucket_size",
+       "reduce_bucket_size",
+       "500000000",
+       {}},
+      {R"({"zero_optimization": {"allgather_bucket_size": 200000000}})",
+       "zero_optimization.allgather_bucket_size",
+       "allgather_bucket_size",
+       "200000000",
+       {}},
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": 2e-5}}})",
+       "optimizer.params.lr",
+       "learning_rate",
+       "2e-5",
+       {}},
+      {R"({"optimizer": {"type": "AdamW", "params": {"eps": 1e-6}}})",
+       "optimizer.params.eps",
+       "adam_epsilon",
+       "1e-6",
+       {}},
+      {R"({"optimizer": {"type": "Adam", "params": {"weight_decay": 0.1}}})",
+       "optimizer.params.weight_decay",
+       "weight_decay",
+       "0.1",
+       {}},
+      {R"({"optimizer": {"type": "adamw", "params": {"betas": [0.8, 0.95]}}})",
+       "optimizer.params.betas[0]",
+       "adam_beta1",
+       "0.8",
+       {}},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.8, 0.95]}}})",
+       "optimizer.params.betas[1]",
+       "adam_beta2",
+       "0.95",
+       {}},
   };
   int i = 0;
-  for (const auto& [text, want] : cases) {
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.json);
+    const std::string path = write("ds_map" + std::to_string(i++) + ".json", c.json);
+    const TrainConfig got = load_train_config("", c.companions, path);
+    std::vector<std::string> flags = c.companions;
+    flags.push_back("--" + c.recipe_key + "=" + c.value);
+    const TrainConfig want = load_train_config("", flags);
+    EXPECT_EQ(text_of(got, c.recipe_key), text_of(want, c.recipe_key));
+    EXPECT_NE(text_of(got, c.recipe_key), text_of(TrainConfig{}, c.recipe_key)) << "the case must change the default";
+    EXPECT_EQ(source_of(got, c.recipe_key), path + ": " + c.ds_key);
+  }
+}
+
+// "auto" everywhere: the recipe's values stay, as HF's Trainer fills "auto" from TrainingArguments.
+TEST(ConfigDeepSpeed, AutoKeepsTheRecipesValues) {
+  const std::string recipe =
+      write("ds_auto_recipe.yaml",
+            "per_device_train_batch_size: 2\ngradient_accumulation_steps: 4\nmax_grad_norm: 0.3\n"
+            "bf16: true\nlearning_rate: 1.0e-04\nadam_beta1: 0.85\nadam_beta2: 0.97\n"
+            "adam_epsilon: 1.0e-07\nweight_decay: 0.05\nzero_stage: 3\n"
+            "communication_data_type: bf16\nreduce_bucket_size: 1000\n");
+  const std::string ds = write("ds_auto.json", R"({
+    "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "train_batch_size": "auto",
+    "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+    "communication_data_type": "auto", "steps_per_print": "auto", "wall_clock_breakdown": "auto",
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "zero_optimization": {"stage": "auto", "reduce_bucket_size": "auto", "allgather_bucket_size": "auto",
+                          "overlap_comm": "auto", "stage3_prefetch_bucket_size": "auto",
+                          "stage3_param_persistence_threshold": "auto"}})");
+  const TrainConfig from_recipe = load_train_config(recipe, {});
+  const TrainConfig cfg = load_train_config(recipe, {}, ds);
+  for (const RecipeKey& key : recipe_keys()) {
+    EXPECT_EQ(value_text(cfg, key), value_text(from_recipe, key)) << key.name;
+    EXPECT_EQ(source_of(cfg, key.name), source_of(from_recipe, key.name)) << key.name;
+  }
+  EXPECT_EQ(resolved_reduce_bucket_size(cfg), 1000);
+  EXPECT_EQ(resolved_allgather_bucket_size(cfg), 500000000);
+}
+
+TEST(ConfigDeepSpeed, TheReportResolvesAutoAndSaysWhatShardftDoesInstead) {
+  const std::string recipe = write("ds_report_recipe.yaml", "per_device_train_batch_size: 4\nhidden_size: 96\n");
+  const std::string ds_path = write("ds_report.json", R"({
+    "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2, "train_batch_size": "auto",
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": [0.9, 0.95]}},
+    "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto", "overlap_comm": true,
+                          "offload_optimizer": {"device": "none", "pin_memory": true}}})");
+  const TrainConfig cfg = load_train_config(recipe, {"--zero_stage=1"}, ds_path);
+  const DeepSpeedConfig ds = read_deepspeed_config(ds_path);
+  const std::string report = describe_deepspeed_config(ds, cfg, 2);
+  for (
+      const std::string& want : std::vector<std::string>{
+          "DeepSpeed config " + ds_path + ": 7 keys map to recipe keys, 4 are accepted as they are or without effect\n",
+          "  train_micro_batch_size_per_gpu = auto -> per_device_train_batch_size = 4 (auto: " + recipe + ":1)\n",
+          "  gradient_accumulation_steps = 2 -> gradient_accumulation_steps = 2\n",
+          "  train_batch_size = auto -> train_batch_size = 16 (4 per device x 2 accumulation x 2 ranks) (auto: "
+          "default)",
+          "  optimizer.type = AdamW: as shardft",
+          "  optimizer.params.lr = auto -> learning_rate = 0.003 (auto: default)\n",
+          "  optimizer.params.betas = [0.9,0.95] -> adam_beta1 = 0.9, adam_beta2 = 0.95\n",
+          "  zero_optimization.stage = 2 -> zero_stage = 1 (--zero_stage wins)\n",
+          "  zero_optimization.reduce_bucket_size = auto -> reduce_bucket_size = auto (9216 elements) (auto: default); "
+          "recorded, not used yet",
+          "  zero_optimization.overlap_comm = true: no effect",
+          "  zero_optimization.offload_optimizer.device = none: as shardft",
+          "  zero_optimization.offload_optimizer.pin_memory = true: no effect",
+      }) {
+    EXPECT_NE(report.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << report;
+  }
+}
+
+// The keys that only tune DeepSpeed's implementation: accepted, recipe untouched, each explained.
+TEST(ConfigDeepSpeed, KeysWithoutEffectAreAcceptedAndExplained) {
+  const std::string ds_path = write("ds_noop.json", R"({
+    "steps_per_print": 2000, "wall_clock_breakdown": false, "zero_allow_untested_optimizer": true,
+    "fp16": {"enabled": false, "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
+             "hysteresis": 2, "min_loss_scale": 1},
+    "tensorboard": {"enabled": false, "output_path": "tb/"},
+    "optimizer": {"type": "Adam", "params": {"adam_w_mode": true, "torch_adam": false}},
+    "zero_optimization": {
+      "overlap_comm": true, "contiguous_gradients": true, "reduce_scatter": false, "allgather_partitions": true,
+      "round_robin_gradients": true, "sub_group_size": 1e9, "stage3_prefetch_bucket_size": 5e8,
+      "stage3_param_persistence_threshold": 1e6, "stage3_max_live_parameters": 1e9,
+      "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": true,
+      "offload_optimizer": {"device": "none", "pin_memory": true, "buffer_count": 4, "fast_init": false},
+      "offload_param": {"device": "none", "nvme_path": "/local_nvme", "buffer_size": 1e8, "max_in_cpu": 1e9}}})");
+  const TrainConfig cfg = load_train_config("", {}, ds_path);
+  const TrainConfig defaults = load_train_config("", {});
+  for (const RecipeKey& key : recipe_keys()) EXPECT_EQ(value_text(cfg, key), value_text(defaults, key)) << key.name;
+  const DeepSpeedConfig ds = read_deepspeed_config(ds_path);
+  EXPECT_TRUE(ds.settings.empty());
+  EXPECT_EQ(ds.entries.size(), 32u);
+  for (const DeepSpeedEntry& e : ds.entries) {
+    EXPECT_TRUE(e.recipe_keys.empty()) << e.ds_key;
+    EXPECT_FALSE(e.note.empty()) << e.ds_key << " is accepted without saying what shardft does";
+  }
+  const std::string report = describe_deepspeed_config(ds, cfg, 1);
+  EXPECT_NE(report.find("zero_optimization.contiguous_gradients = true: no effect: shardft's gradients always live "
+                        "in contiguous flat buffers"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("tensorboard = {\"enabled\": false, ...}: no effect: disabled"), std::string::npos) << report;
+}
+
+TEST(ConfigDeepSpeed, AdamWithL2IsAcceptedOnlyWithoutWeightDecay) {
+  const std::string l2 = write("ds_l2.json", R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})");
+  EXPECT_EQ(error_of(l2), "(accepted)");  // weight_decay 0: Adam and AdamW take the same step
+  const std::string msg = error_of(l2, {"--weight_decay=0.1"});
+  EXPECT_NE(msg.find(l2 + ": DeepSpeed key 'optimizer.params.adam_w_mode' false"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("weight_decay 0.1"), std::string::npos) << msg;
+  // AdamW stays AdamW whatever adam_w_mode says (DeepSpeed: name AdamW or adam_w_mode).
+  const std::string adamw = write(
+      "ds_l2w.json", R"({"optimizer": {"type": "AdamW", "params": {"adam_w_mode": false, "weight_decay": 0.1}}})");
+  EXPECT_EQ(error_of(adamw), "(accepted)");
+}
+
+TEST(ConfigDeepSpeed, EveryRejectedKeyIsNamedWithTheReason) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {R"({"fp16": {"enabled": true, "loss_scale": 0}})",
+       {"DeepSpeed key 'fp16.enabled' is not supported by shardft",
+        "fp16 training with dynamic loss scaling is not "
+        "implemented; use bf16"}},
+      {R"({"fp16": {"enabled": false, "loss_scale_power": 3}})",
+       {"DeepSpeed key 'fp16.loss_scale_power' is not supported"}},
+      {R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}}})",
+       {"DeepSpeed key 'zero_optimization.offload_optimizer.device' is not supported",
+        "offloading optimizer state to cpu is not implemented", "\"device\": \"none\""}},
+      {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/nvme"}}})",
+       {"DeepSpeed key 'zero_optimization.offload_param.device' is not supported", "offloading weights to nvme"}},
+      {R"({"zero_optimization": {"offload_param": {"device": "gpu"}}})", {"device 'gpu' is none of"}},
+      {R"({"zero_optimization": {"offload_param": {"device": "none", "spill": 1}}})",
+       {"DeepSpeed key 'zero_optimization.offload_param.spill' is not supported"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.001, "warmup_num_steps": 100}}})",
+       {"DeepSpeed key 'scheduler' (type WarmupLR) is not supported", "one step behind HF's schedules",
+        "warms up logarithmically unless params.warmup_type is \"linear\"",
+        "nearest: lr_scheduler_type: constant, warmup_steps: 100, learning_rate: 0.001)"}},
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_type": "linear", "total_num_steps": 500,
+                                                            "warmup_num_steps": "auto"}}})",
+       {"DeepSpeed key 'scheduler' (type WarmupDecayLR) is not supported", "one step behind",
+        "nearest: lr_scheduler_type: linear, max_steps: 500)"}},
+      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {"cos_min_ratio": 0.1, "warmup_type": "linear"}}})",
+       {"DeepSpeed key 'scheduler' (type WarmupCosineLR) is not supported",
+        "nearest: lr_scheduler_type: cosine_with_min_lr, min_lr_rate: 0.1)"}},
+      {R"({"scheduler": {"type": "OneCycle"}})",
+       {"DeepSpeed key 'scheduler' (type OneCycle) is not supported", "recipe's lr_scheduler_type"}},
+      {R"({"optimizer": {"type": "Lamb", "params": {"lr": 0.001}}})",
+       {"DeepSpeed key 'optimizer.type' is not supported", "'Lamb' is not implemented; shardft's optimizer is AdamW"}},
+      {R"({"optimizer": {"params": {"lr": 0.001}}})", {"DeepSpeed key 'optimizer.type' is not supported", "missing"}},
+      {R"({"optimizer": {"type": "AdamW", "params": {"amsgrad": true}}})",
+       {"DeepSpeed key 'optimizer.params.amsgrad' is not supported", "lr, betas, eps, weight_decay"}},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9]}}})",
+       {"DeepSpeed key 'optimizer.params.betas' expects [beta1, beta2] or \"auto\""}},
+      {R"({"optimizer": {"type": "AdamW", "legacy_fusion": false}})",
+       {"DeepSpeed key 'optimizer.legacy_fusion' is not supported"}},
+      {R"({"wall_clock_breakdown": true})", {"DeepSpeed key 'wall_clock_breakdown' is not supported", "set it false"}},
+      {R"({"activation_checkpointing": {"partition_activations": true}})",
+       {"DeepSpeed key 'activation_checkpointing' is not supported by shardft: shardft does not implement it; it reads "
+        "these keys: train_micro_batch_size_per_gpu"}},
+      {R"({"tensorboard": {"enabled": true}})", {"DeepSpeed key 'tensorboard' is not supported"}},
+      {R"({"zero_optimization": {"stage": 3, "mics_shard_size": 8}})",
+       {"DeepSpeed key 'zero_optimization.mics_shard_size' is not supported",
+        "it reads zero_optimization keys stage, zero_hpz_partition_size"}},
+      {R"({"bf16": {"enabled": true, "immediate_grad_update": true}})", {"DeepSpeed key 'bf16.immediate_grad_update'"}},
+      {R"({"zero_optimization": {"stage": 3, "overlap_comm": "yes"}})",
+       {"DeepSpeed key 'zero_optimization.overlap_comm' expects true, false or \"auto\", got \"yes\""}},
+      {R"({"zero_optimization": {"stage3_max_live_parameters": true}})",
+       {"DeepSpeed key 'zero_optimization.stage3_max_live_parameters' expects a number or \"auto\""}},
+      {R"({"zero_optimization": true})", {"DeepSpeed key 'zero_optimization' expects an object"}},
+      {R"({"zero_optimization": {"reduce_bucket_size": 1.5}})",
+       {"key 'reduce_bucket_size' expects \"auto\" or a whole number"}},
+      {R"({"zero_optimization": {"stage": "three"}})", {"expects an integer"}},
+      {R"({"zero_optimization": {"stage": 5}})", {"zero_optimization.stage"}},
+      {R"({"communication_data_type": "fp16"})", {"communication_data_type", "must be one of fp32, bf16"}},
+      {R"({"train_micro_batch_size_per_gpu": [1, 2]})", {"expects a number, a boolean or \"auto\""}},
+      {R"({"zero_optimization": {"stage": 1, "zero_quantized_weights": true}})", {"need zero_stage 3"}},
+      {"{ not json", {"not valid JSON"}},
+      {"[1, 2]", {"a DeepSpeed config is a JSON object"}},
+  };
+  int i = 0;
+  for (const auto& [text, wants] : cases) {
+    SCOPED_TRACE(text);
     const std::string path = write("ds_bad" + std::to_string(i++) + ".json", text);
-    try {
-      load_train_config("", {}, path);
-      ADD_FAILURE() << text << " was accepted";
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << "the message names the file: " << e.what();
-    }
+    const std::string msg = error_of(path);
+    for (const std::string& want : wants) EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind(path, 0), 0u) << "the message starts with the file: " << msg;
   }
   EXPECT_THROW(load_train_config("", {}, ::testing::TempDir() + "missing_ds.json"), ConfigError);
+}
+
+TEST(ConfigDeepSpeed, BucketSizesAcceptAutoAndDeepSpeedsNumbers) {
+  EXPECT_EQ(canonical_bucket_size_text("auto"), "auto");
+  EXPECT_EQ(canonical_bucket_size_text("5e8"), "500000000");
+  EXPECT_EQ(canonical_bucket_size_text("200000000.0"), "200000000");
+  EXPECT_EQ(canonical_bucket_size_text("16384"), "16384");
+  for (const char* bad : {"", "0", "-5", "1.5", "1e30", "big", "nan"}) {
+    EXPECT_THROW(canonical_bucket_size_text(bad), std::invalid_argument) << bad;
+  }
+  const TrainConfig cfg = load_train_config("", {"--hidden_size=64", "--reduce_bucket_size=2e8"});
+  EXPECT_EQ(cfg.reduce_bucket_size, "200000000");
+  EXPECT_EQ(resolved_reduce_bucket_size(cfg), 200000000);
+  EXPECT_EQ(resolved_reduce_bucket_size(load_train_config("", {"--hidden_size=64"})), 64 * 64);
+  EXPECT_EQ(resolved_allgather_bucket_size(cfg), 500000000);
+}
+
+// The example configs in jobs/recipes load with the default recipe and set what they say.
+TEST(ConfigDeepSpeed, ExampleConfigsLoad) {
+  const std::string recipes = kSourceDir + "/jobs/recipes/";
+  const TrainConfig z2 = load_train_config(recipes + "default.yaml", {}, recipes + "ds_zero2_auto.json");
+  EXPECT_EQ(z2.zero_stage, 2);
+  EXPECT_EQ(z2.per_device_train_batch_size, 8);  // "auto": default.yaml's
+  EXPECT_EQ(z2.allgather_bucket_size, "200000000");
+  EXPECT_EQ(z2.reduce_bucket_size, "auto");
+  const TrainConfig z3 = load_train_config(recipes + "default.yaml", {}, recipes + "ds_zero3_zeropp.json");
+  EXPECT_EQ(z3.zero_stage, 3);
+  EXPECT_TRUE(z3.zero_quantized_weights);
+  EXPECT_TRUE(z3.zero_quantized_gradients);
+  EXPECT_EQ(z3.zero_hpz_partition_size, 2);
+  EXPECT_EQ(z3.reduce_bucket_size, "10000000");
 }
 
 }  // namespace
