@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev                      # perf/ suite
   libyaml-cpp-dev nlohmann-json3-dev    # recipes, JSONL, HF json files
   libpcre2-dev libicu-dev               # BPE tokenizer: tokenizer.json regexes, NFC
+  zlib1g-dev                            # PNG plots (shardft plot)
   python3                               # perf/compare.py, data generator, test scripts
   procps                                # pkill in the preemption test
 )
