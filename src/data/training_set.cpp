@@ -12,6 +12,7 @@
 #include "data/datasets.hpp"
 #include "data/packing.hpp"
 #include "io/hdf5_shard.hpp"
+#include "io/progress_bar.hpp"
 
 namespace shardft {
 namespace fs = std::filesystem;
@@ -41,11 +42,18 @@ std::string file_content_hash(const std::string& path) {
   return hex64(h) + " (" + std::to_string(bytes) + " bytes)";
 }
 
-// Progress of a long tokenization: a line at most every two seconds, then a summary.
+// Progress of a long tokenization: a line at most every two seconds, then a summary. With `bar` (rank 0)
+// and stderr a terminal, a progress bar there instead of the lines.
 class TokenizeProgress {
  public:
-  TokenizeProgress(std::ostream& log, std::size_t total) : log_(log), total_(total), start_(Clock::now()), last_(start_) {}
+  TokenizeProgress(std::ostream& log, std::size_t total, bool bar)
+      : log_(log), total_(total), start_(Clock::now()), last_(start_),
+        bar_(bar ? terminal_progress_bar("tokenize", static_cast<long>(total), "samples") : nullptr) {}
   void tick(std::size_t done, std::int64_t tokens) {
+    if (bar_) {
+      if (bar_->due(static_cast<long>(done))) bar_->update(static_cast<long>(done), {{"tokens", format_si(tokens)}});
+      return;
+    }
     const auto now = Clock::now();
     if (std::chrono::duration<double>(now - last_).count() < 2.0) return;
     last_ = now;
@@ -53,6 +61,7 @@ class TokenizeProgress {
          << static_cast<long>(done / seconds(now)) << " samples/s" << std::endl;
   }
   void finish(std::int64_t tokens) {
+    if (bar_) bar_->clear();
     const double s = seconds(Clock::now());
     log_ << "tokenized " << total_ << " samples (" << tokens << " tokens) in " << s << " s" << std::endl;
   }
@@ -68,6 +77,7 @@ class TokenizeProgress {
   std::ostream& log_;
   std::size_t total_;
   Clock::time_point start_, last_;
+  std::unique_ptr<ProgressBar> bar_;
 };
 
 }  // namespace
@@ -178,7 +188,7 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
   set.report = describe_mixture(mixed);
   log << set.report << std::flush;
   set.samples.reserve(mixed.samples.size());
-  TokenizeProgress progress(log, mixed.samples.size());
+  TokenizeProgress progress(log, mixed.samples.size(), write_cache);  // write_cache: rank 0
   std::int64_t tokens = 0;
   for (const Conversation& c : mixed.samples) {
     set.samples.push_back(encoder.encode(c, cfg.max_seq_length));

@@ -18,6 +18,7 @@
 #include "data/tokenizer.hpp"
 #include "data/training_set.hpp"
 #include "io/hf_weights.hpp"
+#include "io/progress_bar.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
@@ -251,6 +252,9 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   std::int64_t window_tokens = 0;
   long window_steps = 0;
   bool preempted = false;
+  // Rank 0 on a terminal: a progress line on stderr, cleared before each log line and drawn again after.
+  const auto bar = writer ? terminal_progress_bar("train", plan.total_steps, "steps", first_step) : nullptr;
+  double run_tokens = 0, run_seconds = 0;
   for (long s = first_step; s < plan.total_steps && !preempted; ++s) {
     const long epoch = s / plan.steps_per_epoch;
     if (epoch != order_epoch) {
@@ -279,7 +283,10 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
     window_intra += st.comm_bytes_intra_node;
     window_inter += st.comm_bytes_inter_node;
     ++window_steps;
+    run_tokens += static_cast<double>(st.tokens);
+    run_seconds += st.seconds;
     if ((s + 1) % cfg.logging_steps == 0 || s + 1 == plan.total_steps) {
+      if (bar) bar->clear();
       const double epoch_f = static_cast<double>(s + 1) / static_cast<double>(plan.steps_per_epoch);
       const double loss = window_loss / static_cast<double>(window_steps);
       const double tps = window_seconds > 0 ? static_cast<double>(window_tokens) / window_seconds : 0.0;
@@ -294,6 +301,7 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
         metrics << nlohmann::json{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
                                   {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
                                   {"tokens_per_second", tps}, {"comm_bytes", bytes},
+                                  {"step_seconds", window_seconds / static_cast<double>(window_steps)},
                                   {"comm_bytes_intra_node", intra}, {"comm_bytes_inter_node", inter},
                                   {"peak_memory_bytes", peak_rss_bytes()}}
                        .dump()
@@ -309,6 +317,7 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
     preempted = stop != 0;
     const bool periodic = cfg.save_steps > 0 && (s + 1) % cfg.save_steps == 0;
     if (periodic || preempted || s + 1 == plan.total_steps) {
+      if (bar) bar->clear();
       const std::string dir = save_checkpoint(cfg, tr, world, {s + 1, total_loss});
       log << "saved " << dir << std::endl;
     }
@@ -320,7 +329,9 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
       sum.preempted = true;
       return sum;
     }
+    if (bar) bar->update(s + 1, {{"loss", format_stat(st.loss)}, {"tok/s", format_si(run_tokens / run_seconds)}});
   }
+  if (bar) bar->finish();
 
   RunSummary sum;
   sum.steps = plan.total_steps;
