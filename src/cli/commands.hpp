@@ -23,5 +23,6 @@ int keys(std::ostream& out);
 int estimate(const std::vector<std::string>& args, std::ostream& out);
 int consolidate(const std::vector<std::string>& args, std::ostream& out);
 int inspect(const std::vector<std::string>& args, std::ostream& out);
+int plot(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace shardft::cli

@@ -24,6 +24,7 @@ void usage(std::ostream& out) {
          "  consolidate CHECKPOINT --output DIR [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]\n"
          "          HF-loadable model.safetensors (+ index past the shard size) and config.json\n"
          "  inspect CHECKPOINT   what a checkpoint holds; verifies every checksum\n"
+         "  plot RUN_DIR [--output DIR]  PNG charts of RUN_DIR/metrics.jsonl (default: RUN_DIR/plots)\n"
          "  keys    list every recipe key with its default and meaning\n"
          "run 'shardft keys' for the keys; any key may be given on the command line.\n";
 }
@@ -39,10 +40,12 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "keys") return shardft::cli::keys(std::cout);
-  if (command == "estimate" || command == "consolidate" || command == "inspect") {  // one process: no MPI, no Kokkos
+  if (command == "estimate" || command == "consolidate" || command == "inspect" ||
+      command == "plot") {  // one process: no MPI, no Kokkos
     try {
       if (command == "estimate") return shardft::cli::estimate(args, std::cout);
       if (command == "consolidate") return shardft::cli::consolidate(args, std::cout);
+      if (command == "plot") return shardft::cli::plot(args, std::cout);
       return shardft::cli::inspect(args, std::cout);
     } catch (const std::exception& e) {
       std::cerr << "shardft: error: " << e.what() << "\n";
