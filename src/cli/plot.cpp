@@ -36,7 +36,14 @@ int plot(const std::vector<std::string>& args, std::ostream& out) {
   const MetricsLog log = read_metrics_log(metrics);
   const std::string run_name = fs::weakly_canonical(fs::absolute(metrics)).parent_path().filename().string();
   const std::vector<PlotFile> files = write_metric_plots(log, output_dir, run_name);
-  for (const PlotFile& f : files) out << "wrote " << f.path << " (" << f.title << ", " << f.points << " points)\n";
+  for (const PlotFile& f : files) {
+    if (f.points > 0) {
+      out << "wrote " << f.path << " (" << f.title << ", " << f.points << " point" << (f.points > 1 ? "s" : "")
+          << ")\n";
+    } else {
+      out << "not drawn: " << f.path << " (" << metrics << " logs no " << f.metric << ")\n";
+    }
+  }
   return 0;
 }
 

@@ -116,14 +116,19 @@ std::vector<PlotFile> write_metric_plots(const MetricsLog& log, const std::strin
                         {"grad_norm.png", "grad_norm", "gradient norm (before clipping)"},
                         {"step_time.png", "step_seconds", "seconds per optimizer step"},
                         {"tokens_per_second.png", "tokens_per_second", "tokens per second (all ranks)"}};
-  std::vector<PlotFile> written;
+  std::vector<PlotFile> plots;
   for (const Spec& spec : specs) {
+    PlotFile f;
+    f.path = (std::filesystem::path(out_dir) / spec.file).string();
+    f.title = spec.title;
+    f.metric = spec.key;
+    plots.push_back(f);
     LineChart chart;
     chart.title = spec.title;
     chart.x_label = "step";
     chart.integer_x = true;
     chart.series.push_back(series_of(spec.key, spec.key, c::blue));
-    if (chart.series[0].x.empty()) continue;  // not logged (an older metrics.jsonl)
+    if (chart.series[0].x.empty()) continue;  // not logged (an older metrics.jsonl): no file
     std::string last = last_of(chart.series[0]);
     if (std::string(spec.key) == "loss") {
       ChartSeries eval = series_of("eval_loss", "eval_loss", c::orange);
@@ -135,14 +140,10 @@ std::vector<PlotFile> write_metric_plots(const MetricsLog& log, const std::strin
     }
     chart.subtitle = (run_name.empty() ? "" : run_name + ": ") + last;
     const Canvas image = render_line_chart(chart);
-    PlotFile f;
-    f.path = (std::filesystem::path(out_dir) / spec.file).string();
-    f.title = spec.title;
-    for (const ChartSeries& s : chart.series) f.points += s.x.size();
     write_png_rgb(f.path, image.width(), image.height(), image.rgb());
-    written.push_back(f);
+    for (const ChartSeries& s : chart.series) plots.back().points += s.x.size();
   }
-  return written;
+  return plots;
 }
 
 }  // namespace shardft

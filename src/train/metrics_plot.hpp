@@ -23,12 +23,13 @@ MetricsLog read_metrics_log(const std::string& path);
 struct PlotFile {
   std::string path;
   std::string title;
-  std::size_t points = 0;
+  std::string metric;      // its key in metrics.jsonl
+  std::size_t points = 0;  // 0: the metric was not logged and the file was not written
 };
 
 // loss.png (with eval_loss points when logged), learning_rate.png, grad_norm.png, step_time.png and
-// tokens_per_second.png in out_dir (created), each when its metric was logged. `run_name` goes in the
-// subtitles.
+// tokens_per_second.png in out_dir (created), each when its metric was logged (the others come back
+// with no points). `run_name` goes in the subtitles.
 std::vector<PlotFile> write_metric_plots(const MetricsLog& log, const std::string& out_dir,
                                          const std::string& run_name);
 

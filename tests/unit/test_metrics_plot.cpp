@@ -58,6 +58,7 @@ TEST_F(MetricsPlot, ReadsStepsAndTheSummary) {
   const std::vector<PlotFile> files = write_metric_plots(log, (dir_ / "plots").string(), "run");
   std::vector<std::string> names;
   for (const PlotFile& f : files) {
+    ASSERT_GT(f.points, 0u) << f.path;
     names.push_back(fs::path(f.path).filename().string());
     std::ifstream in(f.path, std::ios::binary);
     const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -68,6 +69,19 @@ TEST_F(MetricsPlot, ReadsStepsAndTheSummary) {
   EXPECT_EQ(names, (std::vector<std::string>{"loss.png", "learning_rate.png", "grad_norm.png", "step_time.png",
                                              "tokens_per_second.png"}));
   EXPECT_EQ(files[0].points, 3u);  // two loss points and the eval point
+}
+
+TEST_F(MetricsPlot, MetricsNotLoggedAreNotDrawn) {
+  const MetricsLog log = read_metrics_log(write("{\"step\": 5, \"loss\": 2.0}\n{\"step\": 10, \"loss\": 1.5}\n"));
+  const std::vector<PlotFile> files = write_metric_plots(log, (dir_ / "plots").string(), "");
+  ASSERT_EQ(files.size(), 5u);
+  EXPECT_EQ(files[0].points, 2u);
+  EXPECT_TRUE(fs::exists(files[0].path));
+  for (std::size_t i = 1; i < files.size(); ++i) {
+    EXPECT_EQ(files[i].points, 0u) << files[i].metric;
+    EXPECT_FALSE(fs::exists(files[i].path)) << files[i].path;
+  }
+  EXPECT_EQ(files[3].metric, "step_seconds");
 }
 
 TEST_F(MetricsPlot, BadFilesAreNamedWithTheLine) {
