@@ -24,6 +24,7 @@
 #include "parallel/memory_estimate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/hf_export.hpp"
+#include "train/mfu.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -208,6 +209,14 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
         << " tokens (" << 100.0 * packing_efficiency(samples, units, cfg.max_seq_length) << "% real tokens)" << std::endl;
   }
   const long num_units = cfg.packing ? static_cast<long>(units.size()) : static_cast<long>(samples.size());
+  double mean_sample_tokens = 0;
+  for (const auto& smp : samples) mean_sample_tokens += static_cast<double>(smp.input_ids.size());
+  mean_sample_tokens /= std::max<double>(1.0, static_cast<double>(samples.size()));
+  const double flops_per_token = training_flops_per_token(cfg.model, mean_sample_tokens);
+  const double peak_flops = peak_flops_per_rank(cfg.peak_tflops);
+  log << "MFU basis: " << flops_per_token << " FLOPs per token (6 x matmul params + attention at " << mean_sample_tokens
+      << " tokens per sample), peak " << peak_flops / 1e9 << " GFLOP/s per rank"
+      << (cfg.peak_tflops > 0 ? " (peak_tflops)" : " (measured fp32 GEMM rate)") << std::endl;
   const int dp = world.size();
   const StepPlan plan = plan_steps(cfg, num_units, dp);
   std::ofstream metrics;
@@ -290,17 +299,18 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
       const double epoch_f = static_cast<double>(s + 1) / static_cast<double>(plan.steps_per_epoch);
       const double loss = window_loss / static_cast<double>(window_steps);
       const double tps = window_seconds > 0 ? static_cast<double>(window_tokens) / window_seconds : 0.0;
+      const double mfu = flops_per_token * tps / (peak_flops * static_cast<double>(world.size()));
       const double bytes = window_bytes / static_cast<double>(window_steps);
       const double intra = window_intra / static_cast<double>(window_steps);
       const double inter = window_inter / static_cast<double>(window_steps);
       log << py_dict({{"loss", loss}, {"grad_norm", st.grad_norm}, {"learning_rate", st.learning_rate},
-                      {"epoch", epoch_f}, {"tokens_per_second", tps}, {"comm_bytes", bytes},
+                      {"epoch", epoch_f}, {"tokens_per_second", tps}, {"mfu", mfu}, {"comm_bytes", bytes},
                       {"comm_bytes_inter_node", inter}})
           << std::endl;
       if (writer) {
         metrics << nlohmann::json{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
                                   {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
-                                  {"tokens_per_second", tps}, {"comm_bytes", bytes},
+                                  {"tokens_per_second", tps}, {"mfu", mfu}, {"comm_bytes", bytes},
                                   {"step_seconds", window_seconds / static_cast<double>(window_steps)},
                                   {"comm_bytes_intra_node", intra}, {"comm_bytes_inter_node", inter},
                                   {"peak_memory_bytes", peak_rss_bytes()}}
