@@ -11,29 +11,14 @@
 
 #include "comm/mpi_communicator.hpp"
 #include "io/hf_weights.hpp"
+#include "tests/common/hf_fixture_batch.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
 namespace {
 
-const std::string kHfDir = std::string(SHARDFT_REFERENCE_DIR) + "/hf";
-
-TokenBatch fixture_batch(const nlohmann::json& fx) {
-  TokenBatch b;
-  const auto ids = fx.at("input_ids").get<std::vector<std::vector<std::int32_t>>>();
-  const auto labels = fx.at("labels").get<std::vector<std::vector<std::int32_t>>>();
-  b.batch = static_cast<int>(ids.size());
-  b.seq = static_cast<int>(ids[0].size());
-  for (int r = 0; r < b.batch; ++r) {
-    for (int t = 0; t < b.seq; ++t) {
-      b.input_ids.push_back(ids[r][t]);
-      b.position_ids.push_back(t);
-      b.seq_ids.push_back(0);
-      b.targets.push_back(t + 1 < b.seq ? labels[r][t + 1] : -100);  // HF shifts inside the model
-    }
-  }
-  return b;
-}
+const std::string& kHfDir = testing_util::hf_fixture_dir();
+using testing_util::hf_fixture_batch;
 
 TEST(HfImportSharded, EachRankReadsItsShardAndTheLossMatchesTransformers) {
   MpiCommunicator world(MPI_COMM_WORLD, "world");
@@ -64,9 +49,8 @@ TEST(HfImportSharded, EachRankReadsItsShardAndTheLossMatchesTransformers) {
         EXPECT_LE(asked, layout.total_numel() / world.size() + 1024) << "a rank read more than its shard";
       }
 
-      std::ifstream in(kHfDir + "/batch.json");
-      const auto fx = nlohmann::json::parse(in).at(model);
-      const LossSums ls = tr.model().forward_loss(to_model_inputs(fixture_batch(fx)), tr.engine());
+      const auto fx = testing_util::hf_fixture(model);
+      const LossSums ls = tr.model().forward_loss(to_model_inputs(hf_fixture_batch(fx)), tr.engine());
       const double loss = ls.loss_sum / static_cast<double>(ls.num_targets);
       const double expected = fx.at("loss").get<double>();
       EXPECT_LT(std::abs(loss - expected) / expected, 1e-4) << loss << " vs transformers " << expected;

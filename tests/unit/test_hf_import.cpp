@@ -14,6 +14,7 @@
 
 #include "comm/self_communicator.hpp"
 #include "config/hf_model_config.hpp"
+#include "tests/common/hf_fixture_batch.hpp"
 #include "io/hf_weights.hpp"
 #include "train/pretrained.hpp"
 #include "train/trainer.hpp"
@@ -24,42 +25,22 @@ namespace fs = std::filesystem;
 
 double rel_diff(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
-const std::string kHfDir = std::string(SHARDFT_REFERENCE_DIR) + "/hf";
+const std::string& kHfDir = testing_util::hf_fixture_dir();
 
 SelfCommunicator& self() {
   static SelfCommunicator c;
   return c;
 }
 
-nlohmann::json fixture_batch(const std::string& model) {
-  std::ifstream in(kHfDir + "/batch.json");
-  return nlohmann::json::parse(in).at(model);
-}
-
-// HF's labels are unshifted (the model shifts them); ours are: targets[t] = labels[t + 1].
-TokenBatch to_token_batch(const nlohmann::json& fx) {
-  TokenBatch b;
-  const auto ids = fx.at("input_ids").get<std::vector<std::vector<std::int32_t>>>();
-  const auto labels = fx.at("labels").get<std::vector<std::vector<std::int32_t>>>();
-  b.batch = static_cast<int>(ids.size());
-  b.seq = static_cast<int>(ids[0].size());
-  for (int r = 0; r < b.batch; ++r) {
-    for (int t = 0; t < b.seq; ++t) {
-      b.input_ids.push_back(ids[r][t]);
-      b.position_ids.push_back(t);
-      b.seq_ids.push_back(0);
-      b.targets.push_back(t + 1 < b.seq ? labels[r][t + 1] : -100);
-    }
-  }
-  return b;
-}
+nlohmann::json fixture_batch(const std::string& model) { return testing_util::hf_fixture(model); }
+using testing_util::hf_fixture_batch;
 
 double shardft_loss(const std::string& model, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> flags = {"--model_name_or_path=" + kHfDir + "/" + model};
   flags.insert(flags.end(), extra.begin(), extra.end());
   const TrainConfig cfg = load_train_config("", flags);
   Trainer tr(cfg, 1, self());
-  const LossSums ls = tr.model().forward_loss(to_model_inputs(to_token_batch(fixture_batch(model))), tr.engine());
+  const LossSums ls = tr.model().forward_loss(to_model_inputs(hf_fixture_batch(fixture_batch(model))), tr.engine());
   return ls.loss_sum / static_cast<double>(ls.num_targets);
 }
 
