@@ -94,7 +94,7 @@ class RecordParser {
     // A sample without an assistant turn has no target tokens: it would cost compute and teach nothing.
     const bool has_assistant =
         std::any_of(conv.begin(), conv.end(), [](const Turn& t) { return t.role == "assistant"; });
-    if (!has_assistant) fail_at(at, "conversation has no assistant (gpt) turn");
+    if (!has_assistant && opt_.require_assistant) fail_at(at, "conversation has no assistant (gpt) turn");
     return conv;
   }
 
@@ -144,6 +144,12 @@ class RecordParser {
   // Strings: a user turn and the assistant's answer. Lists of messages: the prompt's turns, then the
   // completion's (trl's conversational prompt-completion).
   Conversation prompt_completion(const json& record, const RecordPlace& at) const {
+    if (!opt_.require_assistant && record.contains("prompt") && !record.contains("completion")) {
+      const json& prompt = record["prompt"];
+      if (prompt.is_string()) return {{"user", prompt.get<std::string>()}};
+      if (prompt.is_array()) return turns(prompt, kMessages, "prompt", at);
+      fail_at(at, "\"prompt\" must be a string (or a list of messages), got " + type_name(prompt));
+    }
     for (const char* key : {"prompt", "completion"}) {
       if (!record.contains(key)) fail_at(at, std::string("has \"prompt\" or \"completion\" but no \"") + key + "\"");
     }

@@ -31,6 +31,9 @@ struct DatasetOptions {
   std::string text_field = "text";
   std::map<std::string, std::string> role_map;  // dataset role -> system | user | assistant
   bool skip_bad_samples = false;
+  // false: prompts to generate from (`shardft generate --prompts_file`): a conversation needs no
+  // assistant turn, and {"prompt": ...} needs no "completion".
+  bool require_assistant = true;
 };
 DatasetOptions dataset_options(const TrainConfig& cfg);
 

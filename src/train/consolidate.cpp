@@ -57,6 +57,13 @@ class MasterReader {
 
 }  // namespace
 
+nlohmann::json read_checkpoint_metadata(const std::string& checkpoint_dir) { return read_meta(checkpoint_dir); }
+
+void read_checkpoint_master(const std::string& checkpoint_dir, const nlohmann::json& meta, std::int64_t lo,
+                            std::int64_t n, float* out) {
+  MasterReader(checkpoint_dir, meta).read(lo, n, out);
+}
+
 ConsolidateReport consolidate_checkpoint(const std::string& dir, const ConsolidateOptions& opt) {
   const nlohmann::json meta = read_meta(dir);
   std::filesystem::create_directories(opt.output_dir);

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "io/safetensors.hpp"
 
 namespace shardft {
@@ -22,6 +24,14 @@ struct ConsolidateReport {
   std::int64_t largest_tensor = 0;  // elements
   std::int64_t tensors = 0;
 };
+
+// A checkpoint directory's metadata.json; FormatError when it is missing or not JSON.
+nlohmann::json read_checkpoint_metadata(const std::string& checkpoint_dir);
+
+// Elements [lo, lo + n) of the checkpoint's fp32 master weights in layout order (metadata "params" gives
+// each tensor's name, shape and layout_offset), assembled from the rank files' slices.
+void read_checkpoint_master(const std::string& checkpoint_dir, const nlohmann::json& meta, std::int64_t lo,
+                            std::int64_t n, float* out);
 
 ConsolidateReport consolidate_checkpoint(const std::string& checkpoint_dir, const ConsolidateOptions& opt);
 

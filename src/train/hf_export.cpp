@@ -22,6 +22,27 @@ nlohmann::json model_meta_json(const ModelConfig& m) {
           {"qkv_bias", m.qkv_bias}, {"o_bias", m.o_bias}};
 }
 
+ModelConfig model_config_from_meta(const nlohmann::json& j) {
+  ModelConfig m;
+  try {
+    m.vocab_size = j.at("vocab_size").get<int>();
+    m.hidden_size = j.at("hidden_size").get<int>();
+    m.num_hidden_layers = j.at("num_hidden_layers").get<int>();
+    m.num_attention_heads = j.at("num_attention_heads").get<int>();
+    m.num_key_value_heads = j.at("num_key_value_heads").get<int>();
+    m.intermediate_size = j.at("intermediate_size").get<int>();
+    m.rope_theta = j.at("rope_theta").get<double>();
+    m.rms_norm_eps = j.at("rms_norm_eps").get<double>();
+    m.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
+    m.max_position_embeddings = j.at("max_position_embeddings").get<int>();
+    m.qkv_bias = j.value("qkv_bias", false);
+    m.o_bias = j.value("o_bias", false);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError("checkpoint model " + j.dump() + ": " + e.what());
+  }
+  return m;
+}
+
 nlohmann::json read_source_config(const std::string& model_name_or_path) {
   if (model_name_or_path.empty()) return nullptr;
   const std::string path = (fs::path(model_name_or_path) / "config.json").string();

@@ -15,6 +15,8 @@ namespace shardft {
 
 // The model's shape as checkpoint metadata keeps it (HF key names plus qkv_bias / o_bias).
 nlohmann::json model_meta_json(const ModelConfig& m);
+// Its inverse (checkpoints from before the bias flags have none); FormatError naming a missing key.
+ModelConfig model_config_from_meta(const nlohmann::json& meta);
 
 // model_name_or_path's config.json, or null when the run did not start from one.
 nlohmann::json read_source_config(const std::string& model_name_or_path);

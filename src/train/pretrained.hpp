@@ -12,4 +12,8 @@ namespace shardft {
 // Tensors the decoder has no use for (e.g. rotary_emb.inv_freq of old exports) are ignored.
 void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir);
 
+// The same checks, then every parameter into `flat` (layout.total_numel() floats, layout order): one
+// process holding the whole model (`shardft generate`).
+void read_pretrained_weights(const ParamLayout& layout, const std::string& dir, float* flat);
+
 }  // namespace shardft
