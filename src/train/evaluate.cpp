@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "train/generate.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -11,48 +12,9 @@ std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSour
                                                        int max_new_tokens, int max_seq_length,
                                                        const std::vector<std::int32_t>& stop_ids,
                                                        std::int32_t pad_id) {
-  const int rows = static_cast<int>(prompts.size());
-  const int vocab = model.config().vocab_size;
-  std::vector<std::vector<std::int32_t>> seqs = prompts, out(rows);
-  std::vector<bool> done(rows, false);
-  for (int step = 0; step < max_new_tokens; ++step) {
-    int seq = 0;
-    for (const auto& s : seqs) seq = std::max<int>(seq, static_cast<int>(s.size()));
-    if (seq >= max_seq_length) break;
-    // No KV cache yet: each new token re-runs the (short) sequences; right padding never reaches the
-    // last real token because attention is causal.
-    TokenBatch b;
-    b.batch = rows;
-    b.seq = seq;
-    b.input_ids.assign(static_cast<std::size_t>(rows) * seq, pad_id);
-    b.position_ids.resize(b.input_ids.size());
-    b.seq_ids.assign(b.input_ids.size(), 0);
-    b.targets.assign(b.input_ids.size(), kIgnoreIndex);
-    View1<std::int32_t> last("last_rows", rows);
-    auto last_h = Kokkos::create_mirror_view(last);
-    for (int r = 0; r < rows; ++r) {
-      std::copy(seqs[r].begin(), seqs[r].end(), b.input_ids.begin() + static_cast<std::ptrdiff_t>(r) * seq);
-      for (int t = 0; t < seq; ++t) b.position_ids[static_cast<std::size_t>(r) * seq + t] = t;
-      last_h(r) = r * seq + static_cast<int>(seqs[r].size()) - 1;
-    }
-    Kokkos::deep_copy(last, last_h);
-    View2<float> logits("gen_logits", rows, vocab);
-    model.forward_logits(to_model_inputs(b), params, last, logits);
-    auto logits_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits);
-    bool all_done = true;
-    for (int r = 0; r < rows; ++r) {
-      if (done[r]) continue;
-      int best = 0;
-      for (int v = 1; v < vocab; ++v) best = logits_h(r, v) > logits_h(r, best) ? v : best;
-      if (std::find(stop_ids.begin(), stop_ids.end(), best) != stop_ids.end()) {
-        done[r] = true;
-        continue;
-      }
-      seqs[r].push_back(best);
-      out[r].push_back(best);
-      all_done = false;
-    }
-    if (all_done) break;
+  std::vector<std::vector<std::int32_t>> out;
+  for (Generation& g : generate(model, params, prompts, max_new_tokens, max_seq_length, stop_ids, pad_id, SamplingOptions{})) {
+    out.push_back(std::move(g.tokens));
   }
   return out;
 }

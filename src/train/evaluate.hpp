@@ -19,8 +19,8 @@ struct EvalResult {
   std::vector<std::string> generations;  // in eval-set order ("" where nothing was generated)
 };
 
-// Greedy decoding of a batch of prompts; stops each row at any of stop_ids or after max_new_tokens.
-// Rows are padded with pad_id.
+// Greedy decoding of a batch of prompts (generate() in train/generate.hpp with temperature 0); stops
+// each row at any of stop_ids, after max_new_tokens or at max_seq_length tokens. Rows are padded with pad_id.
 std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSource& params,
                                                        const std::vector<std::vector<std::int32_t>>& prompts,
                                                        int max_new_tokens, int max_seq_length,
