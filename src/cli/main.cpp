@@ -20,6 +20,9 @@ void usage(std::ostream& out) {
          "commands:\n"
          "  train   fine-tune the model of the recipe on its dataset\n"
          "  eval    held-out loss and greedy exact match of output_dir/model.safetensors\n"
+         "  generate [--model DIR] --prompt TEXT | --prompts_file FILE | --interactive [--system TEXT]\n"
+         "          [--max_new_tokens N] [--temperature T] [--top_p P] [--top_k K] [--seed S]\n"
+         "          talk to a model: output_dir (default), an HF directory or a checkpoint-N\n"
          "  estimate  memory per GPU/CPU for ZeRO stages 1-3 (DeepSpeed's table) and activations\n"
          "  consolidate CHECKPOINT --output DIR [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]\n"
          "          HF-loadable model.safetensors (+ index past the shard size) and config.json\n"
@@ -63,6 +66,8 @@ int main(int argc, char** argv) {
       code = shardft::cli::train(inv, mpi);
     } else if (command == "eval") {
       code = shardft::cli::eval(inv, mpi);
+    } else if (command == "generate") {
+      code = shardft::cli::generate(args, mpi);
     } else {
       std::cerr << "shardft: unknown command '" << command << "'\n";
       usage(std::cerr);
