@@ -6,6 +6,7 @@
 #include "config/deepspeed_json.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
+#include "train/startup_report.hpp"
 #include "train/run.hpp"
 
 namespace shardft::cli {
@@ -47,6 +48,11 @@ int train(const Invocation& inv, const MpiSession& mpi) {
     groups = ProcessGroups::create(MPI_COMM_WORLD, topo, shard, cfg.zero_hpz_partition_size);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
+  }
+  if (topo.world_rank == 0) {
+    std::cout << startup_report(cfg, JobShape{topo.world_size, topo.num_nodes, topo.ranks_per_node,
+                                              cfg.ranks_per_node > 0, shard})
+              << std::flush;
   }
   TrainGroups tg{groups.world.get(), groups.shard.get(), groups.replica.get(), {}};
   if (cfg.zero_hpz_partition_size > 1) tg.zpp.secondary = groups.secondary.get();

@@ -1,0 +1,50 @@
+#include "train/startup_report.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <sstream>
+
+#include "config/recipe_schema.hpp"
+
+namespace shardft {
+
+std::string build_description() {
+  std::ostringstream s;
+  s << "Kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "." << KOKKOS_VERSION % 100 << " ("
+    << Kokkos::DefaultExecutionSpace::name() << "), GEMM "
+#if defined(SHARDFT_HAVE_CUDA)
+    << "BLAS on the host, cuBLAS linked"
+#else
+    << "BLAS (OpenBLAS)"
+#endif
+    << ", collectives MPI"
+#if defined(SHARDFT_HAVE_NCCL)
+    << " (NCCL backend compiled in)"
+#endif
+    ;
+  return s.str();
+}
+
+std::string startup_report(const TrainConfig& cfg, const JobShape& job) {
+  std::ostringstream s;
+  s << "build: " << build_description() << "\n";
+  s << "topology: " << job.world_size << " ranks = " << job.num_nodes << " node" << (job.num_nodes == 1 ? "" : "s")
+    << " x " << job.ranks_per_node << " ranks per node ("
+    << (job.ranks_per_node_overridden ? "ranks_per_node override" : "from MPI") << "); shard groups of "
+    << job.shard_group_size << ", " << job.world_size / job.shard_group_size << " replica"
+    << (job.world_size / job.shard_group_size == 1 ? "" : "s") << "\n";
+  const TrainConfig defaults;
+  std::string changed;
+  for (const RecipeKey& key : recipe_keys()) {
+    const std::string value = value_text(cfg, key);
+    if (value == value_text(defaults, key)) continue;
+    std::string where;
+    for (const auto& src : cfg.sources) {
+      if (src.first == key.name) where = src.second;
+    }
+    changed += "  " + key.name + ": " + value + (where.empty() ? "" : "   # " + where) + "\n";
+  }
+  s << "resolved config (keys off their defaults; `shardft keys` lists all):\n" << changed;
+  return s.str();
+}
+
+}  // namespace shardft
