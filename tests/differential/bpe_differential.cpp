@@ -23,6 +23,7 @@
 #include "data/bpe_internal.hpp"
 #include "data/bpe_tokenizer.hpp"
 #include "data/sft_data.hpp"
+#include "tests/common/bpe_probes.hpp"
 
 namespace {
 
@@ -105,26 +106,8 @@ int random_cases(const std::string& file) {
   return total_bad == 0 ? 0 : 1;
 }
 
-std::vector<std::size_t> split_lengths(const bpe::Regex& re, const std::string& text) {
-  std::vector<bpe::Range> pieces;
-  re.split_isolated(text, 0, pieces);
-  std::vector<std::size_t> lens;
-  for (const bpe::Range& r : pieces) lens.push_back(r.end - r.begin);
-  return lens;
-}
-
-// The generator's PROBE_CONTEXT.format(c=chr(cp)): every "{c}" of the context replaced by the code point.
-std::string probe_text(const std::string& context, char32_t cp) {
-  std::string c, out;
-  bpe::append_utf8(cp, c);
-  for (std::size_t at = 0;;) {
-    const std::size_t k = context.find("{c}", at);
-    out += context.substr(at, k - at);
-    if (k == std::string::npos) return out;
-    out += c;
-    at = k + 3;
-  }
-}
+using shardft::testing_util::probe_text;
+using shardft::testing_util::split_lengths;
 
 int all_code_points(const std::string& dir) {
   const json doc = load_json(kBpeDir + "pretokens.json");

@@ -18,6 +18,7 @@
 #include "data/bpe_internal.hpp"
 #include "data/bpe_tokenizer.hpp"
 #include "data/sft_data.hpp"
+#include "tests/common/bpe_probes.hpp"
 
 namespace shardft {
 namespace {
@@ -466,25 +467,8 @@ TEST(BpeInternals, WhiteSpaceMatchesOniguruma) {
             R"([\t-\r\x{20}\x{85}\p{Z}]+(?![^\t-\r\x{20}\x{85}\p{Z}])|[^\t-\r\x{20}\x{85}\p{Z}\p{L}]|\\s|\Q\s\E)");
 }
 
-std::vector<std::size_t> split_lengths(const bpe::Regex& re, const std::string& text) {
-  std::vector<bpe::Range> pieces;
-  re.split_isolated(text, 0, pieces);
-  std::vector<std::size_t> lens;
-  for (const bpe::Range& r : pieces) lens.push_back(r.end - r.begin);
-  return lens;
-}
-
-std::string probe_text(const std::string& context, char32_t cp) {
-  std::string c, out;
-  bpe::append_utf8(cp, c);
-  for (std::size_t at = 0;;) {
-    const std::size_t k = context.find("{c}", at);
-    out += context.substr(at, k - at);
-    if (k == std::string::npos) return out;
-    out += c;
-    at = k + 3;
-  }
-}
+using testing_util::probe_text;
+using testing_util::split_lengths;
 
 // HF's Split(Isolated) pieces around ~200 probe code points (every White_Space character, format
 // characters, marks, digits, letters, emoji, private use, unassigned), for the three regexes.

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "tests/common/scratch_dir_test.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {
@@ -28,24 +29,8 @@ constexpr std::int32_t kSys = ByteTokenizer::kSystem;
 constexpr std::int32_t kUsr = ByteTokenizer::kUser;
 constexpr std::int32_t kAst = ByteTokenizer::kAssistant;
 
-// Each test gets its own scratch folder, removed afterwards.
-class DataReaderTest : public ::testing::Test {
+class DataReaderTest : public testing_util::ScratchDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("shardft_data_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write(const std::string& name, const std::string& content) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << content;
-    return path;
-  }
-
   // The DataError message read_conversations_jsonl throws for `path`, or "" when it does not throw.
   static std::string error_of(const std::string& path) {
     try {
@@ -56,7 +41,6 @@ class DataReaderTest : public ::testing::Test {
     return "";
   }
 
-  fs::path dir_;
 };
 
 const char* const kGoodLine = R"({"conversations":[{"from":"human","value":"hi"},{"from":"gpt","value":"ok"}]})";

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "tests/common/scratch_dir_test.hpp"
 #include "config/data_keys.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
@@ -27,23 +28,8 @@ namespace fs = std::filesystem;
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
 
-class DatasetFiles : public ::testing::Test {
+class DatasetFiles : public testing_util::ScratchDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("shardft_datasets_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write(const std::string& name, const std::string& content) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << content;
-    return path;
-  }
-
   static std::string error_of(const std::function<void()>& action) {
     try {
       action();
@@ -54,8 +40,6 @@ class DatasetFiles : public ::testing::Test {
     }
     return "(no error)";
   }
-
-  fs::path dir_;
 };
 
 const char* const kQa = R"({"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]})";
