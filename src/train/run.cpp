@@ -17,7 +17,6 @@
 #include "data/packing.hpp"
 #include "data/tokenizer.hpp"
 #include "data/training_set.hpp"
-#include "io/hf_weights.hpp"
 #include "io/progress_bar.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
@@ -25,6 +24,7 @@
 #include "train/checkpoint.hpp"
 #include "train/hf_export.hpp"
 #include "train/mfu.hpp"
+#include "train/pretrained.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -63,20 +63,6 @@ void save_model(Trainer& tr, const std::string& path, bool writer) {
   write_safetensors_f32(path, refs);
 }
 
-// output_dir's weights: model.safetensors, or a sharded set with its index (an HF directory).
-void load_model(const std::string& dir, const ParamLayout& layout, View1<float> flat) {
-  HfModelWeights weights(dir);
-  auto host = Kokkos::create_mirror_view(flat);
-  for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    const ParamSpec& spec = layout.params()[p];
-    if (!weights.has(spec.name)) throw FormatError(weights.description() + ": tensor '" + spec.name + "' is missing");
-    if (weights.shape(spec.name) != spec.shape) {
-      throw FormatError(weights.description() + ": tensor '" + spec.name + "' has another shape than the recipe's model");
-    }
-    weights.read(spec.name, 0, spec.numel(), host.data() + layout.offset(static_cast<int>(p)));
-  }
-  Kokkos::deep_copy(flat, host);
-}
 
 void report_eval(const EvalResult& ev, std::ostream& log) {
   log << py_dict({{"eval_loss", ev.eval_loss}, {"eval_exact_match", ev.exact_match},
@@ -397,7 +383,11 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   model.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
   LocalParams params(model.layout());
-  load_model(cfg.output_dir, model.layout(), params.weights());
+  {  // output_dir is an HF directory: model.safetensors, or a sharded set with its index
+    auto host = Kokkos::create_mirror_view(params.weights());
+    read_pretrained_weights(model.layout(), cfg.output_dir, host.data());
+    Kokkos::deep_copy(params.weights(), host);
+  }
   if (cfg.bf16) round_to_bf16(params.weights(), params.weights());
   const EvalResult ev =
       evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length, cfg.eval_max_new_tokens,
