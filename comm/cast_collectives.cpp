@@ -36,6 +36,7 @@ class Bf16Gather : public Request {
     inner_.reset();
     from_bf16(recv_, full_, recv_.extent(0), false);
   }
+  bool test() override { return !inner_ || inner_->test(); }  // widening waits for wait()
   ~Bf16Gather() override {
     if (inner_) inner_->wait();
   }
@@ -44,6 +45,29 @@ class Bf16Gather : public Request {
   RequestPtr inner_;
   Half send_, recv_;
   float* full_;
+};
+
+// Waits for the bf16 reduce-scatter, then widens (or adds) this rank's block into the fp32 output.
+class Bf16ReduceScatter : public Request {
+ public:
+  Bf16ReduceScatter(RequestPtr inner, Half send, Half recv, float* out, bool accumulate)
+      : inner_(std::move(inner)), send_(send), recv_(recv), out_(out), accumulate_(accumulate) {}
+  void wait() override {
+    if (!inner_) return;
+    inner_->wait();
+    inner_.reset();
+    from_bf16(recv_, out_, recv_.extent(0), accumulate_);
+  }
+  bool test() override { return !inner_ || inner_->test(); }
+  ~Bf16ReduceScatter() override {
+    if (inner_) inner_->wait();
+  }
+
+ private:
+  RequestPtr inner_;
+  Half send_, recv_;
+  float* out_;
+  bool accumulate_;
 };
 
 }  // namespace
@@ -55,11 +79,16 @@ RequestPtr iall_gather_as_bf16(Communicator& group, const float* shard, std::siz
   return std::make_unique<Bf16Gather>(std::move(inner), send, recv, full);
 }
 
-void reduce_scatter_as_bf16(Communicator& group, const float* full, std::size_t shard_count, float* out, bool accumulate) {
+RequestPtr ireduce_scatter_as_bf16(Communicator& group, const float* full, std::size_t shard_count, float* out,
+                                   bool accumulate) {
   Half send = to_bf16(full, shard_count * group.size(), "bf16_rs_send");
   Half recv(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("bf16_rs_recv")), shard_count);
-  group.reduce_scatter(send.data(), recv.data(), shard_count, DType::bf16, ReduceOp::sum);
-  from_bf16(recv, out, shard_count, accumulate);
+  RequestPtr inner = group.ireduce_scatter(send.data(), recv.data(), shard_count, DType::bf16, ReduceOp::sum);
+  return std::make_unique<Bf16ReduceScatter>(std::move(inner), send, recv, out, accumulate);
+}
+
+void reduce_scatter_as_bf16(Communicator& group, const float* full, std::size_t shard_count, float* out, bool accumulate) {
+  ireduce_scatter_as_bf16(group, full, shard_count, out, accumulate)->wait();
 }
 
 void all_reduce_as_bf16(Communicator& group, float* buf, std::size_t count) {

@@ -10,7 +10,10 @@ namespace shardft {
 
 // full receives group.size() * count floats (rank r's shard at r * count).
 RequestPtr iall_gather_as_bf16(Communicator& group, const float* shard, std::size_t count, float* full);
-// out (+)= this rank's shard of the sum; full holds group.size() * shard_count floats.
+// out (+)= this rank's shard of the sum; full holds group.size() * shard_count floats. The nonblocking
+// form reads full before it returns (full may be reused at once) and writes out in wait().
+RequestPtr ireduce_scatter_as_bf16(Communicator& group, const float* full, std::size_t shard_count, float* out,
+                                   bool accumulate);
 void reduce_scatter_as_bf16(Communicator& group, const float* full, std::size_t shard_count, float* out, bool accumulate);
 // In place.
 void all_reduce_as_bf16(Communicator& group, float* buf, std::size_t count);

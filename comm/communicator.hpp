@@ -22,6 +22,10 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  // Moves the collective on without blocking and says whether it is complete (then wait() returns at
+  // once). MPI advances nonblocking collectives only inside MPI calls, so a caller overlapping one
+  // with compute tests it now and then. The default cannot tell: it answers false, and wait() finishes.
+  virtual bool test() { return false; }
 };
 using RequestPtr = std::unique_ptr<Request>;
 

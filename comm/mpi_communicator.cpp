@@ -60,6 +60,11 @@ class MpiRequest : public Request {
  public:
   MPI_Request req = MPI_REQUEST_NULL;
   void wait() override { MPI_Wait(&req, MPI_STATUS_IGNORE); }
+  bool test() override {
+    int done = 1;
+    if (req != MPI_REQUEST_NULL) MPI_Test(&req, &done, MPI_STATUS_IGNORE);  // a completed request becomes NULL
+    return done != 0;
+  }
   ~MpiRequest() override {
     if (req != MPI_REQUEST_NULL) MPI_Wait(&req, MPI_STATUS_IGNORE);  // never leave a collective dangling
   }

@@ -70,6 +70,7 @@ class QuantizedGather : public Request {
                       block_, Unmanaged1<float>(full_ + static_cast<std::size_t>(r) * count_, count_));
     }
   }
+  bool test() override { return !inner_ || inner_->test(); }  // dequantization waits for wait()
   ~QuantizedGather() override {
     if (inner_) inner_->wait();
   }
