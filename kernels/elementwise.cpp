@@ -13,11 +13,32 @@ void scale_inplace(Unmanaged1<float> x, float c) {
   Kokkos::parallel_for("scale_inplace", Range(0, x.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { x(i) *= c; });
 }
 
+// Blocks of kBlock elements, each summed in kLanes independent double accumulators: one running
+// double sum is a chain of dependent adds (latency-bound, about 1.4 GB/s); independent lanes vectorise
+// and run at memory speed. Still double precision throughout, only the order of the additions changes.
 double sum_squares(Unmanaged1<const float> x) {
+  constexpr std::int64_t kBlock = 4096;
+  constexpr int kLanes = 32;
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  const float* data = x.data();
   double s = 0.0;
   Kokkos::parallel_reduce(
-      "sum_squares", Range(0, x.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t i, double& acc) { acc += static_cast<double>(x(i)) * x(i); }, s);
+      "sum_squares", Range(0, blocks),
+      KOKKOS_LAMBDA(const std::int64_t b, double& acc) {
+        const float* p = data + b * kBlock;
+        const std::int64_t len = n - b * kBlock < kBlock ? n - b * kBlock : kBlock;
+        double lane[kLanes] = {};
+        std::int64_t i = 0;
+        for (; i + kLanes <= len; i += kLanes) {
+          for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(p[i + l]) * p[i + l];
+        }
+        double sum = 0.0;
+        for (int l = 0; l < kLanes; ++l) sum += lane[l];
+        for (; i < len; ++i) sum += static_cast<double>(p[i]) * p[i];
+        acc += sum;
+      },
+      s);
   return s;
 }
 

@@ -29,3 +29,34 @@ void swiglu_backward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unman
 }
 
 }  // namespace shardft
+
+namespace shardft {
+
+void swiglu_forward_packed(Unmanaged2<const float> gu, Unmanaged2<float> s) {
+  const int cols = static_cast<int>(s.extent(1));
+  Kokkos::parallel_for(
+      "swiglu_forward_packed", Range(0, s.extent(0)), KOKKOS_LAMBDA(const std::int64_t n) {
+        const float* g = &gu(n, 0);
+        const float* u = g + cols;
+        float* out = &s(n, 0);
+        for (int j = 0; j < cols; ++j) out[j] = g[j] / (1.f + kmath::exp(-g[j])) * u[j];
+      });
+}
+
+void swiglu_backward_packed_inplace(Unmanaged2<float> gu, Unmanaged2<const float> ds) {
+  const int cols = static_cast<int>(ds.extent(1));
+  Kokkos::parallel_for(
+      "swiglu_backward_packed_inplace", Range(0, ds.extent(0)), KOKKOS_LAMBDA(const std::int64_t n) {
+        float* g = &gu(n, 0);
+        float* u = g + cols;
+        const float* d = &ds(n, 0);
+        for (int j = 0; j < cols; ++j) {
+          const float x = g[j], up = u[j];
+          const float sig = 1.f / (1.f + kmath::exp(-x));
+          u[j] = d[j] * x * sig;
+          g[j] = d[j] * up * sig * (1.f + x * (1.f - sig));
+        }
+      });
+}
+
+}  // namespace shardft

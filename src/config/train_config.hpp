@@ -66,7 +66,7 @@ struct TrainConfig {
   std::uint64_t seed = 42;
   bool bf16 = false;
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
-  int logits_chunk_tokens = 1024;            // LM head + cross-entropy in chunks of this many tokens; 0: all
+  int logits_chunk_tokens = 256;             // LM head + cross-entropy in chunks of this many tokens; 0: all
   std::string attn_implementation = "eager";  // HF's key: eager (stored probabilities) | memory_efficient
   double peak_tflops = 0.0;                  // per rank, for MFU in the logs; 0: measure this rank's sgemm rate
 

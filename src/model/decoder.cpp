@@ -1,5 +1,6 @@
 #include "model/decoder.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -41,9 +42,11 @@ void round_if_bf16(ComputeDtype dtype, Unmanaged2<float> x) {
 }  // namespace
 
 // What forward keeps for backward, per layer: the layer input and every intermediate a gradient needs.
+// gu holds the gate and up projections side by side ([N, 2I], one GEMM); in backward it is overwritten
+// by their gradients, and s by its gradient, so the MLP needs no backward buffers of its own.
 struct LayerActivations {
   Scratch h1{"h1"}, rstd1{"rstd1"}, q{"q"}, k{"k"}, v{"v"}, probs{"probs"}, lse{"lse"}, o{"o"}, x_mid{"x_mid"}, h2{"h2"},
-      rstd2{"rstd2"}, g{"g"}, u{"u"}, s{"s"}, x_out{"x_out"};
+      rstd2{"rstd2"}, gu{"gu"}, s{"s"}, x_out{"x_out"};
 };
 
 struct Decoder::Activations {
@@ -51,8 +54,10 @@ struct Decoder::Activations {
   LayerActivations recompute;  // activation checkpointing: one layer's intermediates, rebuilt in backward
   Scratch x0{"x0"}, hf{"hf"}, rstdf{"rstdf"}, logits{"logits"};
   // backward scratch, shared by all layers
-  Scratch dx{"dx"}, dh{"dh"}, dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dg{"dg"}, du{"du"}, ds{"ds"},
-      dscores{"dscores"}, delta{"delta"};
+  Scratch dx{"dx"}, dh{"dh"}, dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dscores{"dscores"}, delta{"delta"};
+  // [gate; up] weights side by side, for a ParamSource that does not store them adjacently
+  Scratch gate_up_w{"gate_up_w"}, gate_up_dw{"gate_up_dw"};
+  RopeTable rope;
 };
 
 Decoder::Decoder(const ModelConfig& cfg, ComputeDtype dtype)
@@ -104,20 +109,38 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     return Unmanaged2<const float>(params.weight(p).data(), sh[0], sh[1]);
   };
 
+  // The gate and up projections as one [2I, d] matrix: adjacent in the layout (and in every unit of the
+  // sharding engine), so normally a view; otherwise copied side by side.
+  auto gate_up_weight = [&](const LayerParams& P) {
+    auto gate = W(P.gate_proj), up = W(P.up_proj);
+    if (up.data() == gate.data() + I * d) return Unmanaged2<const float>(gate.data(), 2 * I, d);
+    A.gate_up_w.reserve(2 * I * d);
+    Kokkos::deep_copy(Unmanaged1<float>(A.gate_up_w.vec(2 * I * d).data(), I * d), gate);
+    Kokkos::deep_copy(Unmanaged1<float>(A.gate_up_w.vec(2 * I * d).data() + I * d, I * d), up);
+    return Unmanaged2<const float>(A.gate_up_w.mat(2 * I, d).data(), 2 * I, d);
+  };
+  // RoPE angles for every position this model can see, computed once.
+  const std::int64_t rope_positions = std::max<std::int64_t>(cfg_.max_position_embeddings, in.seq);
+  if (static_cast<std::int64_t>(A.rope.cos.extent(0)) < rope_positions) {
+    A.rope = make_rope_table(rope_positions, static_cast<int>(hd), cfg_.rope_theta);
+  }
+
   // ---- forward --------------------------------------------------------------------------------
   A.x0.reserve(N * d);
   params.acquire(0);
   embedding_forward(ids, W2(layout_.embed_tokens()), A.x0.mat(N, d));
   params.release(0);
 
-  // One decoder layer, x_out = layer(x_in), keeping in L what its backward needs.
+  // One decoder layer, x_out = layer(x_in), keeping in L what its backward needs. Recomputing for
+  // backward (x_out empty) stops before the down projection: its output is not needed again.
   auto forward_layer = [&](int l, Unmanaged2<const float> x_in, LayerActivations& L, Unmanaged2<float> x_out) {
     const LayerParams& P = layout_.layer(l);
     for (auto* s : {&L.h1, &L.x_mid, &L.h2}) s->reserve(N * d);
     for (auto* s : {&L.rstd1, &L.rstd2}) s->reserve(N);
     for (auto* s : {&L.q, &L.o}) s->reserve(N * qd);
     for (auto* s : {&L.k, &L.v}) s->reserve(N * kvd);
-    for (auto* s : {&L.g, &L.u, &L.s}) s->reserve(N * I);
+    L.gu.reserve(N * 2 * I);
+    L.s.reserve(N * I);
     const std::int64_t rows_bht = static_cast<std::int64_t>(in.batch) * cfg_.num_attention_heads * in.seq;
     if (memory_efficient_attention_) {
       L.lse.reserve(rows_bht);
@@ -134,8 +157,7 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     add_bias(P.k_bias, k);
     linear_forward(h1, W(P.v_proj), v);
     add_bias(P.v_bias, v);
-    rope_forward(q, pos, static_cast<int>(hd), cfg_.rope_theta);
-    rope_forward(k, pos, static_cast<int>(hd), cfg_.rope_theta);
+    rope_rotate_qk(q, k, pos, A.rope, false);
     if (memory_efficient_attention_) {
       attention_forward_lse(ashape, q, k, v, seq_ids, o, L.lse.vec(rows_bht));
     } else {
@@ -147,13 +169,13 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     linear_forward(o, W(P.o_proj), x_mid, 1.f);  // x_mid = x_in + attention
     add_bias(P.o_bias, x_mid);
 
-    auto h2 = L.h2.mat(N, d), g = L.g.mat(N, I), u = L.u.mat(N, I), s = L.s.mat(N, I);
+    auto h2 = L.h2.mat(N, d), gu = L.gu.mat(N, 2 * I), s = L.s.mat(N, I);
     rmsnorm_forward(x_mid, W(P.post_attention_layernorm), eps, h2, L.rstd2.vec(N));
     round_if_bf16(dtype_, h2);
-    linear_forward(h2, W(P.gate_proj), g);
-    linear_forward(h2, W(P.up_proj), u);
-    swiglu_forward(g, u, s);
+    gemm(Op::N, Op::T, 1.f, h2, gate_up_weight(P), 0.f, gu);
+    swiglu_forward_packed(gu, s);
     round_if_bf16(dtype_, s);
+    if (x_out.extent(0) == 0) return;
     Kokkos::deep_copy(x_out, x_mid);
     linear_forward(s, W(P.down_proj), x_out, 1.f);  // x_out = x_mid + mlp
   };
@@ -224,7 +246,6 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
   // ---- backward ---------------------------------------------------------------------------------
   for (auto* s : {&A.dattn, &A.dq}) s->reserve(N * qd);
   for (auto* s : {&A.dk, &A.dv}) s->reserve(N * kvd);
-  for (auto* s : {&A.dg, &A.du, &A.ds}) s->reserve(N * I);
   const std::int64_t rows_bht = static_cast<std::int64_t>(in.batch) * cfg_.num_attention_heads * in.seq;
   if (memory_efficient_attention_) {
     A.delta.reserve(rows_bht);
@@ -243,17 +264,24 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     LayerActivations& L = scratch_of(l);
     params.acquire(l + 1);
     auto layer_in = l == 0 ? A.x0.mat(N, d) : A.layers[l - 1].x_out.mat(N, d);
-    if (recompute) {  // rebuild this layer's intermediates; its output is not needed again
-      L.x_out.reserve(N * d);
-      forward_layer(l, layer_in, L, L.x_out.mat(N, d));
-    }
+    if (recompute) forward_layer(l, layer_in, L, Unmanaged2<float>());  // rebuild this layer's intermediates
     // dx holds d loss / d x_out; the residual passes it straight to x_mid and x_in.
-    auto dg = A.dg.mat(N, I), du = A.du.mat(N, I), ds = A.ds.mat(N, I);
-    linear_backward(L.s.mat(N, I), W(P.down_proj), dx, ds, 0.f, grads->grad(P.down_proj));
-    swiglu_backward(L.g.mat(N, I), L.u.mat(N, I), ds, dg, du);
+    // Down projection: dW += dx^T s first, so that ds = dx W can overwrite s.
+    auto s = L.s.mat(N, I), gu = L.gu.mat(N, 2 * I);
+    gemm(Op::T, Op::N, 1.f, dx, s, 1.f, Unmanaged2<float>(grads->grad(P.down_proj).data(), d, I));
+    gemm(Op::N, Op::N, 1.f, dx, W2(P.down_proj), 0.f, s);
+    swiglu_backward_packed_inplace(gu, s);  // gu now holds [dg | du]
     auto h2 = L.h2.mat(N, d);
-    linear_backward(h2, W(P.gate_proj), dg, dh, 0.f, grads->grad(P.gate_proj));
-    linear_backward(h2, W(P.up_proj), du, dh, 1.f, grads->grad(P.up_proj));
+    gemm(Op::N, Op::N, 1.f, gu, gate_up_weight(P), 0.f, dh);
+    auto dgate = grads->grad(P.gate_proj), dup = grads->grad(P.up_proj);
+    if (dup.data() == dgate.data() + I * d) {
+      gemm(Op::T, Op::N, 1.f, gu, h2, 1.f, Unmanaged2<float>(dgate.data(), 2 * I, d));
+    } else {
+      A.gate_up_dw.reserve(2 * I * d);
+      gemm(Op::T, Op::N, 1.f, gu, h2, 0.f, A.gate_up_dw.mat(2 * I, d));
+      add_inplace(dgate, Unmanaged1<const float>(A.gate_up_dw.vec(2 * I * d).data(), I * d));
+      add_inplace(dup, Unmanaged1<const float>(A.gate_up_dw.vec(2 * I * d).data() + I * d, I * d));
+    }
     rmsnorm_backward(L.x_mid.mat(N, d), W(P.post_attention_layernorm), L.rstd2.vec(N), dh, dx,
                      grads->grad(P.post_attention_layernorm));
 
@@ -267,8 +295,7 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
       attention_backward(ashape, L.q.mat(N, qd), L.k.mat(N, kvd), L.v.mat(N, kvd), L.probs.vec(ashape.probs_size()),
                          dattn, dq, dk, dv, A.dscores.vec(ashape.probs_size()));
     }
-    rope_backward(dq, pos, static_cast<int>(hd), cfg_.rope_theta);
-    rope_backward(dk, pos, static_cast<int>(hd), cfg_.rope_theta);
+    rope_rotate_qk(dq, dk, pos, A.rope, true);
     // dq, dk, dv are now the gradients of the projections' outputs, biases included
     bias_grad(P.q_bias, dq);
     bias_grad(P.k_bias, dk);
