@@ -125,12 +125,22 @@ std::vector<RecipeKey> build_recipe_keys() {
       // optimisation
       train_key("packing", &T::packing, "pack samples into rows of max_seq_length (first-fit decreasing)"),
       train_key("learning_rate", &T::learning_rate, "peak learning rate").in(greater_than(0)),
-      train_key("lr_scheduler_type", &T::lr_scheduler_type, "learning-rate schedule after warmup")
-          .one_of({"constant", "linear", "cosine", "cosine_with_min_lr"}),
-      train_key("warmup_steps", &T::warmup_steps, "linear warmup steps; 0: use warmup_ratio").in(at_least(0)),
+      train_key("lr_scheduler_type", &T::lr_scheduler_type,
+                "learning-rate schedule after warmup: HF's, or DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR "
+                "as its engine steps them")
+          .one_of({"constant", "linear", "cosine", "cosine_with_min_lr", "ds_warmup", "ds_warmup_decay",
+                   "ds_warmup_cosine"}),
+      train_key("warmup_steps", &T::warmup_steps, "warmup steps; 0: use warmup_ratio").in(at_least(0)),
       train_key("warmup_ratio", &T::warmup_ratio, "warmup as a fraction of all steps").in(closed_interval(0, 1)),
       train_key("min_lr", &T::min_lr, "cosine_with_min_lr: absolute floor").in(at_least(0)),
       train_key("min_lr_rate", &T::min_lr_rate, "cosine_with_min_lr: floor as a fraction of learning_rate")
+          .in(closed_interval(0, 1)),
+      train_key("warmup_type", &T::warmup_type, "ds_* schedules: DeepSpeed's warmup shape").one_of({"log", "linear"}),
+      train_key("warmup_min_lr", &T::warmup_min_lr, "ds_warmup, ds_warmup_decay: warmup start (and decay end)")
+          .in(at_least(0)),
+      train_key("warmup_min_ratio", &T::warmup_min_ratio, "ds_warmup_cosine: warmup start, a fraction of learning_rate")
+          .in(closed_interval(0, 1)),
+      train_key("cos_min_ratio", &T::cos_min_ratio, "ds_warmup_cosine: end, a fraction of learning_rate")
           .in(closed_interval(0, 1)),
       train_key("weight_decay", &T::weight_decay, "AdamW decoupled weight decay").in(at_least(0)),
       train_key("max_grad_norm", &T::max_grad_norm, "clip the global gradient norm to this; <= 0: no clipping"),

@@ -283,6 +283,27 @@ void validate_combinations(const TrainConfig& cfg) {
                      "min_lr and min_lr_rate apply only to lr_scheduler_type cosine_with_min_lr");
   }
 
+  // DeepSpeed's schedules: their own keys, as min_lr above; DeepSpeed raises on warmup_num_steps 0.
+  const std::string& type = cfg.lr_scheduler_type;
+  const bool ds = type.rfind("ds_", 0) == 0;
+  if (ds && cfg.warmup_steps == 0 && cfg.warmup_ratio == 0) {
+    fail_combination(cfg, {"lr_scheduler_type", "warmup_steps", "warmup_ratio"},
+                     "DeepSpeed's schedules need a warmup (its warmup_num_steps must be positive): set warmup_steps "
+                     "or warmup_ratio");
+  }
+  if (cfg.warmup_type != "log" && !ds) {
+    fail_combination(cfg, {"warmup_type", "lr_scheduler_type"},
+                     "warmup_type applies only to DeepSpeed's schedules (ds_*); HF's schedules warm up linearly");
+  }
+  if (cfg.warmup_min_lr > 0 && type != "ds_warmup" && type != "ds_warmup_decay") {
+    fail_combination(cfg, {"warmup_min_lr", "lr_scheduler_type"},
+                     "warmup_min_lr applies only to lr_scheduler_type ds_warmup and ds_warmup_decay");
+  }
+  if ((cfg.warmup_min_ratio != 0 || cfg.cos_min_ratio != TrainConfig{}.cos_min_ratio) && type != "ds_warmup_cosine") {
+    fail_combination(cfg, {"warmup_min_ratio", "cos_min_ratio", "lr_scheduler_type"},
+                     "warmup_min_ratio and cos_min_ratio apply only to lr_scheduler_type ds_warmup_cosine");
+  }
+
   if (cfg.max_steps == -1 && !(cfg.num_train_epochs > 0)) {
     fail_combination(cfg, {"num_train_epochs", "max_steps"},
                      "num_train_epochs must be > 0 when max_steps is -1 (the run would have no steps)");

@@ -38,11 +38,16 @@ struct TrainConfig {
 
   // optimisation
   double learning_rate = 3e-3;
-  std::string lr_scheduler_type = "cosine";  // constant | linear | cosine | cosine_with_min_lr
+  std::string lr_scheduler_type = "cosine";  // constant | linear | cosine | cosine_with_min_lr | DeepSpeed's:
+                                             // ds_warmup | ds_warmup_decay | ds_warmup_cosine (train/lr_schedule.hpp)
   int warmup_steps = 0;
   double warmup_ratio = 0.0;                 // used when warmup_steps == 0
   double min_lr = 0.0;                       // cosine_with_min_lr: absolute floor ...
   double min_lr_rate = 0.0;                  // ... or a fraction of learning_rate (one of the two)
+  std::string warmup_type = "log";           // ds_*: DeepSpeed's warm-up shape, log | linear
+  double warmup_min_lr = 0.0;                // ds_warmup, ds_warmup_decay: the warm-up's start (and decay's end)
+  double warmup_min_ratio = 0.0;             // ds_warmup_cosine: the warm-up's start, a fraction of learning_rate
+  double cos_min_ratio = 1e-4;               // ds_warmup_cosine: the end, a fraction of learning_rate
   double weight_decay = 0.0;
   double max_grad_norm = 1.0;                // <= 0 disables clipping
   double adam_beta1 = 0.9;

@@ -5,8 +5,46 @@
 #include <stdexcept>
 
 namespace shardft {
+namespace {
+
+// DeepSpeed's rate at scheduler iteration i (the header's formulas). Each expression keeps the
+// operation order of lr_schedules.py (e.g. min + delta * gamma even where gamma is 1) so that the
+// doubles match DeepSpeed's, not just the real numbers.
+double deepspeed_rate(const LrSchedule& s, long i) {
+  if (s.type == "ds_warmup_cosine" && i < 0) return 0.0;
+  if (i < 0) return s.warmup_min_lr;
+  // DeepSpeed rejects warmup_num_steps <= 0 and then warms up over at least 2 iterations.
+  const long w = std::max(2L, s.warmup_steps);
+  double g = 1.0;  // the warm-up fraction, or the decay factor after it
+  if (i < w) {
+    if (s.warmup_type == "log") {
+      g = (1.0 / std::log(static_cast<double>(w))) * std::log(static_cast<double>(i + 1));
+    } else if (s.warmup_type == "linear") {
+      g = static_cast<double>(i) / static_cast<double>(w);
+    } else {
+      throw std::invalid_argument("unknown warmup_type '" + s.warmup_type + "'");
+    }
+    if (s.type == "ds_warmup_cosine") return s.peak_lr * (s.warmup_min_ratio + g * (1.0 - s.warmup_min_ratio));
+  } else if (s.type == "ds_warmup_decay") {
+    g = std::max(0.0, static_cast<double>(s.total_steps - i) /
+                          std::max(1.0, static_cast<double>(s.total_steps - w)));
+  } else if (s.type == "ds_warmup_cosine") {
+    const double progress = std::min(1.0, static_cast<double>(i - w + 1) /
+                                              static_cast<double>(std::max(1L, s.total_steps - w)));
+    const double half_cosine = (1.0 + std::cos(M_PI * progress)) / 2.0;
+    return s.peak_lr * std::max(0.0, s.cos_min_ratio + (1.0 - s.cos_min_ratio) * half_cosine);
+  }
+  return s.warmup_min_lr + (s.peak_lr - s.warmup_min_lr) * g;
+}
+
+}  // namespace
+
+bool is_deepspeed_schedule(const std::string& type) {
+  return type == "ds_warmup" || type == "ds_warmup_decay" || type == "ds_warmup_cosine";
+}
 
 double LrSchedule::at(long step) const {
+  if (is_deepspeed_schedule(type)) return deepspeed_rate(*this, step - 1);
   if (step < warmup_steps) return peak_lr * static_cast<double>(step) / static_cast<double>(std::max(1L, warmup_steps));
   const double span = static_cast<double>(std::max(1L, total_steps - warmup_steps));
   const double progress = static_cast<double>(step - warmup_steps) / span;
@@ -16,6 +54,20 @@ double LrSchedule::at(long step) const {
   if (type == "cosine") return peak_lr * cosine;
   if (type == "cosine_with_min_lr") return peak_lr * (min_lr_rate + (1.0 - min_lr_rate) * cosine);
   throw std::invalid_argument("unknown lr_scheduler_type '" + type + "'");
+}
+
+LrSchedule make_lr_schedule(const TrainConfig& cfg, long total_steps) {
+  LrSchedule s;
+  s.type = cfg.lr_scheduler_type;
+  s.peak_lr = cfg.learning_rate;
+  s.total_steps = total_steps;
+  s.warmup_steps = resolve_warmup_steps(cfg.warmup_steps, cfg.warmup_ratio, total_steps);
+  s.min_lr_rate = cfg.min_lr > 0 ? cfg.min_lr / cfg.learning_rate : cfg.min_lr_rate;
+  s.warmup_type = cfg.warmup_type;
+  s.warmup_min_lr = cfg.warmup_min_lr;
+  s.warmup_min_ratio = cfg.warmup_min_ratio;
+  s.cos_min_ratio = cfg.cos_min_ratio;
+  return s;
 }
 
 long resolve_warmup_steps(long warmup_steps, double warmup_ratio, long total_steps) {

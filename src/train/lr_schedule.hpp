@@ -6,7 +6,25 @@
 //   linear:              lr * (total - step) / (total - warmup)
 //   cosine:              lr * 0.5 * (1 + cos(pi * progress)),   progress = (step - warmup) / (total - warmup)
 //   cosine_with_min_lr:  lr * (min_rate + (1 - min_rate) * 0.5 * (1 + cos(pi * progress)))
+//
+// DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR (deepspeed/runtime/lr_schedules.py, v0.19.6) as
+// its engine runs them from a "scheduler" block: the scheduler is built at iteration -1 (which sets the
+// optimizer's rate) and stepped once after every optimizer step, so optimizer step `step` runs at
+// iteration i = step - 1. With W = max(2, warmup), T = total, lr = learning_rate:
+//   warm-up fraction g = log(i + 1) / log(W)   (warmup_type log, DeepSpeed's default)
+//                    g = i / W                 (warmup_type linear)
+//   ds_warmup:         i < 0: min_lr;  i < W: min_lr + (lr - min_lr) * g;  after: min_lr + (lr - min_lr) * 1
+//   ds_warmup_decay:   as ds_warmup during warm-up; after: min_lr + (lr - min_lr) * max(0, (T - i) / max(1, T - W))
+//                      (it decays to warmup_min_lr, reached at i = T, one step past the run)
+//   ds_warmup_cosine:  i < 0: 0 (DeepSpeed's scheduler reports 0 before its first step, whatever
+//                      warmup_min_ratio says);  i < W: lr * (min_ratio + (1 - min_ratio) * g);
+//                      after: lr * max(0, cos_min + (1 - cos_min) * 0.5 * (1 + cos(pi * p))),
+//                      p = min(1, (i - W + 1) / max(1, T - W))
+// The arithmetic follows DeepSpeed's operation order, so the rates agree to the last bits
+// (tests/reference/make_deepspeed_lr.py, tests/unit/test_lr_schedule.cpp).
 #include <string>
+
+#include "config/train_config.hpp"
 
 namespace shardft {
 
@@ -16,9 +34,20 @@ struct LrSchedule {
   long warmup_steps = 0;
   long total_steps = 1;
   double min_lr_rate = 0.0;  // cosine_with_min_lr only
+  // DeepSpeed's schedules only (ds_warmup, ds_warmup_decay, ds_warmup_cosine)
+  std::string warmup_type = "log";  // log | linear
+  double warmup_min_lr = 0.0;       // ds_warmup, ds_warmup_decay: the warm-up's start
+  double warmup_min_ratio = 0.0;    // ds_warmup_cosine: the warm-up's start, a fraction of peak_lr
+  double cos_min_ratio = 1e-4;      // ds_warmup_cosine: the end, a fraction of peak_lr
 
   double at(long step) const;
 };
+
+// True for the lr_scheduler_type values that name DeepSpeed's schedules.
+bool is_deepspeed_schedule(const std::string& type);
+
+// The run's schedule from the recipe's keys, for a run of total_steps optimizer steps.
+LrSchedule make_lr_schedule(const TrainConfig& cfg, long total_steps);
 
 // Warm-up steps from warmup_steps, or from warmup_ratio of the run when warmup_steps is 0 (HF: ceil).
 long resolve_warmup_steps(long warmup_steps, double warmup_ratio, long total_steps);

@@ -45,11 +45,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& gr
   } else {
     load_pretrained_weights(engine_, model_.layout(), cfg.model_name_or_path);
   }
-  schedule_.type = cfg.lr_scheduler_type;
-  schedule_.peak_lr = cfg.learning_rate;
-  schedule_.total_steps = total_steps;
-  schedule_.warmup_steps = resolve_warmup_steps(cfg.warmup_steps, cfg.warmup_ratio, total_steps);
-  schedule_.min_lr_rate = cfg.min_lr > 0 ? cfg.min_lr / cfg.learning_rate : cfg.min_lr_rate;
+  schedule_ = make_lr_schedule(cfg, total_steps);
 }
 
 Trainer::LedgerTotals Trainer::ledger_totals() const {

@@ -193,7 +193,8 @@ const std::map<std::string, std::string>& sample_values() {
       {"dataset_text_field", "content"}, {"role_map", R"({"bot": "assistant", "tool": "user"})"},
       {"skip_bad_samples", "true"}, {"tokenizer_name_or_path", "models/qwen2"}, {"chat_template", "chatml"},
       {"learning_rate", "0.0002"}, {"lr_scheduler_type", "cosine_with_min_lr"}, {"warmup_steps", "5"},
-      {"warmup_ratio", "0.1"}, {"min_lr", "1.0e-05"}, {"min_lr_rate", "0.1"}, {"weight_decay", "0.01"},
+      {"warmup_ratio", "0.1"}, {"min_lr", "1.0e-05"}, {"min_lr_rate", "0.1"}, {"warmup_type", "linear"}, {"warmup_min_lr", "1.0e-06"},
+      {"warmup_min_ratio", "0.1"}, {"cos_min_ratio", "0.01"}, {"weight_decay", "0.01"},
       {"max_grad_norm", "0.5"}, {"adam_beta1", "0.8"}, {"adam_beta2", "0.95"}, {"adam_epsilon", "1.0e-06"},
       {"per_device_train_batch_size", "4"}, {"train_batch_size", "64"}, {"per_device_eval_batch_size", "2"},
       {"gradient_accumulation_steps", "3"}, {"num_train_epochs", "1.5"}, {"max_steps", "100"},
@@ -215,6 +216,10 @@ const std::map<std::string, std::string>& sample_values() {
 std::vector<std::string> companions_of(const std::string& key) {
   if (key == "lr_scheduler_type") return {"--min_lr=1e-5"};
   if (key == "min_lr" || key == "min_lr_rate") return {"--lr_scheduler_type=cosine_with_min_lr"};
+  if (key == "warmup_type" || key == "warmup_min_lr") return {"--lr_scheduler_type=ds_warmup", "--warmup_steps=5"};
+  if (key == "warmup_min_ratio" || key == "cos_min_ratio") {
+    return {"--lr_scheduler_type=ds_warmup_cosine", "--warmup_steps=5"};
+  }
   if (key == "zero_quantized_weights" || key == "zero_quantized_gradients" || key == "zero_hpz_partition_size") {
     return {"--zero_stage=3"};
   }
@@ -393,7 +398,9 @@ TEST(ConfigOverrideErrors, EveryRangeRule) {
       {"--num_attention_heads=0", "key 'num_attention_heads' must be >= 1"},
       {"--output_dir=", "key 'output_dir' must not be empty"},
       {"--lr_scheduler_type=cosinee",
-       "key 'lr_scheduler_type' must be one of constant, linear, cosine, cosine_with_min_lr, got 'cosinee'"},
+       "key 'lr_scheduler_type' must be one of constant, linear, cosine, cosine_with_min_lr, ds_warmup, "
+       "ds_warmup_decay, ds_warmup_cosine, got 'cosinee'"},
+      {"--warmup_type=exp", "key 'warmup_type' must be one of log, linear, got 'exp'"},
   };
   for (const auto& [flag, expected] : cases) {
     SCOPED_TRACE(flag);
@@ -521,6 +528,11 @@ TEST_F(ConfigRecipeDir, RoundTripThroughToYaml) {
     if (key != "model_name_or_path") overrides.push_back("--" + key + "=" + value);
   }
   overrides.push_back("--min_lr_rate=0");  // cosine_with_min_lr takes one floor
+  // DeepSpeed's schedule keys need a ds_* schedule (RoundTripWithADeepSpeedSchedule has them set).
+  for (const char* reset : {"--warmup_type=log", "--warmup_min_lr=0", "--warmup_min_ratio=0",
+                            "--cos_min_ratio=0.0001"}) {
+    overrides.push_back(reset);
+  }
   overrides.push_back("--output_dir=runs/a: \"b\" #c\\d");
   overrides.push_back("--dataset_path=yes");
   overrides.push_back("--eval_dataset_path=");
@@ -539,6 +551,13 @@ TEST_F(ConfigRecipeDir, RoundTripThroughToYaml) {
   EXPECT_EQ(reloaded.num_train_epochs, 0.30000000000000004);  // exact, not just close
   EXPECT_EQ(reloaded.seed, 18446744073709551615ull);
   EXPECT_EQ(to_yaml(reloaded), to_yaml(original));
+}
+
+TEST_F(ConfigRecipeDir, RoundTripWithADeepSpeedSchedule) {
+  const TrainConfig original =
+      load_train_config("", {"--lr_scheduler_type=ds_warmup_cosine", "--warmup_steps=5", "--warmup_type=linear",
+                             "--warmup_min_ratio=0.1", "--cos_min_ratio=0.01"});
+  EXPECT_EQ(to_yaml(load_train_config(write_recipe(to_yaml(original)), {})), to_yaml(original));
 }
 
 TEST(ConfigToYaml, FormatDoubleIsShortestExact) {
