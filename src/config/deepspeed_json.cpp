@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "config/deepspeed_scheduler.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/zero_buckets.hpp"
 
@@ -27,8 +28,8 @@ struct KeySpec {
   const char* note;
 };
 
-// Sections handled by the generic walk; fp16, optimizer, scheduler and the offload blocks have their
-// own readers below.
+// Sections handled by the generic walk; fp16, optimizer and the offload blocks have their own readers
+// below, scheduler its own file (deepspeed_scheduler.cpp).
 const std::vector<std::string>& plain_sections() {
   static const std::vector<std::string> s = {"zero_optimization", "bf16"};
   return s;
@@ -140,17 +141,45 @@ std::string comma_list(const std::vector<std::string>& items) {
   return out;
 }
 
+// "2e-05" and "0.00002" are one learning rate.
+bool same_number(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  try {
+    return std::stod(a) == std::stod(b);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 class Reader {
  public:
   explicit Reader(std::string path) { ds_.path = std::move(path); }
 
   DeepSpeedConfig read(const Json& root) {
     walk(root, "");
+    check_agreement();
     return std::move(ds_);
   }
 
  private:
   std::string where(const std::string& key) const { return ds_.path + ": " + key; }
+
+  // Two keys of the file that set one recipe key must agree (optimizer.params.lr and
+  // scheduler.params.warmup_max_lr, both learning_rate): HF's Trainer rejects the pair unless both equal
+  // its learning_rate, and which one DeepSpeed obeys depends on the scheduler.
+  void check_agreement() const {
+    const std::string prefix = ds_.path + ": ";
+    for (std::size_t i = 0; i < ds_.settings.size(); ++i) {
+      for (std::size_t j = i + 1; j < ds_.settings.size(); ++j) {
+        const KeySetting& a = ds_.settings[i];
+        const KeySetting& b = ds_.settings[j];
+        if (a.key != b.key || same_number(a.value, b.value)) continue;
+        throw ConfigError(prefix + "DeepSpeed keys '" + a.where.substr(prefix.size()) + "' (" + a.value + ") and '" +
+                          b.where.substr(prefix.size()) + "' (" + b.value + ") both set " + a.key +
+                          " and disagree; make them equal or write \"auto\" in one of them");
+      }
+    }
+  }
 
   [[noreturn]] void unsupported(const std::string& key, const std::string& why) const {
     throw ConfigError(ds_.path + ": DeepSpeed key '" + key + "' is not supported by shardft: " + why);
@@ -191,7 +220,7 @@ class Reader {
       } else if (key == "optimizer") {
         optimizer(v);
       } else if (key == "scheduler") {
-        scheduler(v);
+        read_deepspeed_scheduler(v, ds_);
       } else if (key == "zero_optimization.offload_optimizer" || key == "zero_optimization.offload_param") {
         offload(key, v);
       } else if (contains(plain_sections(), key)) {
@@ -393,44 +422,6 @@ class Reader {
       ds_.settings.push_back({recipe[i], scalar_text(b), where(key + "[" + std::to_string(i) + "]")});
     }
     ds_.entries.push_back({key, x.dump(), {"adam_beta1", "adam_beta2"}, ""});
-  }
-
-  // DeepSpeed's schedulers cannot be mapped exactly: its engine steps the scheduler after each optimizer
-  // step and the scheduler starts at last_batch_iteration -1, so the first step runs at warmup_min_lr and
-  // every later step at the rate HF's schedule gives the step before (HF's LambdaLR starts at step 0).
-  // WarmupLR and WarmupDecayLR also warm up logarithmically unless warmup_type is "linear".
-  void scheduler(const Json& v) {
-    const std::string type =
-        v.is_object() && v.contains("type") && v["type"].is_string() ? v["type"].get<std::string>() : "";
-    const Json params = v.is_object() && v.contains("params") && v["params"].is_object() ? v["params"] : Json::object();
-    const std::string named = "scheduler' (type " + (type.empty() ? std::string("missing") : type) + ")";
-    const bool warmup_family = type == "WarmupLR" || type == "WarmupDecayLR" || type == "WarmupCosineLR";
-    if (!warmup_family) {
-      throw ConfigError(ds_.path + ": DeepSpeed key '" + named +
-                        " is not supported by shardft: the schedule comes from the recipe's lr_scheduler_type "
-                        "(constant, linear, cosine, cosine_with_min_lr) with warmup_steps and learning_rate; remove "
-                        "the \"scheduler\" block");
-    }
-    std::string why = "DeepSpeed steps its scheduler after each optimizer step, so " + type +
-                      " runs one step behind HF's schedules (the first step runs at the warm-up's start rate, the "
-                      "warm-up ends a step later)";
-    const bool linear = params.contains("warmup_type") && params["warmup_type"] == "linear";
-    if (!linear) why += ", and it warms up logarithmically unless params.warmup_type is \"linear\"";
-    std::string nearest = "lr_scheduler_type: ";
-    nearest += type == "WarmupLR" ? "constant" : type == "WarmupDecayLR" ? "linear" : "cosine_with_min_lr";
-    auto number = [&](const char* name) -> std::string {
-      return params.contains(name) && params[name].is_number() ? scalar_text(params[name]) : "";
-    };
-    if (type == "WarmupCosineLR") {
-      nearest += ", min_lr_rate: " + (number("cos_min_ratio").empty() ? "0.0001" : number("cos_min_ratio"));
-    }
-    if (!number("warmup_num_steps").empty()) nearest += ", warmup_steps: " + number("warmup_num_steps");
-    if (!number("warmup_max_lr").empty()) nearest += ", learning_rate: " + number("warmup_max_lr");
-    if (!number("total_num_steps").empty()) nearest += ", max_steps: " + number("total_num_steps");
-    throw ConfigError(ds_.path + ": DeepSpeed key '" + named + " is not supported by shardft: " + why +
-                      "; no recipe schedule reproduces it exactly. Remove the \"scheduler\" block and set the "
-                      "schedule in the recipe, as HF's Trainer does for a config without one (nearest: " +
-                      nearest + ")");
   }
 
   DeepSpeedConfig ds_;

@@ -7,8 +7,10 @@
 //   no effect  it tunes DeepSpeed's own implementation and shardft already does what it is for
 //              (contiguous_gradients: gradients always live in flat buffers); accepted, and the startup
 //              report says what shardft does instead;
-//   rejected   shardft does not implement it (fp16 loss scaling, CPU/NVMe offload, DeepSpeed's LR
-//              schedulers, unknown keys): a ConfigError that names the file and the JSON path.
+//   rejected   shardft does not implement it (fp16 loss scaling, CPU/NVMe offload, OneCycle and the other
+//              LR schedulers besides WarmupLR / WarmupDecayLR / WarmupCosineLR, unknown keys): a
+//              ConfigError that names the file and the JSON path.
+// The "scheduler" block is read by config/deepspeed_scheduler.hpp.
 // The table of keys is in deepspeed_json.cpp; README's DeepSpeed section lists it for users.
 #include <functional>
 #include <string>

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `--deepspeed ds_config.json` with the example configs at 2 ranks: jobs/recipes/ds_zero2_auto.json (stage 2,
-# "auto" batch sizes and optimizer params resolved from the recipe and flags) and ds_zero3_zeropp.json (stage 3
-# with ZeRO++ keys) train, and the startup report shows each key's resolved value or what shardft does
-# instead; configs with keys shardft does not implement fail before training, naming the file and the key.
+# "auto" batch sizes, optimizer params and WarmupDecayLR scheduler resolved from the recipe and flags) and
+# ds_zero3_zeropp.json (stage 3 with ZeRO++ keys) train, and the startup report shows each key's resolved value
+# or what shardft does instead; a WarmupCosineLR block trains at DeepSpeed's rates (metrics.jsonl against
+# tests/reference/make_deepspeed_lr.py); configs with keys shardft does not implement fail before training,
+# naming the file and the key.
 # Usage: deepspeed_configs.sh SHARDFT_BINARY SOURCE_DIR
 set -u
 bin=$1; src=$2
@@ -21,7 +23,7 @@ run "${common[@]}" --deepspeed jobs/recipes/ds_zero2_auto.json --per_device_trai
   --gradient_accumulation_steps 2 --weight_decay 0.01 --output_dir "$tmp/z2" > "$tmp/z2.log" 2>&1 \
   || { cat "$tmp/z2.log"; fail "stage-2 run with ds_zero2_auto.json failed"; }
 log=$tmp/z2.log
-expect "$log" "DeepSpeed config jobs/recipes/ds_zero2_auto.json: 12 keys map to recipe keys, 14 are accepted"
+expect "$log" "DeepSpeed config jobs/recipes/ds_zero2_auto.json: 18 keys map to recipe keys, 14 are accepted"
 expect "$log" "  zero_optimization.stage = 2 -> zero_stage = 2"
 expect "$log" "  train_micro_batch_size_per_gpu = auto -> per_device_train_batch_size = 4 (auto: --per_device_train_batch_size)"
 expect "$log" "  gradient_accumulation_steps = auto -> gradient_accumulation_steps = 2 (auto: --gradient_accumulation_steps)"
@@ -36,6 +38,9 @@ expect "$log" "  zero_optimization.allgather_bucket_size = 200000000.0 -> allgat
 expect "$log" "  zero_optimization.overlap_comm = true: no effect"
 expect "$log" "  zero_optimization.contiguous_gradients = true: no effect"
 expect "$log" "  fp16.enabled = auto: off"
+expect "$log" "  scheduler.type = WarmupDecayLR -> lr_scheduler_type = ds_warmup_decay; DeepSpeed's WarmupDecayLR"
+expect "$log" "  scheduler.params.warmup_num_steps = auto -> warmup_steps = 0, warmup_ratio = 0.05 (auto: default)"
+expect "$log" "  scheduler.params.total_num_steps = auto -> max_steps = 6, num_train_epochs = 8.0 (auto: --max_steps)"
 expect "$log" "ZeRO stage 2 over 2 ranks"
 expect "$log" "global batch 16 = 4 per device x 2 accumulation x 2 ranks; 6 steps"
 
@@ -62,9 +67,37 @@ steps, summary = lines[:-1], lines[-1]
 assert [s["step"] for s in steps] == [3, 6], steps
 assert summary["world_size"] == 2 and summary["zero_stage"] == int(sys.argv[2][1]), summary
 assert steps[-1]["loss"] < steps[0]["loss"], f"loss did not fall: {steps}"
+if sys.argv[2] == "z2":
+    # WarmupDecayLR, all "auto": 6 steps, warm-up ceil(0.05 * 6) = 1 (DeepSpeed: 2), peak 3e-3. Step 3 runs at
+    # iteration 1, the warm-up's end (log 2 / log 2); step 6 at iteration 4: (6 - 4) / (6 - 2) of the peak.
+    for s, want in zip(steps, [3e-3, 1.5e-3]):
+        assert abs(s["learning_rate"] - want) <= 1e-12 * want, (s, want)
 print(sys.argv[2], "ok:", [round(s["loss"], 4) for s in steps])
 PY
 done
+
+# WarmupCosineLR as HF's docs write it, at 1 rank with a log line per step: each step's learning_rate is
+# DeepSpeed's (the reference transcription, checked against DeepSpeed's own module).
+cosine='{"optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
+  "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto", "warmup_min_ratio": 0,
+    "warmup_num_steps": 3, "cos_min_ratio": 0.0001, "warmup_type": "log"}}}'
+printf '%s\n' "$cosine" > "$tmp/cosine.json"
+timeout 180 "$bin" train --config jobs/recipes/default.yaml --max_steps 6 --logging_steps 1 --do_eval false \
+  --deepspeed "$tmp/cosine.json" --output_dir "$tmp/cosine" > "$tmp/cosine.log" 2>&1 \
+  || { cat "$tmp/cosine.log"; fail "run with a WarmupCosineLR scheduler block failed"; }
+expect "$tmp/cosine.log" "  scheduler.type = WarmupCosineLR -> lr_scheduler_type = ds_warmup_cosine"
+expect "$tmp/cosine.log" "  scheduler.params.warmup_num_steps = 3 -> warmup_steps = 3"
+python3 - "$tmp/cosine/metrics.jsonl" "$tmp/cosine.json" <<'PY' || exit 1
+import json, sys
+sys.path.insert(0, "tests/reference")
+import make_deepspeed_lr as ref
+case = {"ds_config": json.load(open(sys.argv[2])), "recipe": ["--learning_rate=3e-3", "--max_steps=6"], "steps": 6}
+want = ref.run(ref, case)
+got = [s["learning_rate"] for s in [json.loads(l) for l in open(sys.argv[1])][:-1]]
+assert want[:2] == [0.0, 0.0], want  # the engine's offset: step 1 before the scheduler's first step, step 2 at log(1)
+assert len(got) == 6 and all(abs(g - w) <= 1e-12 * w for g, w in zip(got, want)), (got, want)
+print("cosine ok:", got)
+PY
 
 # Keys shardft does not implement: an error naming the file and the key, before any training, at 2 ranks too.
 expect_rejected() {  # expect_rejected NAME JSON 'KEY' [NP]
@@ -85,6 +118,8 @@ expect_rejected offload '{"zero_optimization": {"stage": 2, "offload_optimizer":
   "'zero_optimization.offload_optimizer.device'" 2
 expect_rejected unknown '{"zero_optimization": {"stage": 3, "mics_shard_size": 2}}' "'zero_optimization.mics_shard_size'" 2
 expect_rejected fp16 '{"fp16": {"enabled": true}}' "'fp16.enabled'"
-expect_rejected scheduler '{"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}}}' "'scheduler' (type WarmupLR)"
+expect_rejected scheduler '{"scheduler": {"type": "OneCycle", "params": {"cycle_max_lr": 0.01}}}' "'scheduler.type'"
+expect_rejected scheduler_param '{"scheduler": {"type": "WarmupLR", "params": {"total_num_steps": 10}}}' \
+  "'scheduler.params.total_num_steps'"
 expect_rejected optimizer '{"optimizer": {"type": "Lamb"}}' "'optimizer.type'"
 echo "deepspeed_configs: ok"

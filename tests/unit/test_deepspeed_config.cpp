@@ -143,6 +143,47 @@ TEST(ConfigDeepSpeed, EachHonoredKeyMapsToItsRecipeKey) {
        "adam_beta2",
        "0.95",
        {}},
+      // The scheduler block: the flags make `want` valid alone; they win in `got` as well.
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 50}}})",
+       "scheduler.type",
+       "lr_scheduler_type",
+       "ds_warmup_decay",
+       {"--warmup_steps=3"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 1e-6}}})",
+       "scheduler.params.warmup_min_lr",
+       "warmup_min_lr",
+       "1e-6",
+       {"--lr_scheduler_type=ds_warmup", "--warmup_steps=3"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 2e-5}}})",
+       "scheduler.params.warmup_max_lr",
+       "learning_rate",
+       "2e-5",
+       {}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 25}}})",
+       "scheduler.params.warmup_num_steps",
+       "warmup_steps",
+       "25",
+       {"--lr_scheduler_type=ds_warmup"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "linear"}}})",
+       "scheduler.params.warmup_type",
+       "warmup_type",
+       "linear",
+       {"--lr_scheduler_type=ds_warmup", "--warmup_steps=3"}},
+      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 40}}})",
+       "scheduler.params.total_num_steps",
+       "max_steps",
+       "40",
+       {}},
+      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto", "warmup_min_ratio": 0.1}}})",
+       "scheduler.params.warmup_min_ratio",
+       "warmup_min_ratio",
+       "0.1",
+       {"--lr_scheduler_type=ds_warmup_cosine", "--warmup_steps=3"}},
+      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto", "cos_min_ratio": 0.01}}})",
+       "scheduler.params.cos_min_ratio",
+       "cos_min_ratio",
+       "0.01",
+       {"--lr_scheduler_type=ds_warmup_cosine", "--warmup_steps=3"}},
   };
   int i = 0;
   for (const Case& c : cases) {
@@ -276,19 +317,42 @@ TEST(ConfigDeepSpeed, EveryRejectedKeyIsNamedWithTheReason) {
       {R"({"zero_optimization": {"offload_param": {"device": "gpu"}}})", {"device 'gpu' is none of"}},
       {R"({"zero_optimization": {"offload_param": {"device": "none", "spill": 1}}})",
        {"DeepSpeed key 'zero_optimization.offload_param.spill' is not supported"}},
-      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.001, "warmup_num_steps": 100}}})",
-       {"DeepSpeed key 'scheduler' (type WarmupLR) is not supported", "one step behind HF's schedules",
-        "warms up logarithmically unless params.warmup_type is \"linear\"",
-        "nearest: lr_scheduler_type: constant, warmup_steps: 100, learning_rate: 0.001)"}},
-      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_type": "linear", "total_num_steps": 500,
-                                                            "warmup_num_steps": "auto"}}})",
-       {"DeepSpeed key 'scheduler' (type WarmupDecayLR) is not supported", "one step behind",
-        "nearest: lr_scheduler_type: linear, max_steps: 500)"}},
-      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {"cos_min_ratio": 0.1, "warmup_type": "linear"}}})",
-       {"DeepSpeed key 'scheduler' (type WarmupCosineLR) is not supported",
-        "nearest: lr_scheduler_type: cosine_with_min_lr, min_lr_rate: 0.1)"}},
-      {R"({"scheduler": {"type": "OneCycle"}})",
-       {"DeepSpeed key 'scheduler' (type OneCycle) is not supported", "recipe's lr_scheduler_type"}},
+      {R"({"scheduler": {"type": "OneCycle", "params": {"cycle_max_lr": 0.01}}})",
+       {"DeepSpeed key 'scheduler.type' is not supported", "'OneCycle' is not implemented",
+        "WarmupLR, WarmupDecayLR and WarmupCosineLR", "recipe's lr_scheduler_type"}},
+      {R"({"scheduler": {"type": "LRRangeTest"}})", {"DeepSpeed key 'scheduler.type'", "'LRRangeTest' is not"}},
+      {R"({"scheduler": {"type": "warmuplr"}})", {"'warmuplr' is not implemented"}},  // DeepSpeed matches case too
+      {R"({"scheduler": {"params": {"warmup_num_steps": 10}}})", {"DeepSpeed key 'scheduler.type'", "missing"}},
+      {R"({"scheduler": "WarmupLR"})", {"DeepSpeed key 'scheduler' expects an object"}},
+      {R"({"scheduler": {"type": "WarmupLR", "mode": "x"}})",
+       {"DeepSpeed key 'scheduler.mode' is not supported", "scheduler keys type, params"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"total_num_steps": 100}}})",
+       {"DeepSpeed key 'scheduler.params.total_num_steps' is not supported",
+        "DeepSpeed's WarmupLR takes no such parameter; it takes warmup_min_lr, warmup_max_lr, warmup_num_steps, "
+        "warmup_type, last_batch_iteration"}},
+      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 9, "warmup_max_lr": 0.1}}})",
+       {"DeepSpeed key 'scheduler.params.warmup_max_lr' is not supported", "WarmupCosineLR takes no such"}},
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_max_lr": "auto"}}})",
+       {"DeepSpeed key 'scheduler.params.total_num_steps' is not supported", "requires it",
+        "\"auto\" for the run's steps"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0}}})",
+       {"DeepSpeed key 'scheduler.params.warmup_num_steps' is not supported", "positive whole number"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10.5}}})",
+       {"'scheduler.params.warmup_num_steps'", "ValueError for 10.5"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "exp"}}})",
+       {"DeepSpeed key 'scheduler.params.warmup_type' is not supported", "neither \"log\" nor \"linear\""}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": 20}}})",
+       {"DeepSpeed key 'scheduler.params.last_batch_iteration' is not supported", "only -1"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": [0, 0.1]}}})",
+       {"DeepSpeed key 'scheduler.params.warmup_min_lr' expects a number or \"auto\""}},
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 0}}})",
+       {"DeepSpeed key 'scheduler.params.total_num_steps' expects a whole number >= 1"}},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}}})",
+       {"scheduler.type: DeepSpeed's schedules need a warmup", "warmup_steps = 0 (default)"}},
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": 2e-5}},
+          "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 3e-5}}})",
+       {"DeepSpeed keys 'optimizer.params.lr' (2e-05) and 'scheduler.params.warmup_max_lr' (3e-05) both set "
+        "learning_rate and disagree"}},
       {R"({"optimizer": {"type": "Lamb", "params": {"lr": 0.001}}})",
        {"DeepSpeed key 'optimizer.type' is not supported", "'Lamb' is not implemented; shardft's optimizer is AdamW"}},
       {R"({"optimizer": {"params": {"lr": 0.001}}})", {"DeepSpeed key 'optimizer.type' is not supported", "missing"}},
@@ -333,6 +397,60 @@ TEST(ConfigDeepSpeed, EveryRejectedKeyIsNamedWithTheReason) {
   EXPECT_THROW(load_train_config("", {}, ::testing::TempDir() + "missing_ds.json"), ConfigError);
 }
 
+// HF's docs' block, every param "auto": the recipe's learning rate, warm-up and run length drive it.
+TEST(ConfigDeepSpeed, SchedulerAutoTakesTheRecipesValues) {
+  const std::string recipe = write("ds_sched_recipe.yaml",
+                                   "learning_rate: 1.0e-04\nwarmup_ratio: 0.1\nmax_steps: 50\nlr_scheduler_type: cosine\n");
+  const std::string ds_path = write("ds_sched_auto.json", R"({
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                  "warmup_num_steps": "auto", "total_num_steps": "auto", "last_batch_iteration": -1}}})");
+  const TrainConfig cfg = load_train_config(recipe, {}, ds_path);
+  EXPECT_EQ(cfg.lr_scheduler_type, "ds_warmup_decay");  // the block replaces the recipe's schedule, as in HF
+  EXPECT_EQ(source_of(cfg, "lr_scheduler_type"), ds_path + ": scheduler.type");
+  EXPECT_DOUBLE_EQ(cfg.learning_rate, 1e-4);
+  EXPECT_EQ(source_of(cfg, "learning_rate"), recipe + ":1");
+  EXPECT_DOUBLE_EQ(cfg.warmup_ratio, 0.1);
+  EXPECT_EQ(cfg.warmup_steps, 0);
+  EXPECT_EQ(cfg.max_steps, 50);
+  EXPECT_EQ(cfg.warmup_min_lr, 0.0);
+  EXPECT_EQ(cfg.warmup_type, "log");  // left out: DeepSpeed's default
+  EXPECT_EQ(source_of(cfg, "warmup_type"),
+            ds_path + ": scheduler.params.warmup_type (not in the file: DeepSpeed's default)");
+  const std::string report = describe_deepspeed_config(read_deepspeed_config(ds_path), cfg, 1);
+  for (const std::string& want : std::vector<std::string>{
+           "  scheduler.type = WarmupDecayLR -> lr_scheduler_type = ds_warmup_decay; DeepSpeed's WarmupDecayLR as its "
+           "engine steps it: the first step at warmup_min_lr",
+           "  scheduler.params.warmup_max_lr = auto -> learning_rate = 0.0001 (auto: " + recipe + ":1)\n",
+           "  scheduler.params.warmup_num_steps = auto -> warmup_steps = 0, warmup_ratio = 0.1 (auto: default); "
+           "warmup_steps, or warmup_ratio of the run's steps",
+           "  scheduler.params.total_num_steps = auto -> max_steps = 50, num_train_epochs = 3.0 (auto: " + recipe +
+               ":3); the run's optimizer steps\n",
+           "  scheduler.params.last_batch_iteration = -1: as shardft",
+           "  scheduler.params.warmup_type = log -> warmup_type = log; not in the file: DeepSpeed's default\n",
+       }) {
+    EXPECT_NE(report.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << report;
+  }
+}
+
+// A param the block leaves out is DeepSpeed's default, as DeepSpeed would run it; flags still win.
+TEST(ConfigDeepSpeed, SchedulerParamsLeftOutTakeDeepSpeedsDefaults) {
+  const std::string decay = write("ds_sched_decay.json", R"({"scheduler": {"type": "WarmupDecayLR",
+                                                             "params": {"total_num_steps": 100}}})");
+  const TrainConfig cfg = load_train_config("", {}, decay);
+  EXPECT_DOUBLE_EQ(cfg.learning_rate, 0.001);  // WarmupDecayLR's own warmup_max_lr default
+  EXPECT_EQ(cfg.warmup_steps, 1000);
+  EXPECT_EQ(cfg.max_steps, 100);
+  EXPECT_EQ(load_train_config("", {"--warmup_steps=10"}, decay).warmup_steps, 10);
+  // WarmupLR's warmup_max_lr defaults to the optimizer's lr (DeepSpeed >= 0.19): the recipe's.
+  const std::string warmup = write("ds_sched_warmup.json", R"({"scheduler": {"type": "WarmupLR"}})");
+  EXPECT_DOUBLE_EQ(load_train_config("", {"--learning_rate=5e-4"}, warmup).learning_rate, 5e-4);
+  // The same learning rate written twice is one value.
+  const std::string twice = write("ds_sched_twice.json", R"({"optimizer": {"type": "AdamW", "params": {"lr": 2e-5}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 0.00002}}})");
+  EXPECT_DOUBLE_EQ(load_train_config("", {}, twice).learning_rate, 2e-5);
+}
+
 TEST(ConfigDeepSpeed, BucketSizesAcceptAutoAndDeepSpeedsNumbers) {
   EXPECT_EQ(canonical_bucket_size_text("auto"), "auto");
   EXPECT_EQ(canonical_bucket_size_text("5e8"), "500000000");
@@ -356,6 +474,9 @@ TEST(ConfigDeepSpeed, ExampleConfigsLoad) {
   EXPECT_EQ(z2.per_device_train_batch_size, 8);  // "auto": default.yaml's
   EXPECT_EQ(z2.allgather_bucket_size, "200000000");
   EXPECT_EQ(z2.reduce_bucket_size, "auto");
+  EXPECT_EQ(z2.lr_scheduler_type, "ds_warmup_decay");  // its scheduler block, every param "auto"
+  EXPECT_DOUBLE_EQ(z2.learning_rate, 3e-3);             // default.yaml's
+  EXPECT_DOUBLE_EQ(z2.warmup_ratio, 0.05);
   const TrainConfig z3 = load_train_config(recipes + "default.yaml", {}, recipes + "ds_zero3_zeropp.json");
   EXPECT_EQ(z3.zero_stage, 3);
   EXPECT_TRUE(z3.zero_quantized_weights);
