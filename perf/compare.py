@@ -3,7 +3,8 @@
 
 usage: compare.py BASELINE.json CURRENT.json [--threshold 0.10] [--time real_time|cpu_time]
 
-Benchmarks are matched by name (run_name). For each one the metric is the first rate counter the
+Benchmarks are matched by name (run_name). For each one the metric is the memory counter peak_bytes
+when both files have it (the memory/ family; lower is better), else the first rate counter the
 baseline has, in this order: GFLOPS, tokens_per_second, bytes_per_second, items_per_second (higher
 is better); without one, the time (real_time by default; lower is better). With
 --benchmark_repetitions the median aggregate is used (the mean when there is no median; the median
@@ -19,6 +20,7 @@ import statistics
 import sys
 
 RATE_COUNTERS = ("GFLOPS", "tokens_per_second", "bytes_per_second", "items_per_second")
+MEMORY_COUNTERS = ("peak_bytes",)  # lower is better
 TIME_TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -88,7 +90,7 @@ def metrics_of(b):
     for key in ("real_time", "cpu_time"):
         if isinstance(b.get(key), (int, float)):
             values[key] = float(b[key]) * scale
-    for key in RATE_COUNTERS:
+    for key in RATE_COUNTERS + MEMORY_COUNTERS:
         if isinstance(b.get(key), (int, float)):
             values[key] = float(b[key])
     return values
@@ -96,6 +98,9 @@ def metrics_of(b):
 
 def pick_metric(base, cur, time_field):
     """The metric to compare and whether higher is better; None when the two share none."""
+    for key in MEMORY_COUNTERS:
+        if key in base.values and key in cur.values:
+            return key, False
     for key in RATE_COUNTERS:
         if key in base.values and key in cur.values:
             return key, True
@@ -112,6 +117,8 @@ def fmt(metric, v):
         return f"{v:.1f} ns"
     if metric == "GFLOPS":
         return f"{v:.2f} GFLOP/s"
+    if metric == "peak_bytes":
+        return f"{v / 1e6:.1f} MB"
     suffix = {"tokens_per_second": "tok/s", "bytes_per_second": "B/s", "items_per_second": "it/s"}[metric]
     for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if v >= scale:

@@ -65,6 +65,21 @@ python3 "$compare" "$tmp/agg_base.json" "$tmp/agg_cur.json" >/dev/null || fail "
 doc "$(bench step/x 10200)" "$(bench step/x 18600)" "$(bench step/x 10100)" >"$tmp/reps_cur.json"
 python3 "$compare" "$tmp/agg_base.json" "$tmp/reps_cur.json" >/dev/null || fail "median of repetitions not used"
 
+# The memory family: peak_bytes decides (lower is better), even though the time got 3x better.
+mem() {  # name real_time peak_bytes
+  printf '{"name":"%s","run_name":"%s","run_type":"iteration","iterations":1,"real_time":%s,"cpu_time":%s,"time_unit":"ms","peak_bytes":%s,"state_bytes":1000}' "$1" "$1" "$2" "$2" "$3"
+}
+doc "$(mem memory/x 300 1000000)" >"$tmp/mem_base.json"
+doc "$(mem memory/x 100 1250000)" >"$tmp/mem_grew.json"
+doc "$(mem memory/x 900 950000)" >"$tmp/mem_shrank.json"
+set +e
+out=$(python3 "$compare" "$tmp/mem_base.json" "$tmp/mem_grew.json"); rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "25% more peak memory: exit $rc, expected 1"$'\n'"$out"
+grep -q "peak_bytes" <<<"$out" || fail "memory benchmark not compared on peak_bytes"$'\n'"$out"
+python3 "$compare" "$tmp/mem_base.json" "$tmp/mem_shrank.json" >/dev/null ||
+  fail "less peak memory (and a slower step) flagged as a regression"
+
 # Not a benchmark file: exit 2.
 echo '{}' >"$tmp/bad.json"
 set +e
