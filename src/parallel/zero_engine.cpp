@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <stdexcept>
 #include <string>
 
@@ -85,12 +86,17 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communi
   grad_owned_ = cfg.stage == 0 ? full_grads_ : zeros("zero_grad_shard", owned_numel_);
   std::int64_t max_shard = 0;
   for (const FlatUnit& u : units) max_shard = std::max(max_shard, u.shard);
-  if (cfg.stage >= 1) scratch_shard_ = zeros("zero_scratch_shard", max_shard);
+  if (cfg.quantized_gradients) scratch_shard_ = zeros("zero_scratch_shard", max_shard);  // qgZ's blocking reduction
   gathered_.resize(units.size());
   pending_.resize(units.size());
   refcount_.assign(units.size(), 0);
   unit_grads_.resize(units.size());
   secondary_.resize(units.size());
+  bucketed_.assign(units.size(), 0);
+  if (cfg.stage >= 1 && !cfg.quantized_gradients) {
+    buckets_ = std::make_unique<GradBuckets>(part_, group_, grad_owned_,
+                                             GradBucketOptions{cfg.reduce_bucket_elements, cfg.bf16_gradients, cfg.overlap_comm});
+  }
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
@@ -139,19 +145,34 @@ void ZeroEngine::refresh_compute_weights() {
     to_compute(slice(master_, o.owned_offset, o.length), slice(full_weights_, o.full_offset, o.length));
   }
   if (cfg_.stage == 0) return;
-  for (const FlatUnit& u : part_.units()) {  // every rank updated its shard; gather the rest in place
+  // Every rank updated its shard; gather the rest in place, with up to allgather_bucket_elements in
+  // flight at once (DeepSpeed's allgather_bucket_size: it bounds the gathers' transient buffers).
+  std::deque<RequestPtr> inflight;
+  std::deque<std::int64_t> sizes;
+  std::int64_t in_flight = 0;
+  for (const FlatUnit& u : part_.units()) {
     float* unit = full_weights_.data() + u.full_offset;
-    if (cfg_.dtype == ComputeDtype::bf16) {  // weights already are bf16 values: half the bytes, no loss
-      iall_gather_as_bf16(group_, unit + rank_ * u.shard, static_cast<std::size_t>(u.shard), unit)->wait();
-    } else {
-      group_.all_gather(unit + rank_ * u.shard, unit, static_cast<std::size_t>(u.shard), DType::f32);
+    const std::size_t shard = static_cast<std::size_t>(u.shard);
+    // bf16 weights already are bf16 values: half the bytes, no loss.
+    inflight.push_back(cfg_.dtype == ComputeDtype::bf16 ? iall_gather_as_bf16(group_, unit + rank_ * u.shard, shard, unit)
+                                                        : group_.iall_gather(unit + rank_ * u.shard, unit, shard, DType::f32));
+    sizes.push_back(u.padded);
+    in_flight += u.padded;
+    while (!inflight.empty() && in_flight > cfg_.allgather_bucket_elements) {
+      inflight.front()->wait();
+      inflight.pop_front();
+      in_flight -= sizes.front();
+      sizes.pop_front();
     }
   }
+  for (auto& r : inflight) r->wait();
 }
 
 // ---- the step --------------------------------------------------------------------------------------
 
 void ZeroEngine::begin_step() {
+  if (buckets_) buckets_->finish();  // nothing should be in flight; never leave a collective behind
+  std::fill(bucketed_.begin(), bucketed_.end(), 0);
   if (full_grads_.extent(0) > 0) Kokkos::deep_copy(full_grads_, 0.f);
   Kokkos::deep_copy(grad_owned_, 0.f);
 }
@@ -159,15 +180,25 @@ void ZeroEngine::begin_step() {
 void ZeroEngine::begin_micro_batch(bool last) { last_micro_batch_ = last; }
 
 void ZeroEngine::end_micro_batch() {
-  if (!last_micro_batch_) return;  // stages 0 and 1 accumulate locally until the step's last micro-batch
+  if (!last_micro_batch_) {
+    // Stages 0-1 accumulate locally until the step's last micro-batch. At stages 2-3 the last bucket
+    // starts now and may stay in flight through the next micro-batch's forward: buckets complete in
+    // the order they started, so the owned gradient sums them in the same order whatever the timing.
+    if (buckets_) buckets_->flush();
+    return;
+  }
   if (cfg_.stage == 0) {
+    // Stage 0 stays one blocking all-reduce after backward: its bf16 form (all_reduce_as_bf16) and the
+    // in-place sum over the whole replicated gradient have no bucketed path yet.
     all_reduce_grads(group_, full_grads_);
   } else if (cfg_.stage == 1) {
-    for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
-      reduce_unit_grad(static_cast<int>(ui), full_grads_.data() + part_.units()[ui].full_offset, false);
+    for (std::size_t u = 0; u < part_.units().size(); ++u) {  // units whose block_done never came
+      if (!bucketed_[u]) buckets_->add(static_cast<int>(u), full_grads_.data() + part_.units()[u].full_offset, {});
     }
   }
-  // Hybrid sharding: the copies of the model average their gradient shards once per step.
+  if (buckets_) buckets_->finish();  // before anything (clip_grad_norm, the replicas) reads the gradient
+  // Hybrid sharding: the copies of the model average their gradient shards once per step. Blocking: it
+  // needs every bucket of every micro-batch summed, and nothing computes after it to overlap with.
   if (replica_) all_reduce_grads(*replica_, grad_owned_);
 }
 
@@ -179,30 +210,15 @@ void ZeroEngine::all_reduce_grads(Communicator& group, View1<float> buf) {
   }
 }
 
-void ZeroEngine::reduce_unit_grad(int unit, const float* full_unit_grad, bool accumulate) {
+// qgZ stays blocking, one unit at a time: its second hop (across nodes) sends the partial sums the
+// first hop (within the node) produced, re-quantized, so it is two all-to-alls with compute between
+// them, which one nonblocking request cannot carry without a progress thread to run that compute.
+void ZeroEngine::reduce_unit_grad_int4(int unit, const float* full_unit_grad) {
   const FlatUnit& u = part_.units()[unit];
-  const std::size_t shard = static_cast<std::size_t>(u.shard);
-  auto dst = slice(grad_owned_, u.shard_offset, u.shard);
-  if (cfg_.bf16_gradients && !cfg_.quantized_gradients) {
-    reduce_scatter_as_bf16(group_, full_unit_grad, shard, dst.data(), accumulate);
-    return;
-  }
-  if (!accumulate && !cfg_.quantized_gradients) {
-    group_.reduce_scatter(full_unit_grad, dst.data(), shard, DType::f32, ReduceOp::sum);
-    return;
-  }
   auto tmp = slice(scratch_shard_, 0, u.shard);
-  if (cfg_.quantized_gradients) {
-    quantized_reduce_scatter_int4(*zpp_.intra_node, *zpp_.cross_node, full_unit_grad, shard, tmp.data(),
-                                  cfg_.quantization_block);
-  } else {
-    group_.reduce_scatter(full_unit_grad, tmp.data(), shard, DType::f32, ReduceOp::sum);
-  }
-  if (accumulate) {
-    add_inplace(dst, tmp);
-  } else {
-    Kokkos::deep_copy(dst, tmp);
-  }
+  quantized_reduce_scatter_int4(*zpp_.intra_node, *zpp_.cross_node, full_unit_grad, static_cast<std::size_t>(u.shard),
+                                tmp.data(), cfg_.quantization_block);
+  add_inplace(slice(grad_owned_, u.shard_offset, u.shard), tmp);
 }
 
 double ZeroEngine::clip_grad_norm(double max_norm) {
@@ -230,106 +246,10 @@ void ZeroEngine::optimizer_step(double lr) {
   refresh_compute_weights();
 }
 
-// ---- ParamSource -----------------------------------------------------------------------------------
-
-void ZeroEngine::gather_unit(int unit, bool nonblocking) {
-  const FlatUnit& u = part_.units()[unit];
-  if (gathered_[unit].extent(0) == 0) {
-    gathered_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("zero_gathered")), u.padded);
-  }
-  const std::size_t shard = static_cast<std::size_t>(u.shard);
-  RequestPtr r;
-  if (!forward_ && secondary_[unit].extent(0) > 0) {
-    // hpZ: backward gathers the node-local secondary copy; nothing crosses nodes.
-    Communicator& sec = *zpp_.secondary;
-    const std::size_t piece = static_cast<std::size_t>(u.padded) / sec.size();
-    r = cfg_.dtype == ComputeDtype::bf16 ? iall_gather_as_bf16(sec, secondary_[unit].data(), piece, gathered_[unit].data())
-                                         : sec.iall_gather(secondary_[unit].data(), gathered_[unit].data(), piece, DType::f32);
-  } else {
-    const float* mine = shard_weights_.data() + u.shard_offset;
-    if (cfg_.quantized_weights) {
-      r = iquantized_all_gather_int8(group_, mine, shard, gathered_[unit].data(), cfg_.quantization_block);
-    } else if (cfg_.dtype == ComputeDtype::bf16) {
-      r = iall_gather_as_bf16(group_, mine, shard, gathered_[unit].data());
-    } else {
-      r = group_.iall_gather(mine, gathered_[unit].data(), shard, DType::f32);
-    }
-  }
-  if (nonblocking) {
-    pending_[unit] = std::move(r);
-  } else {
-    r->wait();
-  }
-  track_peaks();
-}
-
-void ZeroEngine::acquire(int block) {
-  if (cfg_.stage < 3) return;
-  const int head = layout_.head_block();
-  if (block == 0) forward_ = true;  // the model reads the embedding only in forward
-  for (int u : part_.units_of_block(block)) {
-    ++refcount_[u];
-    if (pending_[u]) {
-      pending_[u]->wait();
-      pending_[u].reset();
-    } else if (gathered_[u].extent(0) == 0) {
-      gather_unit(u, false);
-    }
-    if (forward_ && block != head && cfg_.hpz_partition_size > 1) keep_secondary_copy(u);
-  }
-  // Prefetch the block that comes next: up the layers in forward, down them in backward.
-  if (block == head) forward_ = false;
-  const int next = forward_ ? block + 1 : block - 1;
-  if (next >= 0 && next <= head) {
-    for (int u : part_.units_of_block(next)) {
-      if (!pending_[u] && gathered_[u].extent(0) == 0) gather_unit(u, true);
-    }
-  }
-}
-
-void ZeroEngine::keep_secondary_copy(int unit) {
-  // This rank's 1/h of the unit as gathered in forward (after qwZ's dequantization, so backward sees
-  // exactly the weights forward saw); consumed by the unit's backward gather.
-  const Communicator& sec = *zpp_.secondary;
-  const std::int64_t piece = part_.units()[unit].padded / sec.size();
-  if (secondary_[unit].extent(0) == 0) {
-    secondary_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("hpz_secondary")), piece);
-  }
-  Kokkos::deep_copy(secondary_[unit], Unmanaged1<const float>(gathered_[unit].data() + sec.rank() * piece, piece));
-}
-
-Unmanaged1<const float> ZeroEngine::weight(int param) {
-  const int u = part_.unit_of(param);
-  const std::int64_t n = layout_.params()[param].numel(), off = part_.offset_in_unit(param);
-  if (cfg_.stage < 3) return Unmanaged1<const float>(full_weights_.data() + part_.units()[u].full_offset + off, n);
-  if (refcount_[u] == 0 || pending_[u]) {
-    throw std::logic_error("weight of '" + layout_.params()[param].name + "' read outside acquire/release");
-  }
-  return Unmanaged1<const float>(gathered_[u].data() + off, n);
-}
-
-void ZeroEngine::release(int block) {
-  if (cfg_.stage < 3) return;
-  for (int u : part_.units_of_block(block)) {
-    if (--refcount_[u] == 0 && !pending_[u]) gathered_[u] = View1<float>();
-    if (!forward_ && refcount_[u] == 0) secondary_[u] = View1<float>();  // its backward gather is done
-  }
-}
-
-void ZeroEngine::drain_gathers() {
-  for (std::size_t u = 0; u < gathered_.size(); ++u) {
-    if (pending_[u]) {
-      pending_[u]->wait();
-      pending_[u].reset();
-    }
-    if (refcount_[u] == 0) gathered_[u] = View1<float>();
-    secondary_[u] = View1<float>();
-  }
-}
-
 // ---- GradSink --------------------------------------------------------------------------------------
 
 Unmanaged1<float> ZeroEngine::grad(int param) {
+  progress();
   const int u = part_.unit_of(param);
   const std::int64_t n = layout_.params()[param].numel(), off = part_.offset_in_unit(param);
   if (cfg_.stage <= 1) return Unmanaged1<float>(full_grads_.data() + part_.units()[u].full_offset + off, n);
@@ -341,13 +261,24 @@ Unmanaged1<float> ZeroEngine::grad(int param) {
 }
 
 void ZeroEngine::block_done(int block) {
-  if (cfg_.stage <= 1) return;
   // The block's own unit is complete once its block is done: a shared weight (the tied embedding)
   // belongs to the earliest block, which backward reaches last.
   const int u = block;
-  if (unit_grads_[u].extent(0) == 0) return;
-  reduce_unit_grad(u, unit_grads_[u].data(), true);
+  if (cfg_.stage == 1) {  // the accumulated gradient is final in the step's last backward
+    if (last_micro_batch_ && !bucketed_[u]) {
+      bucketed_[u] = 1;
+      buckets_->add(u, full_grads_.data() + part_.units()[u].full_offset, {});
+    }
+    return;
+  }
+  if (cfg_.stage == 0 || unit_grads_[u].extent(0) == 0) return;
+  if (cfg_.quantized_gradients) {
+    reduce_unit_grad_int4(u, unit_grads_[u].data());
+  } else {
+    buckets_->add(u, unit_grads_[u].data(), unit_grads_[u]);  // the bucket holds the buffer until reduced
+  }
   unit_grads_[u] = View1<float>();
+  track_peaks();
 }
 
 // ---- inspection ------------------------------------------------------------------------------------
@@ -380,6 +311,7 @@ void ZeroEngine::track_peaks() {
   std::int64_t g = 0, ug = 0;
   for (const auto& v : gathered_) g += static_cast<std::int64_t>(v.extent(0));
   for (const auto& v : unit_grads_) ug += static_cast<std::int64_t>(v.extent(0));
+  if (buckets_) ug += buckets_->held_elements();
   peak_gathered_ = std::max(peak_gathered_, 4 * g);
   peak_unit_grads_ = std::max(peak_unit_grads_, 4 * ug);
 }
@@ -396,6 +328,11 @@ void ZeroEngine::restore(long steps_taken) {
   step_ = steps_taken;
   drain_gathers();
   refresh_compute_weights();
+}
+
+void ZeroEngine::set_overlap_comm(bool on) {
+  cfg_.overlap_comm = on;
+  if (buckets_) buckets_->set_overlap(on);
 }
 
 bool ZeroEngine::writes_checkpoint() const {

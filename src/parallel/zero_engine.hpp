@@ -2,22 +2,26 @@
 // The ZeRO sharding engine: the model's ParamSource and GradSink over a group of N data-parallel
 // ranks, and the owner of the fp32 master weights and AdamW state.
 //   stage 0: everything replicated; the step's gradient is all-reduced once, after the last micro-batch.
-//   stage 1: master weights and AdamW state sharded; gradients reduce-scattered after the last
-//            micro-batch; updated weights all-gathered.
-//   stage 2: gradients sharded as they are produced: each unit's gradient is reduce-scattered when its
-//            block's backward is done, and no full-size gradient outlives its block.
+//   stage 1: master weights and AdamW state sharded; gradients accumulated locally and reduce-scattered
+//            in the last micro-batch's backward (in buckets, as at stage 2); updated weights all-gathered.
+//   stage 2: gradients sharded as they are produced: each unit's gradient joins a reduction bucket when
+//            its block's backward is done; a full bucket's reduce-scatter runs while backward goes on,
+//            and no full-size gradient outlives its bucket's reduction.
 //   stage 3: weights sharded too: each block's units are all-gathered before its forward and again
-//            before its backward (the next block prefetched with a nonblocking gather), released after.
+//            before its backward (the next block, or more within prefetch_elements, prefetched with
+//            nonblocking gathers), released after.
 // Every rank computes the same step as one rank processing the whole global batch.
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "config/model_config.hpp"
 #include "model/decoder.hpp"
 #include "parallel/flat_partition.hpp"
+#include "parallel/grad_buckets.hpp"
 
 namespace shardft {
 
@@ -29,6 +33,16 @@ struct ZeroConfig {
   bool quantized_gradients = false;          // qgZ: stage 2/3 reduce-scatter as int4, hierarchical
   int hpz_partition_size = 1;                // hpZ: > 1 keeps a secondary copy for backward gathers in groups this big
   int quantization_block = 64;
+  // Communication buckets, in elements (parallel/grad_buckets.hpp). Gradients: each bucket's
+  // reduce-scatter starts when it fills during backward (stages 1-3; stage 1 in the last micro-batch);
+  // <= 0 is one unit (layer block) per bucket. Not qgZ, whose reduction stays blocking per unit.
+  std::int64_t reduce_bucket_elements = 0;
+  bool overlap_comm = true;                  // false: each bucket is waited for when it starts (for A/B runs)
+  // Stages 1-2: elements of updated-weight gathers in flight at once after the optimizer step (<= 0: one unit).
+  std::int64_t allgather_bucket_elements = 0;
+  // Stage 3: elements gathered ahead of the block being computed; the next block is always prefetched,
+  // further blocks while the weights gathered ahead stay within this.
+  std::int64_t prefetch_elements = 0;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8, weight_decay = 0.0;
 };
 
@@ -100,6 +114,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   // Whether this rank's copy of the state is the one to save (replicas and stage-0 ranks hold copies).
   bool writes_checkpoint() const;
 
+  // Overlapped (default) or blocking gradient reduction, e.g. to measure what the overlap gains.
+  void set_overlap_comm(bool on);
+
   MemoryReport memory() const;
   const FlatPartition& partition() const { return part_; }
   int stage() const { return cfg_.stage; }
@@ -123,7 +140,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   void drain_gathers();
   void gather_unit(int unit, bool nonblocking);
   void keep_secondary_copy(int unit);
-  void reduce_unit_grad(int unit, const float* full_unit_grad, bool accumulate);
+  void reduce_unit_grad_int4(int unit, const float* full_unit_grad);
+  void prefetch_after(int block);
+  void progress();
   void all_reduce_grads(Communicator& group, View1<float> buf);
   std::vector<float> owned_to_layout(View1<float> owned);
   void track_peaks();
@@ -144,13 +163,15 @@ class ZeroEngine : public ParamSource, public GradSink {
   View1<float> full_grads_;     // stages 0-1: the step's whole gradient
   View1<float> grad_owned_;     // the reduced gradient of the owned region (aliases full_grads_ at stage 0)
   View1<float> master_, exp_avg_, exp_avg_sq_;
-  View1<float> scratch_shard_;  // receives one unit's reduce-scatter
+  View1<float> scratch_shard_;  // qgZ: receives one unit's reduce-scatter
 
   std::vector<View1<float>> gathered_;     // stage 3: per unit, while acquired or prefetched
   std::vector<RequestPtr> pending_;        // stage 3: per unit, a prefetch in flight
   std::vector<int> refcount_;
   std::vector<View1<float>> unit_grads_;   // stages 2-3: per unit, during its block's backward
   std::vector<View1<float>> secondary_;    // hpZ: per unit, this rank's slice of the secondary partition
+  std::unique_ptr<GradBuckets> buckets_;   // stages 1-3 without qgZ: the overlapped gradient reduction
+  std::vector<char> bucketed_;             // stage 1: units handed to buckets_ this step
   bool last_micro_batch_ = true, forward_ = true;
   long step_ = 0;
   std::int64_t peak_gathered_ = 0, peak_unit_grads_ = 0;

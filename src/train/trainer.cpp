@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "config/zero_buckets.hpp"
 #include "train/pretrained.hpp"
 
 namespace shardft {
@@ -24,6 +25,16 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
   z.quantized_gradients = cfg.zero_quantized_gradients;
   z.hpz_partition_size = cfg.zero_hpz_partition_size;
   z.quantization_block = cfg.zero_quantization_block_size;
+  // Gradient buckets: "auto" is hidden_size^2, smaller than a layer block, so every unit (embedding,
+  // layer, head) is a bucket of its own: a reduction starts as soon as a layer's backward ends and no
+  // gradient waits for others to fill its bucket (DeepSpeed's 5e8 would be one bucket sent after the
+  // whole backward, overlapping nothing, holding the full gradient).
+  z.reduce_bucket_elements = resolved_reduce_bucket_size(cfg);
+  z.allgather_bucket_elements = resolved_allgather_bucket_size(cfg);
+  // Stage 3 prefetches the next block; an explicit allgather_bucket_size lets it gather further ahead.
+  // Not "auto" (5e8: every weight of any model below 500M parameters), which would hold the whole
+  // model gathered and undo stage 3's memory saving.
+  z.prefetch_elements = cfg.allgather_bucket_size == "auto" ? 0 : resolved_allgather_bucket_size(cfg);
   return z;
 }
 

@@ -1,0 +1,100 @@
+#include "parallel/grad_buckets.hpp"
+
+#include <string>
+
+#include "comm/cast_collectives.hpp"
+#include "kernels/elementwise.hpp"
+
+namespace shardft {
+
+GradBuckets::GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned,
+                         const GradBucketOptions& opt)
+    : part_(part), group_(group), owned_(owned), opt_(opt) {}
+
+void GradBuckets::add(int unit, const float* grad, View1<float> keep) {
+  const std::int64_t n = part_.units()[unit].padded;
+  // DeepSpeed's rule: send what is open before this unit would take it past the bucket size.
+  if (!open_.empty() && open_elements_ + n > opt_.bucket_elements) launch();
+  open_.push_back({unit, grad, keep});
+  open_elements_ += n;
+  if (open_elements_ >= opt_.bucket_elements) launch();
+  progress();
+}
+
+void GradBuckets::flush() {
+  if (!open_.empty()) launch();
+}
+
+void GradBuckets::launch() {
+  Bucket b;
+  std::int64_t shard_total = 0;
+  for (const Piece& p : open_) {
+    b.units.push_back(p.unit);
+    shard_total += part_.units()[p.unit].shard;
+  }
+  const float* send = nullptr;
+  if (open_.size() == 1) {  // the unit's own buffer is already laid out rank-major
+    send = open_[0].grad;
+    b.keep_unit = open_[0].keep;
+  } else {
+    b.send = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("grad_bucket_send")),
+                          shard_total * group_.size());
+    std::int64_t at = 0;  // this unit's offset inside each rank's block of the bucket
+    for (const Piece& p : open_) {
+      const std::int64_t s = part_.units()[p.unit].shard;
+      for (int r = 0; r < group_.size(); ++r) {
+        Kokkos::deep_copy(Unmanaged1<float>(b.send.data() + r * shard_total + at, s),
+                          Unmanaged1<const float>(p.grad + r * s, s));
+      }
+      at += s;
+    }
+    send = b.send.data();
+  }
+  b.recv = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("grad_bucket_recv")), shard_total);
+  const std::size_t count = static_cast<std::size_t>(shard_total);
+  if (opt_.bf16) {
+    // The bf16 copy of the send is made here, so the fp32 gradients can go at once.
+    b.request = ireduce_scatter_as_bf16(group_, send, count, b.recv.data(), false);
+    b.send = b.keep_unit = View1<float>();
+  } else {
+    b.request = group_.ireduce_scatter(send, b.recv.data(), count, DType::f32, ReduceOp::sum);
+  }
+  open_.clear();
+  open_elements_ = 0;
+  inflight_.push_back(std::move(b));
+  if (!opt_.overlap) complete_front();  // the blocking reduction: nothing is left in flight
+}
+
+void GradBuckets::complete_front() {
+  Bucket& b = inflight_.front();
+  b.request->wait();
+  std::int64_t at = 0;
+  for (int u : b.units) {
+    const FlatUnit& fu = part_.units()[u];
+    add_inplace(Unmanaged1<float>(owned_.data() + fu.shard_offset, fu.shard),
+                Unmanaged1<const float>(b.recv.data() + at, fu.shard));
+    at += fu.shard;
+  }
+  inflight_.pop_front();
+}
+
+void GradBuckets::progress() {
+  // In issue order only: a later bucket may finish first, but it is added after the earlier ones so
+  // that the owned gradient sums micro-batches and buckets in one fixed order.
+  while (!inflight_.empty() && inflight_.front().request->test()) complete_front();
+}
+
+void GradBuckets::finish() {
+  flush();
+  while (!inflight_.empty()) complete_front();
+}
+
+std::int64_t GradBuckets::held_elements() const {
+  std::int64_t n = open_elements_;
+  for (const Bucket& b : inflight_) {
+    n += static_cast<std::int64_t>(b.send.extent(0) + b.recv.extent(0) + b.keep_unit.extent(0));
+  }
+  return n;
+}
+
+}  // namespace shardft

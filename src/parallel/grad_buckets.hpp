@@ -1,0 +1,76 @@
+#pragma once
+// Gradient reduction in buckets, overlapped with backward (DeepSpeed's reduce_bucket_size and
+// overlap_comm). The engine hands over each unit's full gradient as soon as its block's backward is
+// done; consecutive units are coalesced into a bucket of about `bucket_elements` elements, and a full
+// bucket starts one nonblocking reduce-scatter at once, so the reduction of layer i runs while layer
+// i-1 computes. Buckets complete in the order they started (accumulation order, hence every bit of the
+// result, does not depend on timing), at the latest in finish(), before anything reads the gradient.
+//
+// Coalescing: rank r owns shard r of every unit, so a bucket of units a, b, ... is sent rank-major
+// ([a's shard 0 | b's shard 0 | ... | a's shard 1 | b's shard 1 | ...]) and one reduce-scatter leaves
+// [a's shard r | b's shard r | ...] on rank r. A bucket of one unit is sent from the unit's own buffer.
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "kernels/types.hpp"
+#include "parallel/flat_partition.hpp"
+
+namespace shardft {
+
+struct GradBucketOptions {
+  // Elements per bucket (DeepSpeed semantics: a bucket is sent before a unit would take it past this
+  // size; a unit bigger than it goes alone). <= 0: one unit per bucket.
+  std::int64_t bucket_elements = 0;
+  bool bf16 = false;     // communication_data_type bf16: the reduce-scatter carries bf16
+  bool overlap = true;   // false: wait for each bucket as soon as it starts (the blocking reduction)
+};
+
+class GradBuckets {
+ public:
+  // Reduced shards are added into `owned` at each unit's shard_offset.
+  GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned, const GradBucketOptions& opt);
+  GradBuckets(const GradBuckets&) = delete;
+  GradBuckets& operator=(const GradBuckets&) = delete;
+
+  // `unit`'s whole (padded) gradient is final. `keep` holds its memory until the bucket is reduced (a
+  // temporary per-unit buffer); pass an empty view when `grad` points into memory that outlives the
+  // step's reduction (stage 1's full gradient).
+  void add(int unit, const float* grad, View1<float> keep);
+  // Starts the open bucket (the end of a backward: nothing more joins it).
+  void flush();
+  // Tests the buckets in flight (MPI progresses them only inside MPI calls) and completes those at the
+  // front of the queue that are done. Cheap; call it often during compute.
+  void progress();
+  // Starts the open bucket and completes every bucket.
+  void finish();
+  void set_overlap(bool on) { opt_.overlap = on; }
+  bool idle() const { return open_.empty() && inflight_.empty(); }
+  // Gradient elements held for buckets not yet reduced (open or in flight), for memory reports.
+  std::int64_t held_elements() const;
+
+ private:
+  struct Piece {
+    int unit;
+    const float* grad;
+    View1<float> keep;
+  };
+  struct Bucket {
+    std::vector<int> units;
+    View1<float> send, recv, keep_unit;  // keep_unit: a one-unit bucket sends from the unit's buffer
+    RequestPtr request;
+  };
+  void launch();
+  void complete_front();
+
+  const FlatPartition& part_;
+  Communicator& group_;
+  View1<float> owned_;
+  GradBucketOptions opt_;
+  std::vector<Piece> open_;
+  std::int64_t open_elements_ = 0;
+  std::deque<Bucket> inflight_;
+};
+
+}  // namespace shardft
