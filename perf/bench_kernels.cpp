@@ -7,12 +7,16 @@
 //   forward  per (batch, head): S = q k^T and o = P v, 2 * hd * T(T+1)/2 FLOPs each  -> 2 hd T(T+1)
 //   backward dP = do v^T, dq = dS k, dk = dS^T q, dv = P^T do: twice the forward     -> 4 hd T(T+1)
 // plus "items_per_second" = tokens (batch * seq) per second.
+// kernel/attention_lse/... is the memory-efficient kernel (kernels/attention_lse.hpp: log-sum-exp saved,
+// probabilities recomputed in backward) counted with the same FLOPs, so the two families compare directly
+// (its backward really does one more S = q k^T per tile than the count: 5 products instead of 4).
 #include <cmath>
 #include <string>
 
 #include "bench_util.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/attention_lse.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
@@ -84,13 +88,17 @@ void rope_bwd(benchmark::State& st) {
 }
 
 // ---- attention ----------------------------------------------------------------------------------
+// The exact kernel (lse = false) stores probabilities [B,H,T,T]; the memory-efficient one (lse = true)
+// only a log-sum-exp and a delta per query row and head [B*H*T].
 struct AttnBuffers {
   AttentionShape s;
+  bool lse_kernel;
   std::int64_t N, qd, kvd;
-  View1<float> q, k, v, o, probs, dout, dq, dk, dv, dscores;
+  View1<float> q, k, v, o, probs, dout, dq, dk, dv, dscores, lse, delta;
   View1<std::int32_t> seq_ids;
-  explicit AttnBuffers(const AttentionShape& shape)
+  AttnBuffers(const AttentionShape& shape, bool lse_kernel_)
       : s(shape),
+        lse_kernel(lse_kernel_),
         N(static_cast<std::int64_t>(shape.batch) * shape.seq),
         qd(static_cast<std::int64_t>(shape.heads) * shape.head_dim),
         kvd(static_cast<std::int64_t>(shape.kv_heads) * shape.head_dim),
@@ -98,27 +106,41 @@ struct AttnBuffers {
         k(random_floats("k", N * kvd, 6)),
         v(random_floats("v", N * kvd, 7)),
         o("o", N * qd),
-        probs("probs", shape.probs_size()),
+        probs("probs", lse_kernel ? 0 : shape.probs_size()),
         dout(random_floats("do", N * qd, 8)),
         dq("dq", N * qd),
         dk("dk", N * kvd),
         dv("dv", N * kvd),
-        dscores("dscores", shape.probs_size()),
+        dscores("dscores", lse_kernel ? 0 : shape.probs_size()),
+        lse("lse", lse_kernel ? N * shape.heads : 0),
+        delta("delta", lse_kernel ? N * shape.heads : 0),
         seq_ids("seq_ids", N) {}  // one sample per row, as collate() makes them
   void forward() {
-    attention_forward(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids), mat(o, N, qd), vec(probs));
+    if (lse_kernel) {
+      attention_forward_lse(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids), mat(o, N, qd),
+                            vec(lse));
+    } else {
+      attention_forward(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids), mat(o, N, qd),
+                        vec(probs));
+    }
   }
   void backward() {
-    attention_backward(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cvec(probs), cmat(dout, N, qd),
-                       mat(dq, N, qd), mat(dk, N, kvd), mat(dv, N, kvd), vec(dscores));
+    if (lse_kernel) {
+      attention_backward_lse(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids), cmat(o, N, qd),
+                             cvec(lse), cmat(dout, N, qd), mat(dq, N, qd), mat(dk, N, kvd), mat(dv, N, kvd),
+                             vec(delta));
+    } else {
+      attention_backward(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cvec(probs), cmat(dout, N, qd),
+                         mat(dq, N, qd), mat(dk, N, kvd), mat(dv, N, kvd), vec(dscores));
+    }
   }
   double forward_flops() const {
     return 2.0 * s.head_dim * s.seq * (s.seq + 1.0) * s.batch * s.heads;
   }
 };
 
-void attention_fwd(benchmark::State& st, AttentionShape shape) {
-  AttnBuffers a(shape);
+void attention_fwd(benchmark::State& st, AttentionShape shape, bool lse_kernel) {
+  AttnBuffers a(shape, lse_kernel);
   for (auto _ : st) {
     a.forward();
     Kokkos::fence();
@@ -127,8 +149,8 @@ void attention_fwd(benchmark::State& st, AttentionShape shape) {
   report_items(st, static_cast<double>(a.N));
 }
 
-void attention_bwd(benchmark::State& st, AttentionShape shape) {
-  AttnBuffers a(shape);
+void attention_bwd(benchmark::State& st, AttentionShape shape, bool lse_kernel) {
+  AttnBuffers a(shape, lse_kernel);
   a.forward();
   for (auto _ : st) {
     a.backward();
@@ -261,13 +283,22 @@ const bool registered = [] {
   reg("kernel/rmsnorm/bwd/N384_d128", rmsnorm_bwd);
   reg("kernel/rope/fwd/N384_H4_hd32", rope_fwd);
   reg("kernel/rope/bwd/N384_H4_hd32", rope_bwd);
+  auto reg_attention = [](const std::string& family, const AttentionShape& s, bool lse_kernel) {
+    benchmark::RegisterBenchmark(("kernel/" + family + "/fwd/" + attn_name(s)).c_str(),
+                                 [s, lse_kernel](benchmark::State& st) { attention_fwd(st, s, lse_kernel); })
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("kernel/" + family + "/bwd/" + attn_name(s)).c_str(),
+                                 [s, lse_kernel](benchmark::State& st) { attention_bwd(st, s, lse_kernel); })
+        ->Unit(benchmark::kMicrosecond);
+  };
   for (const AttentionShape s : {AttentionShape{16, 32, 4, 2, 32}, AttentionShape{2, 256, 4, 2, 32}}) {
-    benchmark::RegisterBenchmark(("kernel/attention/fwd/" + attn_name(s)).c_str(),
-                                 [s](benchmark::State& st) { attention_fwd(st, s); })
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("kernel/attention/bwd/" + attn_name(s)).c_str(),
-                                 [s](benchmark::State& st) { attention_bwd(st, s); })
-        ->Unit(benchmark::kMicrosecond);
+    reg_attention("attention", s, false);
+  }
+  // The memory-efficient kernel at the exact kernel's shapes and at the wide step's (h512: 8 / 4 heads of 64)
+  // over 512 and 2048 tokens.
+  for (const AttentionShape s : {AttentionShape{16, 32, 4, 2, 32}, AttentionShape{2, 256, 4, 2, 32},
+                                 AttentionShape{1, 512, 8, 4, 64}, AttentionShape{1, 2048, 8, 4, 64}}) {
+    reg_attention("attention_lse", s, true);
   }
   reg("kernel/swiglu/fwd/N384_I384", swiglu_fwd);
   reg("kernel/swiglu/bwd/N384_I384", swiglu_bwd);

@@ -77,8 +77,11 @@ void train_step_default(benchmark::State& st) {
 
 // A GEMM-heavier config for MFU work: hidden 512, intermediate 1536, 8 heads / 4 kv heads, 2 layers,
 // one 512-token sequence of random byte tokens, every position a target.
-void train_step_wide(benchmark::State& st) {
+// attn_implementation selects the attention kernel: "eager" (the TrainConfig default: probabilities
+// [B,H,T,T] stored for backward) or "memory_efficient" (log-sum-exp saved, tiled kernel).
+void train_step_wide(benchmark::State& st, const std::string& attn_implementation) {
   TrainConfig cfg;
+  cfg.attn_implementation = attn_implementation;
   cfg.model.hidden_size = 512;
   cfg.model.intermediate_size = 1536;
   cfg.model.num_attention_heads = 8;
@@ -107,7 +110,12 @@ const bool registered = [] {
   // and a baseline would stop matching when they change. The wide step (most of a second) runs one
   // timed iteration per repetition at run.sh's --benchmark_min_time=0.1.
   benchmark::RegisterBenchmark("train_step/default_h128_L2/B16", train_step_default)->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("train_step/wide_h512_L2/B1_T512", train_step_wide)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("train_step/wide_h512_L2/B1_T512",
+                               [](benchmark::State& st) { train_step_wide(st, "eager"); })
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("train_step/wide_h512_L2/B1_T512_mea",
+                               [](benchmark::State& st) { train_step_wide(st, "memory_efficient"); })
+      ->Unit(benchmark::kMillisecond);
   return true;
 }();
 
