@@ -1,3 +1,5 @@
+// The dispatchers and the reference (scalar, any memory space) memory-efficient attention; the tiled
+// host kernel is in attention_lse_tiled.cpp. Math and shapes: kernels/attention_lse.hpp.
 #include "kernels/attention_lse.hpp"
 
 #include <cmath>
@@ -14,13 +16,38 @@ KOKKOS_INLINE_FUNCTION float dot(const float* a, const float* b, int n) {
 }
 }  // namespace
 
+// The tiled kernel calls BLAS on the views' pointers: host memory spaces only. Elsewhere (a GPU build)
+// the reference kernel runs until that build gets a tiled kernel of its own.
+constexpr bool kTiledAttention = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+
 void attention_forward_lse(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                            Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<float> o,
                            Unmanaged1<float> lse) {
+  if constexpr (kTiledAttention) {
+    attention_forward_lse_tiled(s, q, k, v, seq_ids, o, lse);
+  } else {
+    attention_forward_lse_reference(s, q, k, v, seq_ids, o, lse);
+  }
+}
+
+void attention_backward_lse(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                            Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                            Unmanaged2<const float> o, Unmanaged1<const float> lse, Unmanaged2<const float> dout,
+                            Unmanaged2<float> dq, Unmanaged2<float> dk, Unmanaged2<float> dv, Unmanaged1<float> delta) {
+  if constexpr (kTiledAttention) {
+    attention_backward_lse_tiled(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
+  } else {
+    attention_backward_lse_reference(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
+  }
+}
+
+void attention_forward_lse_reference(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                     Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                     Unmanaged2<float> o, Unmanaged1<float> lse) {
   const int T = s.seq, H = s.heads, hd = s.head_dim, group = s.heads / s.kv_heads;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   Kokkos::parallel_for(
-      "attention_forward_lse", Range(0, static_cast<std::int64_t>(s.batch) * H * T), KOKKOS_LAMBDA(const std::int64_t idx) {
+      "attention_forward_lse_reference", Range(0, static_cast<std::int64_t>(s.batch) * H * T), KOKKOS_LAMBDA(const std::int64_t idx) {
         const int i = static_cast<int>(idx % T);
         const int h = static_cast<int>((idx / T) % H);
         const std::int64_t b = idx / (static_cast<std::int64_t>(T) * H);
@@ -47,16 +74,17 @@ void attention_forward_lse(const AttentionShape& s, Unmanaged2<const float> q, U
       });
 }
 
-void attention_backward_lse(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
-                            Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
-                            Unmanaged2<const float> o, Unmanaged1<const float> lse, Unmanaged2<const float> dout,
-                            Unmanaged2<float> dq, Unmanaged2<float> dk, Unmanaged2<float> dv, Unmanaged1<float> delta) {
+void attention_backward_lse_reference(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                      Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                      Unmanaged2<const float> o, Unmanaged1<const float> lse,
+                                      Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
+                                      Unmanaged2<float> dv, Unmanaged1<float> delta) {
   const int T = s.seq, H = s.heads, G = s.kv_heads, hd = s.head_dim, group = s.heads / s.kv_heads;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * H * T;
   // D_i = do_i . o_i, then dq row by row.
   Kokkos::parallel_for(
-      "attention_backward_lse_dq", Range(0, rows), KOKKOS_LAMBDA(const std::int64_t idx) {
+      "attention_backward_lse_reference_dq", Range(0, rows), KOKKOS_LAMBDA(const std::int64_t idx) {
         const int i = static_cast<int>(idx % T);
         const int h = static_cast<int>((idx / T) % H);
         const std::int64_t b = idx / (static_cast<std::int64_t>(T) * H);
@@ -78,7 +106,7 @@ void attention_backward_lse(const AttentionShape& s, Unmanaged2<const float> q, 
       });
   // dk and dv key row by key row, over the query heads that share the kv head.
   Kokkos::parallel_for(
-      "attention_backward_lse_dkv", Range(0, static_cast<std::int64_t>(s.batch) * G * T),
+      "attention_backward_lse_reference_dkv", Range(0, static_cast<std::int64_t>(s.batch) * G * T),
       KOKKOS_LAMBDA(const std::int64_t idx) {
         const int j = static_cast<int>(idx % T);
         const int g = static_cast<int>((idx / T) % G);

@@ -6,7 +6,17 @@
 // uses D_i = do_i . o_i = sum_j P_ij dP_ij:
 //   dS_ij = P_ij (do_i . v_j - D_i),  dq_i = sum_j dS_ij k_j / sqrt(hd),
 //   dk_j = sum_{h in group, i} dS_ij q_i / sqrt(hd),  dv_j = sum_{h in group, i} P_ij do_i
-// Memory: O(B * H * T) instead of O(B * H * T^2); compute: about twice the exact kernel's backward.
+// Shapes: q, o, dout, dq [B*T, H*hd]; k, v, dk, dv [B*T, G*hd]; seq_ids [B*T]; lse, delta [B*H*T]
+// indexed (b*H + h)*T + i. Key j is visible from query i when j <= i and seq_ids equal (packed samples).
+// Memory: O(B * H * T) instead of O(B * H * T^2).
+//
+// Two implementations:
+//  * tiled (kernels/attention_lse_tiled.cpp): FlashAttention-2 on the host, every tile product an
+//    sgemm (kernels/gemm.hpp), scratch O(tile^2). Host memory spaces only (the CPU build).
+//  * reference (kernels/attention_lse.cpp): one scalar Kokkos loop per query row (and per key row in
+//    backward); runs in any memory space. Slow (~4 GFLOP/s on one core); tests compare against it.
+// attention_forward_lse / attention_backward_lse pick the tiled kernel when the memory space is
+// host-accessible and the reference kernel otherwise (a GPU build gets its own kernel later).
 #include "kernels/attention.hpp"
 
 namespace shardft {
@@ -16,10 +26,37 @@ void attention_forward_lse(const AttentionShape& s, Unmanaged2<const float> q, U
                            Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<float> o,
                            Unmanaged1<float> lse);
 
-// Overwrites dq, dk, dv. delta is scratch of B*H*T entries.
+// Overwrites dq, dk, dv. delta is scratch of B*H*T entries (it holds D on return).
 void attention_backward_lse(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                             Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                             Unmanaged2<const float> o, Unmanaged1<const float> lse, Unmanaged2<const float> dout,
                             Unmanaged2<float> dq, Unmanaged2<float> dk, Unmanaged2<float> dv, Unmanaged1<float> delta);
+
+// ---- the two implementations, same arguments -------------------------------------------------------
+void attention_forward_lse_reference(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                     Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                     Unmanaged2<float> o, Unmanaged1<float> lse);
+void attention_backward_lse_reference(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                      Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                      Unmanaged2<const float> o, Unmanaged1<const float> lse,
+                                      Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
+                                      Unmanaged2<float> dv, Unmanaged1<float> delta);
+
+// Tile sizes: query rows x key columns per sgemm tile. The defaults were tuned on one core (see the
+// file comment of attention_lse_tiled.cpp); tests pass small tiles to reach every edge case.
+struct AttentionTiles {
+  int query_rows = 64;
+  int key_cols = 64;
+};
+
+// Host memory only: the views' data must be host-accessible (the dispatchers above check it).
+void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                 Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                 Unmanaged2<float> o, Unmanaged1<float> lse, AttentionTiles tiles = {});
+void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                  Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                  Unmanaged2<const float> o, Unmanaged1<const float> lse,
+                                  Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
+                                  Unmanaged2<float> dv, Unmanaged1<float> delta, AttentionTiles tiles = {});
 
 }  // namespace shardft

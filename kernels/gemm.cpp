@@ -32,6 +32,13 @@ void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<c
               static_cast<int>(c.extent(1)));
 }
 
+void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+             float beta, float* c, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  cblas_sgemm(CblasRowMajor, op_a == Op::N ? CblasNoTrans : CblasTrans, op_b == Op::N ? CblasNoTrans : CblasTrans, m,
+              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 void gemm_set_num_threads(int n) { openblas_set_num_threads(n); }
 
 void linear_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged2<float> y, float beta) {

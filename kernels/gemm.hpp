@@ -12,6 +12,13 @@ enum class Op { N, T };
 void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<const float> b, float beta,
           Unmanaged2<float> c);
 
+// The same product on raw host pointers with leading dimensions (row-major: ld = the row stride of the
+// full array), for sub-matrices of larger arrays without a copy: one head's columns [rows, hd] of
+// q [N, H*hd] start at q + row*H*hd + h*hd with ld H*hd. op(A) is [m,k], op(B) [k,n], C [m,n].
+// Host memory only (BLAS sgemm); no shape checks beyond what BLAS does. Used by the tiled attention.
+void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+             float beta, float* c, int ldc);
+
 // BLAS threads per process; shardft runs one rank per core, so 1 unless told otherwise.
 void gemm_set_num_threads(int n);
 

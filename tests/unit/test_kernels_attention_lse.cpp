@@ -1,9 +1,14 @@
 // The memory-efficient attention (log-sum-exp saved, scores recomputed) against the exact kernel
 // that stores the probabilities: same output and the same dq, dk, dv, with grouped-query heads and
 // packed samples; and its own backward against finite differences of its own forward.
+// The tiled (FlashAttention-2, sgemm) kernel against the scalar reference kernel over shapes that reach
+// every tile edge case: T not a multiple of the tile, several tiles, sample boundaries inside tiles,
+// GQA groups 1 / 2 / 4, batch > 1, head_dim 32 and 64, square and non-square tiles.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "tests/common/relative_difference.hpp"
 #include "finite_difference.hpp"
@@ -33,6 +38,119 @@ TEST(KernelAttentionLse, MatchesTheExactKernelForwardAndBackward) {
   EXPECT_LT(rel_diff(to_host(dq2), to_host(dq1)), 1e-5);
   EXPECT_LT(rel_diff(to_host(dk2), to_host(dk1)), 1e-5);
   EXPECT_LT(rel_diff(to_host(dv2), to_host(dv1)), 1e-5);
+}
+
+// seq_ids of one row of T tokens: sample k covers [starts[k], starts[k+1]).
+std::vector<std::int32_t> packed_row(int T, const std::vector<int>& starts) {
+  std::vector<std::int32_t> ids(T, 0);
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const int end = k + 1 < starts.size() ? starts[k + 1] : T;
+    for (int t = starts[k]; t < end; ++t) ids[t] = static_cast<std::int32_t>(k);
+  }
+  return ids;
+}
+
+struct TiledCase {
+  std::string name;
+  AttentionShape s;
+  AttentionTiles tiles;
+  std::vector<std::int32_t> seq_ids;  // B*T
+};
+
+struct LseResult {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+// Forward and backward of one kernel pair on the case's data (the same random inputs for both).
+template <class Fwd, class Bwd>
+LseResult run_lse(const TiledCase& c, Fwd fwd, Bwd bwd) {
+  const AttentionShape& s = c.s;
+  const std::size_t N = static_cast<std::size_t>(s.batch) * s.seq, qd = s.heads * s.head_dim,
+                    kvd = s.kv_heads * s.head_dim, rows = N * s.heads;
+  auto q = to_device(random_vector(N * qd, 21, -2.f, 2.f), N, qd), k = to_device(random_vector(N * kvd, 22, -2.f, 2.f), N, kvd),
+       v = to_device(random_vector(N * kvd, 23), N, kvd), dout = to_device(random_vector(N * qd, 24), N, qd);
+  auto seq = to_device(c.seq_ids);
+  View2<float> o("o", N, qd), dq("dq", N, qd), dk("dk", N, kvd), dv("dv", N, kvd);
+  View1<float> lse("lse", rows), delta("delta", rows);
+  Kokkos::deep_copy(dq, 7.f);  // the kernels overwrite their outputs
+  Kokkos::deep_copy(dk, 7.f);
+  Kokkos::deep_copy(dv, 7.f);
+  fwd(s, q, k, v, seq, o, lse);
+  bwd(s, q, k, v, seq, o, lse, dout, dq, dk, dv, delta);
+  return {to_host(o), to_host(lse), to_host(dq), to_host(dk), to_host(dv)};
+}
+
+std::vector<TiledCase> tiled_cases() {
+  std::vector<TiledCase> cases;
+  auto rows = [](std::initializer_list<std::vector<std::int32_t>> rs) {
+    std::vector<std::int32_t> all;
+    for (const auto& r : rs) all.insert(all.end(), r.begin(), r.end());
+    return all;
+  };
+  // Default 64 x 64 tiles: T 150 (two full tiles and a partial one), the second row packed with
+  // boundaries inside tiles and one across a tile edge; H 8 / G 4 (group 2), hd 64.
+  cases.push_back({"T150_H8_G4_hd64_default_tiles", {2, 150, 8, 4, 64}, {},
+                   rows({packed_row(150, {0}), packed_row(150, {0, 37, 64, 69, 100, 149})})});
+  // Group 4 (H 4 / G 1), hd 32, T 200, packed with a one-token sample at the start.
+  cases.push_back({"T200_H4_G1_hd32_default_tiles", {1, 200, 4, 1, 32}, {}, packed_row(200, {0, 1, 10, 70, 130})});
+  // T an exact multiple of the tile, group 1.
+  cases.push_back({"T128_H2_G2_hd64_default_tiles", {1, 128, 2, 2, 64}, {}, packed_row(128, {0})});
+  // Small non-square tiles, batch 3, many tiles per row, group 1 and 2.
+  cases.push_back({"T45_H2_G2_hd32_tiles8x16", {3, 45, 2, 2, 32}, {8, 16},
+                   rows({packed_row(45, {0}), packed_row(45, {0, 5, 17, 30}), packed_row(45, {0, 44})})});
+  cases.push_back({"T77_H4_G2_hd64_tiles16x8", {2, 77, 4, 2, 64}, {16, 8},
+                   rows({packed_row(77, {0, 3, 40, 41}), packed_row(77, {0})})});
+  // Group 4 with 32 x 48 tiles over T 131.
+  cases.push_back({"T131_H8_G2_hd32_tiles32x48", {1, 131, 8, 2, 32}, {32, 48}, packed_row(131, {0, 50, 96})});
+  // seq ids that are not runs of increasing values (only equality counts), 8 x 8 tiles.
+  std::vector<std::int32_t> odd(40);
+  for (int t = 0; t < 40; ++t) odd[t] = (t / 3) % 4 == 1 ? 5 : t % 7 == 0 ? 2 : 0;
+  cases.push_back({"T40_H4_G2_hd32_tiles8x8_interleaved_ids", {1, 40, 4, 2, 32}, {8, 8}, odd});
+  // Tiles larger than the sequence, and 1 x 1 tiles.
+  cases.push_back({"T20_H2_G1_hd32_tiles128", {2, 20, 2, 1, 32}, {128, 128},
+                   rows({packed_row(20, {0, 9}), packed_row(20, {0})})});
+  cases.push_back({"T12_H2_G1_hd32_tiles1x1", {1, 12, 2, 1, 32}, {1, 1}, packed_row(12, {0, 4})});
+  return cases;
+}
+
+TEST(KernelAttentionLse, TiledMatchesTheReferenceKernel) {
+  for (const TiledCase& c : tiled_cases()) {
+    SCOPED_TRACE(c.name);
+    ASSERT_EQ(c.seq_ids.size(), static_cast<std::size_t>(c.s.batch) * c.s.seq);
+    const LseResult ref = run_lse(c, attention_forward_lse_reference, attention_backward_lse_reference);
+    const AttentionTiles tiles = c.tiles;
+    const LseResult tiled = run_lse(
+        c,
+        [tiles](auto&&... a) { attention_forward_lse_tiled(a..., tiles); },
+        [tiles](auto&&... a) { attention_backward_lse_tiled(a..., tiles); });
+    EXPECT_LT(rel_diff(tiled.o, ref.o), 1e-5) << "o";
+    EXPECT_LT(rel_diff(tiled.lse, ref.lse), 1e-5) << "lse";
+    EXPECT_LT(rel_diff(tiled.dq, ref.dq), 1e-5) << "dq";
+    EXPECT_LT(rel_diff(tiled.dk, ref.dk), 1e-5) << "dk";
+    EXPECT_LT(rel_diff(tiled.dv, ref.dv), 1e-5) << "dv";
+    double max_lse = 0.0;  // lse is also close element by element (it is a log: absolute error)
+    for (std::size_t i = 0; i < ref.lse.size(); ++i) max_lse = std::max(max_lse, std::fabs(double(tiled.lse[i]) - ref.lse[i]));
+    EXPECT_LT(max_lse, 1e-5);
+  }
+}
+
+// The dispatcher runs the tiled kernel on a host build, the reference kernel elsewhere: either way it
+// matches the reference, and a host build's output is the tiled kernel's bit for bit.
+TEST(KernelAttentionLse, DispatcherMatchesTheKernelOfItsMemorySpace) {
+  const TiledCase c{"T150", {2, 150, 8, 4, 64}, {}, std::vector<std::int32_t>(300, 0)};
+  const LseResult ref = run_lse(c, attention_forward_lse_reference, attention_backward_lse_reference);
+  const LseResult got = run_lse(c, attention_forward_lse, attention_backward_lse);
+  EXPECT_LT(rel_diff(got.o, ref.o), 1e-5);
+  EXPECT_LT(rel_diff(got.dq, ref.dq), 1e-5);
+  EXPECT_LT(rel_diff(got.dk, ref.dk), 1e-5);
+  EXPECT_LT(rel_diff(got.dv, ref.dv), 1e-5);
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    const LseResult tiled = run_lse(
+        c, [](auto&&... a) { attention_forward_lse_tiled(a...); },
+        [](auto&&... a) { attention_backward_lse_tiled(a...); });
+    EXPECT_EQ(got.o, tiled.o);
+    EXPECT_EQ(got.dk, tiled.dk);
+  }
 }
 
 TEST(KernelAttentionLse, BackwardMatchesFiniteDifferencesOfItsForward) {

@@ -1,0 +1,292 @@
+// FlashAttention-2 on the host: the memory-efficient attention of kernels/attention_lse.hpp in tiles of
+// Bq query rows x Bk key columns, every tile product an sgemm through kernels/gemm.hpp. gemm_ld works on
+// the views' pointers: one head's columns of q [B*T, H*hd] are a [rows, hd] sub-matrix with ld H*hd, so
+// nothing is packed or copied. Host memory only (the CPU build, Kokkos Serial, one rank per core): the
+// loops are plain host loops around BLAS; a GPU build would get a kernel of its own (the dispatchers in
+// attention_lse.cpp run the reference kernel for non-host memory spaces).
+//
+// Per (b, h), g = h / (H/G), scale = 1/sqrt(hd); Qi = q[b*T + i0 .. i0+Bq, h*hd ..], Kj, Vj = k, v rows
+// j0 .. j0+Bk of kv head g; a key j is visible from a query i when j <= i and seq_ids equal.
+// forward, each query tile i (outer), each key tile j with j0 <= last row of i (inner):
+//   S  = scale * Qi Kj^T                        [Bq, Bk]  sgemm (N, T), k = hd
+//   S_rc = -inf where key j0+c is not visible from query i0+r
+//   m' = max(m, rowmax S);  P = exp(S - m');  c = exp(m - m');  l = c l + rowsum P;  Oi = c Oi
+//   Oi += P Vj                                  [Bq, hd]  sgemm (N, N), k = Bk   (Oi accumulates in o)
+//   after the last key tile:  Oi /= l;  lse_i = m + log l
+// backward, D_i = dO_i . O_i first and dq, dk, dv zeroed; per (b, g), each key tile j (outer), each head
+// h of the group and each query tile i reaching j (inner):
+//   S  = scale * Qi Kj^T;  P = exp(S - lse_i), 0 where not visible      sgemm (N, T), k = hd
+//   dVj += P^T dOi                              [Bk, hd]  sgemm (T, N), k = Bq
+//   dP  = dOi Vj^T                              [Bq, Bk]  sgemm (N, T), k = hd
+//   dS  = P * (dP - D_i)
+//   dQi += scale * dS Kj                        [Bq, hd]  sgemm (N, N), k = Bk
+//   dKj += scale * dS^T Qi                      [Bk, hd]  sgemm (T, N), k = Bq
+// dk, dv of a kv head gather over the H/G query heads that share it (GQA).
+//
+// Tiles fully above the causal diagonal are never visited, a tile pair whose seq-id ranges do not
+// overlap (packed samples) is skipped, and the mask is applied only in tiles that are not fully
+// visible (the diagonal, sample boundaries). Scratch: two [Bq, Bk] tiles per call; no [T, T] buffer.
+// exp is exp_poly below, a branch-free polynomial (Cephes expf, ~2 ulp) the compiler vectorizes: at
+// hd 64 one score carries 4*hd = 256 GEMM FLOPs in forward (~2 ns at 120 GFLOP/s), so a scalar libm
+// expf per score would cost about as much as the GEMMs themselves.
+// Tile size: 64 x 64 (AttentionTiles defaults), chosen on one core (Xeon 2.8 GHz, AVX-512, OpenBLAS)
+// at B1 T512 H8 G4 hd64 and B1 T2048; see perf/README.md for the measured rates.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/attention_lse.hpp"
+#include "kernels/gemm.hpp"
+
+namespace shardft {
+
+namespace {
+
+using HostTile = Kokkos::View<float*, Kokkos::HostSpace>;
+constexpr int kLanes = 16;  // independent accumulators, so row reductions vectorize without -ffast-math
+
+// e^x for any float x: 0 below -87 (masked scores are -inf), saturating at e^88; max relative error
+// 1e-7 over [-87, 88]. x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), e^r = 1 + r + r^2 p(r) (Cephes expf),
+// 2^n written into the exponent bits. n comes from the 1.5 * 2^23 rounding trick rather than a float -> int
+// conversion: gcc does not vectorize a clamp followed by a conversion (it may trap), and does this.
+inline float exp_poly(float x) {
+  const float keep = static_cast<float>(x >= -87.f);  // 0 for -inf; a multiply keeps the loops branch-free
+  x = x < -87.f ? -87.f : x;
+  x = x > 88.f ? 88.f : x;
+  const float t = x * 1.44269504088896341f + 12582912.f;  // round(x log2 e) in the low mantissa bits
+  const float n = t - 12582912.f;
+  std::int32_t ti;
+  std::memcpy(&ti, &t, sizeof ti);
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const std::int32_t bits = (ti - 0x4B400000 + 127) << 23;  // (n + 127) << 23
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return p * two_n * keep;
+}
+
+float row_max(const float* s, int n) {
+  float acc[kLanes];
+  for (int u = 0; u < kLanes; ++u) acc[u] = -INFINITY;
+  int c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int u = 0; u < kLanes; ++u) acc[u] = s[c + u] > acc[u] ? s[c + u] : acc[u];
+  }
+  for (; c < n; ++c) acc[0] = s[c] > acc[0] ? s[c] : acc[0];
+  float m = acc[0];
+  for (int u = 1; u < kLanes; ++u) m = acc[u] > m ? acc[u] : m;
+  return m;
+}
+
+// s[c] = exp(s[c] - shift); returns the sum of the new values.
+float exp_row_sum(float* s, int n, float shift) {
+  float acc[kLanes] = {};
+  int c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int u = 0; u < kLanes; ++u) {
+      const float p = exp_poly(s[c + u] - shift);
+      s[c + u] = p;
+      acc[u] += p;
+    }
+  }
+  float sum = 0.f;
+  for (; c < n; ++c) {
+    s[c] = exp_poly(s[c] - shift);
+    sum += s[c];
+  }
+  for (int u = 0; u < kLanes; ++u) sum += acc[u];
+  return sum;
+}
+
+void exp_row(float* s, int n, float shift) {
+  for (int c = 0; c < n; ++c) s[c] = exp_poly(s[c] - shift);
+}
+
+struct SeqRange {
+  std::int32_t lo, hi;
+};
+SeqRange seq_range(const std::int32_t* sid, int begin, int end) {
+  SeqRange r{sid[begin], sid[begin]};
+  for (int i = begin + 1; i < end; ++i) {
+    r.lo = std::min(r.lo, sid[i]);
+    r.hi = std::max(r.hi, sid[i]);
+  }
+  return r;
+}
+bool disjoint(SeqRange a, SeqRange b) { return a.hi < b.lo || b.hi < a.lo; }
+// Every key of the tile visible from every query: below the diagonal and one sample throughout.
+bool fully_visible(int i0, int j0, int nk, SeqRange qr, SeqRange kr) {
+  return j0 + nk - 1 <= i0 && qr.lo == qr.hi && kr.lo == kr.hi && qr.lo == kr.lo;
+}
+
+// S[r, c] = -inf where key j0 + c is not visible from query i0 + r.
+void mask_tile(float* S, int ld, int nq, int nk, int i0, int j0, const std::int32_t* sid) {
+  for (int r = 0; r < nq; ++r) {
+    const int i = i0 + r;
+    const std::int32_t si = sid[i];
+    float* sr = S + static_cast<std::int64_t>(r) * ld;
+    for (int c = 0; c < nk; ++c) {
+      const int j = j0 + c;
+      if (j > i || sid[j] != si) sr[c] = -INFINITY;
+    }
+  }
+}
+
+void zero_rows(Unmanaged2<float> x) {
+  const std::size_t ld = x.stride_0(), cols = x.extent(1);
+  for (std::size_t r = 0; r < x.extent(0); ++r) std::fill_n(x.data() + r * ld, cols, 0.f);
+}
+
+int tile_or_one(int t) { return t > 0 ? t : 1; }
+
+}  // namespace
+
+void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                 Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                 Unmanaged2<float> o, Unmanaged1<float> lse, AttentionTiles tiles) {
+  const int T = s.seq, H = s.heads, hd = s.head_dim, group = s.heads / s.kv_heads;
+  const int Bq = tile_or_one(tiles.query_rows), Bk = tile_or_one(tiles.key_cols);
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  const std::int64_t ldq = q.stride_0(), ldk = k.stride_0(), ldv = v.stride_0(), ldo = o.stride_0();
+  HostTile S(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_tile"), static_cast<std::size_t>(Bq) * Bk);
+  HostTile m(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_m"), Bq);
+  HostTile l(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_l"), Bq);
+  for (int b = 0; b < s.batch; ++b) {
+    const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
+    const std::int32_t* sid = seq_ids.data() + row0;
+    for (int h = 0; h < H; ++h) {
+      const int g = h / group;
+      const float* qh = q.data() + row0 * ldq + h * hd;
+      const float* kh = k.data() + row0 * ldk + g * hd;
+      const float* vh = v.data() + row0 * ldv + g * hd;
+      float* oh = o.data() + row0 * ldo + h * hd;
+      float* lse_h = lse.data() + (row0 * H + static_cast<std::int64_t>(h) * T);
+      for (int i0 = 0; i0 < T; i0 += Bq) {
+        const int nq = std::min(Bq, T - i0);
+        const SeqRange qr = seq_range(sid, i0, i0 + nq);
+        for (int r = 0; r < nq; ++r) {
+          m(r) = -INFINITY;
+          l(r) = 0.f;
+          std::fill_n(oh + (i0 + r) * ldo, hd, 0.f);
+        }
+        for (int j0 = 0; j0 < i0 + nq; j0 += Bk) {
+          const int nk = std::min(Bk, i0 + nq - j0);  // keys after the tile's last query are never visible
+          const SeqRange kr = seq_range(sid, j0, j0 + nk);
+          if (disjoint(qr, kr)) continue;
+          gemm_ld(Op::N, Op::T, nq, nk, hd, scale, qh + i0 * ldq, static_cast<int>(ldq), kh + j0 * ldk,
+                  static_cast<int>(ldk), 0.f, S.data(), Bk);
+          if (!fully_visible(i0, j0, nk, qr, kr)) mask_tile(S.data(), Bk, nq, nk, i0, j0, sid);
+          for (int r = 0; r < nq; ++r) {
+            float* sr = S.data() + static_cast<std::int64_t>(r) * Bk;
+            const float mx = row_max(sr, nk);
+            const float m_new = mx > m(r) ? mx : m(r);
+            const float shift = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet: P = 0
+            const float corr = exp_poly(m(r) - shift);
+            l(r) = l(r) * corr + exp_row_sum(sr, nk, shift);
+            m(r) = m_new;
+            if (corr != 1.f) {
+              float* orow = oh + (i0 + r) * ldo;
+              for (int e = 0; e < hd; ++e) orow[e] *= corr;
+            }
+          }
+          gemm_ld(Op::N, Op::N, nq, hd, nk, 1.f, S.data(), Bk, vh + j0 * ldv, static_cast<int>(ldv), 1.f,
+                  oh + i0 * ldo, static_cast<int>(ldo));
+        }
+        for (int r = 0; r < nq; ++r) {  // every query sees itself, so l > 0
+          const float inv = 1.f / l(r);
+          float* orow = oh + (i0 + r) * ldo;
+          for (int e = 0; e < hd; ++e) orow[e] *= inv;
+          lse_h[i0 + r] = m(r) + std::log(l(r));
+        }
+      }
+    }
+  }
+}
+
+void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                  Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                  Unmanaged2<const float> o, Unmanaged1<const float> lse,
+                                  Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
+                                  Unmanaged2<float> dv, Unmanaged1<float> delta, AttentionTiles tiles) {
+  const int T = s.seq, H = s.heads, G = s.kv_heads, hd = s.head_dim, group = s.heads / s.kv_heads;
+  const int Bq = tile_or_one(tiles.query_rows), Bk = tile_or_one(tiles.key_cols);
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  const std::int64_t ldq = q.stride_0(), ldk = k.stride_0(), ldv = v.stride_0(), ldo = o.stride_0(),
+                     ldd = dout.stride_0(), lddq = dq.stride_0(), lddk = dk.stride_0(), lddv = dv.stride_0();
+  // D_i = dO_i . O_i per (b, h, i); dq, dk, dv accumulate from zero.
+  for (int b = 0; b < s.batch; ++b) {
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < T; ++i) {
+        const std::int64_t row = static_cast<std::int64_t>(b) * T + i;
+        const float* doi = dout.data() + row * ldd + h * hd;
+        const float* oi = o.data() + row * ldo + h * hd;
+        float d = 0.f;
+        for (int e = 0; e < hd; ++e) d += doi[e] * oi[e];
+        delta((static_cast<std::int64_t>(b) * H + h) * T + i) = d;
+      }
+    }
+  }
+  zero_rows(dq);
+  zero_rows(dk);
+  zero_rows(dv);
+  HostTile P(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_P"), static_cast<std::size_t>(Bq) * Bk);
+  HostTile dS(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_dS"), static_cast<std::size_t>(Bq) * Bk);
+  for (int b = 0; b < s.batch; ++b) {
+    const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
+    const std::int32_t* sid = seq_ids.data() + row0;
+    for (int g = 0; g < G; ++g) {
+      const float* kh = k.data() + row0 * ldk + g * hd;
+      const float* vh = v.data() + row0 * ldv + g * hd;
+      float* dkh = dk.data() + row0 * lddk + g * hd;
+      float* dvh = dv.data() + row0 * lddv + g * hd;
+      for (int j0 = 0; j0 < T; j0 += Bk) {
+        const int nk = std::min(Bk, T - j0);
+        const SeqRange kr = seq_range(sid, j0, j0 + nk);
+        for (int h = g * group; h < (g + 1) * group; ++h) {
+          const float* qh = q.data() + row0 * ldq + h * hd;
+          const float* doh = dout.data() + row0 * ldd + h * hd;
+          float* dqh = dq.data() + row0 * lddq + h * hd;
+          const std::int64_t bh = (row0 * H + static_cast<std::int64_t>(h) * T);
+          const float* lse_h = lse.data() + bh;
+          const float* D_h = delta.data() + bh;
+          for (int i0 = (j0 / Bq) * Bq; i0 < T; i0 += Bq) {  // query tiles holding a row >= j0
+            const int nq = std::min(Bq, T - i0);
+            const SeqRange qr = seq_range(sid, i0, i0 + nq);
+            if (disjoint(qr, kr)) continue;
+            gemm_ld(Op::N, Op::T, nq, nk, hd, scale, qh + i0 * ldq, static_cast<int>(ldq), kh + j0 * ldk,
+                    static_cast<int>(ldk), 0.f, P.data(), Bk);
+            if (!fully_visible(i0, j0, nk, qr, kr)) mask_tile(P.data(), Bk, nq, nk, i0, j0, sid);
+            for (int r = 0; r < nq; ++r) exp_row(P.data() + static_cast<std::int64_t>(r) * Bk, nk, lse_h[i0 + r]);
+            // dVj += P^T dOi
+            gemm_ld(Op::T, Op::N, nk, hd, nq, 1.f, P.data(), Bk, doh + i0 * ldd, static_cast<int>(ldd), 1.f,
+                    dvh + j0 * lddv, static_cast<int>(lddv));
+            // dP = dOi Vj^T, then dS = P * (dP - D) in place
+            gemm_ld(Op::N, Op::T, nq, nk, hd, 1.f, doh + i0 * ldd, static_cast<int>(ldd), vh + j0 * ldv,
+                    static_cast<int>(ldv), 0.f, dS.data(), Bk);
+            for (int r = 0; r < nq; ++r) {
+              const float d = D_h[i0 + r];
+              const float* pr = P.data() + static_cast<std::int64_t>(r) * Bk;
+              float* dsr = dS.data() + static_cast<std::int64_t>(r) * Bk;
+              for (int c = 0; c < nk; ++c) dsr[c] = pr[c] * (dsr[c] - d);
+            }
+            // dQi += scale dS Kj ;  dKj += scale dS^T Qi
+            gemm_ld(Op::N, Op::N, nq, hd, nk, scale, dS.data(), Bk, kh + j0 * ldk, static_cast<int>(ldk), 1.f,
+                    dqh + i0 * lddq, static_cast<int>(lddq));
+            gemm_ld(Op::T, Op::N, nk, hd, nq, scale, dS.data(), Bk, qh + i0 * ldq, static_cast<int>(ldq), 1.f,
+                    dkh + j0 * lddk, static_cast<int>(lddk));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace shardft
