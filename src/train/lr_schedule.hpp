@@ -15,7 +15,7 @@
 //                    g = i / W                 (warmup_type linear)
 //   ds_warmup:         i < 0: min_lr;  i < W: min_lr + (lr - min_lr) * g;  after: min_lr + (lr - min_lr) * 1
 //   ds_warmup_decay:   as ds_warmup during warm-up; after: min_lr + (lr - min_lr) * max(0, (T - i) / max(1, T - W))
-//                      (it decays to warmup_min_lr, reached at i = T, one step past the run)
+//                      (toward warmup_min_lr, reached at i = T; a run of T steps ends at i = T - 2)
 //   ds_warmup_cosine:  i < 0: 0 (DeepSpeed's scheduler reports 0 before its first step, whatever
 //                      warmup_min_ratio says);  i < W: lr * (min_ratio + (1 - min_ratio) * g);
 //                      after: lr * max(0, cos_min + (1 - cos_min) * 0.5 * (1 + cos(pi * p))),
