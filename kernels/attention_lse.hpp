@@ -42,11 +42,11 @@ void attention_backward_lse_reference(const AttentionShape& s, Unmanaged2<const 
                                       Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
                                       Unmanaged2<float> dv, Unmanaged1<float> delta);
 
-// Tile sizes: query rows x key columns per sgemm tile. The defaults were tuned on one core (see the
-// file comment of attention_lse_tiled.cpp); tests pass small tiles to reach every edge case.
+// Tile sizes: queries x keys per sgemm tile. The defaults were tuned on one core (see the file comment
+// of attention_lse_tiled.cpp); tests pass small tiles to reach every edge case.
 struct AttentionTiles {
   int query_rows = 64;
-  int key_cols = 64;
+  int key_cols = 128;
 };
 
 // Host memory only: the views' data must be host-accessible (the dispatchers above check it).

@@ -1,36 +1,43 @@
 // FlashAttention-2 on the host: the memory-efficient attention of kernels/attention_lse.hpp in tiles of
-// Bq query rows x Bk key columns, every tile product an sgemm through kernels/gemm.hpp. gemm_ld works on
-// the views' pointers: one head's columns of q [B*T, H*hd] are a [rows, hd] sub-matrix with ld H*hd, so
-// nothing is packed or copied. Host memory only (the CPU build, Kokkos Serial, one rank per core): the
-// loops are plain host loops around BLAS; a GPU build would get a kernel of its own (the dispatchers in
-// attention_lse.cpp run the reference kernel for non-host memory spaces).
+// Bq queries x Bk keys, every tile product an sgemm through kernels/gemm.hpp. gemm_ld works on the views'
+// pointers: one head's columns of q [B*T, H*hd] are a [rows, hd] sub-matrix with ld H*hd, so nothing is
+// packed or copied. Host memory only (the CPU build, Kokkos Serial, one rank per core): plain host loops
+// around BLAS; a GPU build would get a kernel of its own (the dispatchers in attention_lse.cpp run the
+// reference kernel for non-host memory spaces).
 //
-// Per (b, h), g = h / (H/G), scale = 1/sqrt(hd); Qi = q[b*T + i0 .. i0+Bq, h*hd ..], Kj, Vj = k, v rows
-// j0 .. j0+Bk of kv head g; a key j is visible from a query i when j <= i and seq_ids equal.
-// forward, each query tile i (outer), each key tile j with j0 <= last row of i (inner):
-//   S  = scale * Qi Kj^T                        [Bq, Bk]  sgemm (N, T), k = hd
-//   S_rc = -inf where key j0+c is not visible from query i0+r
-//   m' = max(m, rowmax S);  P = exp(S - m');  c = exp(m - m');  l = c l + rowsum P;  Oi = c Oi
-//   Oi += P Vj                                  [Bq, hd]  sgemm (N, N), k = Bk   (Oi accumulates in o)
+// Per (b, h), g = h / (H/G), scale = 1/sqrt(hd); Qi = q[b*T + i0 .. i0+Bq, h*hd ..] [Bq, hd], Kj, Vj = k, v
+// rows j0 .. j0+Bk of kv head g [Bk, hd]; key j is visible from query i when j <= i and seq_ids equal.
+// Score tiles are stored transposed, St [Bk, Bq] (a row per key, a column per query), so every per-query
+// softmax step (max, exp, sum, rescale) runs along contiguous rows and vectorizes without reductions.
+// forward, each query tile i (outer), each key tile j with j0 <= last query of i (inner):
+//   St = scale * Kj Qi^T                        [Bk, Bq]  sgemm (N, T), k = hd
+//   St_cr = -inf where key j0+c is not visible from query i0+r
+//   m' = max(m, colmax St);  Pt = exp(St - m');  a = exp(m - m');  l = a l + colsum Pt;  Oi = a Oi
+//   Oi += Pt^T Vj                               [Bq, hd]  sgemm (T, N), k = Bk   (Oi accumulates in o)
 //   after the last key tile:  Oi /= l;  lse_i = m + log l
 // backward, D_i = dO_i . O_i first and dq, dk, dv zeroed; per (b, g), each key tile j (outer), each head
 // h of the group and each query tile i reaching j (inner):
-//   S  = scale * Qi Kj^T;  P = exp(S - lse_i), 0 where not visible      sgemm (N, T), k = hd
-//   dVj += P^T dOi                              [Bk, hd]  sgemm (T, N), k = Bq
-//   dP  = dOi Vj^T                              [Bq, Bk]  sgemm (N, T), k = hd
-//   dS  = P * (dP - D_i)
-//   dQi += scale * dS Kj                        [Bq, hd]  sgemm (N, N), k = Bk
-//   dKj += scale * dS^T Qi                      [Bk, hd]  sgemm (T, N), k = Bq
+//   St  = scale * Kj Qi^T;  Pt = exp(St - lse), 0 where not visible    sgemm (N, T), k = hd
+//   dVj += Pt dOi                               [Bk, hd]  sgemm (N, N), k = Bq
+//   dPt = Vj dOi^T                              [Bk, Bq]  sgemm (N, T), k = hd
+//   dSt = Pt * (dPt - D)                        (D broadcast along each key row)
+//   dQi += scale * dSt^T Kj                     [Bq, hd]  sgemm (T, N), k = Bk
+//   dKj += scale * dSt Qi                       [Bk, hd]  sgemm (N, N), k = Bq
 // dk, dv of a kv head gather over the H/G query heads that share it (GQA).
 //
 // Tiles fully above the causal diagonal are never visited, a tile pair whose seq-id ranges do not
 // overlap (packed samples) is skipped, and the mask is applied only in tiles that are not fully
-// visible (the diagonal, sample boundaries). Scratch: two [Bq, Bk] tiles per call; no [T, T] buffer.
-// exp is exp_poly below, a branch-free polynomial (Cephes expf, ~2 ulp) the compiler vectorizes: at
-// hd 64 one score carries 4*hd = 256 GEMM FLOPs in forward (~2 ns at 120 GFLOP/s), so a scalar libm
-// expf per score would cost about as much as the GEMMs themselves.
-// Tile size: 64 x 64 (AttentionTiles defaults), chosen on one core (Xeon 2.8 GHz, AVX-512, OpenBLAS)
-// at B1 T512 H8 G4 hd64 and B1 T2048; see perf/README.md for the measured rates.
+// visible (the diagonal, sample boundaries). Scratch: two [Bk, Bq] tiles and a few [Bq] rows per call;
+// no [T, T] buffer. exp is exp_poly below, a branch-free polynomial (Cephes expf) the compiler
+// vectorizes: at hd 64 one score carries 4*hd = 256 GEMM FLOPs in forward (~2 ns at 120 GFLOP/s), so a
+// scalar libm expf per score would cost about as much as the GEMMs themselves.
+// Tile size: 64 queries x 128 keys (AttentionTiles defaults), chosen on one core (Xeon 2.8 GHz, AVX-512,
+// OpenBLAS 0.3.21, quiet machine) at B1 H8 G4 hd64, GFLOP/s fwd / bwd (kernel/attention_lse/...):
+//   Bq x Bk      T512        T2048        OpenBLAS alone reaches ~75-95 GFLOP/s at these tile shapes:
+//   64 x 64    58 / 54     64 / 63       the backward runs 5 tile products and is counted as 4, the
+//   64 x 128   64 / 54     68 / 66       forward spends ~20 % of its time in the softmax.
+//   128 x 64   55 / 51     65 / 62
+//   128 x 128  51 / 48     60 / 57
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -43,8 +50,11 @@ namespace shardft {
 
 namespace {
 
-using HostTile = Kokkos::View<float*, Kokkos::HostSpace>;
-constexpr int kLanes = 16;  // independent accumulators, so row reductions vectorize without -ffast-math
+using HostBuffer = Kokkos::View<float*, Kokkos::HostSpace>;
+
+HostBuffer host_scratch(const char* label, std::size_t n) {
+  return HostBuffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+}
 
 // e^x for any float x: 0 below -87 (masked scores are -inf), saturating at e^88; max relative error
 // 1e-7 over [-87, 88]. x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), e^r = 1 + r + r^2 p(r) (Cephes expf),
@@ -73,43 +83,6 @@ inline float exp_poly(float x) {
   return p * two_n * keep;
 }
 
-float row_max(const float* s, int n) {
-  float acc[kLanes];
-  for (int u = 0; u < kLanes; ++u) acc[u] = -INFINITY;
-  int c = 0;
-  for (; c + kLanes <= n; c += kLanes) {
-    for (int u = 0; u < kLanes; ++u) acc[u] = s[c + u] > acc[u] ? s[c + u] : acc[u];
-  }
-  for (; c < n; ++c) acc[0] = s[c] > acc[0] ? s[c] : acc[0];
-  float m = acc[0];
-  for (int u = 1; u < kLanes; ++u) m = acc[u] > m ? acc[u] : m;
-  return m;
-}
-
-// s[c] = exp(s[c] - shift); returns the sum of the new values.
-float exp_row_sum(float* s, int n, float shift) {
-  float acc[kLanes] = {};
-  int c = 0;
-  for (; c + kLanes <= n; c += kLanes) {
-    for (int u = 0; u < kLanes; ++u) {
-      const float p = exp_poly(s[c + u] - shift);
-      s[c + u] = p;
-      acc[u] += p;
-    }
-  }
-  float sum = 0.f;
-  for (; c < n; ++c) {
-    s[c] = exp_poly(s[c] - shift);
-    sum += s[c];
-  }
-  for (int u = 0; u < kLanes; ++u) sum += acc[u];
-  return sum;
-}
-
-void exp_row(float* s, int n, float shift) {
-  for (int c = 0; c < n; ++c) s[c] = exp_poly(s[c] - shift);
-}
-
 struct SeqRange {
   std::int32_t lo, hi;
 };
@@ -127,15 +100,14 @@ bool fully_visible(int i0, int j0, int nk, SeqRange qr, SeqRange kr) {
   return j0 + nk - 1 <= i0 && qr.lo == qr.hi && kr.lo == kr.hi && qr.lo == kr.lo;
 }
 
-// S[r, c] = -inf where key j0 + c is not visible from query i0 + r.
-void mask_tile(float* S, int ld, int nq, int nk, int i0, int j0, const std::int32_t* sid) {
-  for (int r = 0; r < nq; ++r) {
-    const int i = i0 + r;
-    const std::int32_t si = sid[i];
-    float* sr = S + static_cast<std::int64_t>(r) * ld;
-    for (int c = 0; c < nk; ++c) {
-      const int j = j0 + c;
-      if (j > i || sid[j] != si) sr[c] = -INFINITY;
+// St[c, r] = -inf where key j0 + c is not visible from query i0 + r.
+void mask_tile(float* St, int ld, int nk, int nq, int j0, int i0, const std::int32_t* sid) {
+  for (int c = 0; c < nk; ++c) {
+    const int j = j0 + c;
+    const std::int32_t sj = sid[j];
+    float* row = St + static_cast<std::int64_t>(c) * ld;
+    for (int r = 0; r < nq; ++r) {
+      if (j > i0 + r || sid[i0 + r] != sj) row[r] = -INFINITY;
     }
   }
 }
@@ -156,9 +128,11 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
   const int Bq = tile_or_one(tiles.query_rows), Bk = tile_or_one(tiles.key_cols);
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const std::int64_t ldq = q.stride_0(), ldk = k.stride_0(), ldv = v.stride_0(), ldo = o.stride_0();
-  HostTile S(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_tile"), static_cast<std::size_t>(Bq) * Bk);
-  HostTile m(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_m"), Bq);
-  HostTile l(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_l"), Bq);
+  // St [Bk, Bq], then per query of the tile: running max m, sum l, and this key tile's max / sum / shift / rescale
+  HostBuffer scratch = host_scratch("attention_lse_forward_tiles", static_cast<std::size_t>(Bk) * Bq + 6 * Bq);
+  float* St = scratch.data();
+  float *m = St + static_cast<std::size_t>(Bk) * Bq, *l = m + Bq, *mt = l + Bq, *lt = mt + Bq, *shift = lt + Bq,
+        *corr = shift + Bq;
   for (int b = 0; b < s.batch; ++b) {
     const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
     const std::int32_t* sid = seq_ids.data() + row0;
@@ -173,38 +147,52 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
         const int nq = std::min(Bq, T - i0);
         const SeqRange qr = seq_range(sid, i0, i0 + nq);
         for (int r = 0; r < nq; ++r) {
-          m(r) = -INFINITY;
-          l(r) = 0.f;
+          m[r] = -INFINITY;
+          l[r] = 0.f;
           std::fill_n(oh + (i0 + r) * ldo, hd, 0.f);
         }
         for (int j0 = 0; j0 < i0 + nq; j0 += Bk) {
           const int nk = std::min(Bk, i0 + nq - j0);  // keys after the tile's last query are never visible
           const SeqRange kr = seq_range(sid, j0, j0 + nk);
           if (disjoint(qr, kr)) continue;
-          gemm_ld(Op::N, Op::T, nq, nk, hd, scale, qh + i0 * ldq, static_cast<int>(ldq), kh + j0 * ldk,
-                  static_cast<int>(ldk), 0.f, S.data(), Bk);
-          if (!fully_visible(i0, j0, nk, qr, kr)) mask_tile(S.data(), Bk, nq, nk, i0, j0, sid);
+          gemm_ld(Op::N, Op::T, nk, nq, hd, scale, kh + j0 * ldk, static_cast<int>(ldk), qh + i0 * ldq,
+                  static_cast<int>(ldq), 0.f, St, Bq);
+          if (!fully_visible(i0, j0, nk, qr, kr)) mask_tile(St, Bq, nk, nq, j0, i0, sid);
+          for (int r = 0; r < nq; ++r) mt[r] = -INFINITY;
+          for (int c = 0; c < nk; ++c) {
+            const float* row = St + static_cast<std::int64_t>(c) * Bq;
+            for (int r = 0; r < nq; ++r) mt[r] = row[r] > mt[r] ? row[r] : mt[r];
+          }
           for (int r = 0; r < nq; ++r) {
-            float* sr = S.data() + static_cast<std::int64_t>(r) * Bk;
-            const float mx = row_max(sr, nk);
-            const float m_new = mx > m(r) ? mx : m(r);
-            const float shift = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet: P = 0
-            const float corr = exp_poly(m(r) - shift);
-            l(r) = l(r) * corr + exp_row_sum(sr, nk, shift);
-            m(r) = m_new;
-            if (corr != 1.f) {
-              float* orow = oh + (i0 + r) * ldo;
-              for (int e = 0; e < hd; ++e) orow[e] *= corr;
+            const float m_new = mt[r] > m[r] ? mt[r] : m[r];
+            shift[r] = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: P = 0, rescale 0
+            corr[r] = exp_poly(m[r] - shift[r]);
+            m[r] = m_new;
+            lt[r] = 0.f;
+          }
+          for (int c = 0; c < nk; ++c) {
+            float* row = St + static_cast<std::int64_t>(c) * Bq;
+            for (int r = 0; r < nq; ++r) {
+              const float p = exp_poly(row[r] - shift[r]);
+              row[r] = p;
+              lt[r] += p;
             }
           }
-          gemm_ld(Op::N, Op::N, nq, hd, nk, 1.f, S.data(), Bk, vh + j0 * ldv, static_cast<int>(ldv), 1.f,
-                  oh + i0 * ldo, static_cast<int>(ldo));
+          for (int r = 0; r < nq; ++r) {
+            l[r] = l[r] * corr[r] + lt[r];
+            if (corr[r] != 1.f) {
+              float* orow = oh + (i0 + r) * ldo;
+              for (int e = 0; e < hd; ++e) orow[e] *= corr[r];
+            }
+          }
+          gemm_ld(Op::T, Op::N, nq, hd, nk, 1.f, St, Bq, vh + j0 * ldv, static_cast<int>(ldv), 1.f, oh + i0 * ldo,
+                  static_cast<int>(ldo));
         }
         for (int r = 0; r < nq; ++r) {  // every query sees itself, so l > 0
-          const float inv = 1.f / l(r);
+          const float inv = 1.f / l[r];
           float* orow = oh + (i0 + r) * ldo;
           for (int e = 0; e < hd; ++e) orow[e] *= inv;
-          lse_h[i0 + r] = m(r) + std::log(l(r));
+          lse_h[i0 + r] = m[r] + std::log(l[r]);
         }
       }
     }
@@ -237,8 +225,9 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
   zero_rows(dq);
   zero_rows(dk);
   zero_rows(dv);
-  HostTile P(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_P"), static_cast<std::size_t>(Bq) * Bk);
-  HostTile dS(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention_lse_dS"), static_cast<std::size_t>(Bq) * Bk);
+  HostBuffer scratch = host_scratch("attention_lse_backward_tiles", 2 * static_cast<std::size_t>(Bk) * Bq);
+  float* Pt = scratch.data();
+  float* dSt = Pt + static_cast<std::size_t>(Bk) * Bq;
   for (int b = 0; b < s.batch; ++b) {
     const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
     const std::int32_t* sid = seq_ids.data() + row0;
@@ -257,30 +246,34 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
           const std::int64_t bh = (row0 * H + static_cast<std::int64_t>(h) * T);
           const float* lse_h = lse.data() + bh;
           const float* D_h = delta.data() + bh;
-          for (int i0 = (j0 / Bq) * Bq; i0 < T; i0 += Bq) {  // query tiles holding a row >= j0
+          for (int i0 = (j0 / Bq) * Bq; i0 < T; i0 += Bq) {  // query tiles holding a query >= j0
             const int nq = std::min(Bq, T - i0);
             const SeqRange qr = seq_range(sid, i0, i0 + nq);
             if (disjoint(qr, kr)) continue;
-            gemm_ld(Op::N, Op::T, nq, nk, hd, scale, qh + i0 * ldq, static_cast<int>(ldq), kh + j0 * ldk,
-                    static_cast<int>(ldk), 0.f, P.data(), Bk);
-            if (!fully_visible(i0, j0, nk, qr, kr)) mask_tile(P.data(), Bk, nq, nk, i0, j0, sid);
-            for (int r = 0; r < nq; ++r) exp_row(P.data() + static_cast<std::int64_t>(r) * Bk, nk, lse_h[i0 + r]);
-            // dVj += P^T dOi
-            gemm_ld(Op::T, Op::N, nk, hd, nq, 1.f, P.data(), Bk, doh + i0 * ldd, static_cast<int>(ldd), 1.f,
-                    dvh + j0 * lddv, static_cast<int>(lddv));
-            // dP = dOi Vj^T, then dS = P * (dP - D) in place
-            gemm_ld(Op::N, Op::T, nq, nk, hd, 1.f, doh + i0 * ldd, static_cast<int>(ldd), vh + j0 * ldv,
-                    static_cast<int>(ldv), 0.f, dS.data(), Bk);
-            for (int r = 0; r < nq; ++r) {
-              const float d = D_h[i0 + r];
-              const float* pr = P.data() + static_cast<std::int64_t>(r) * Bk;
-              float* dsr = dS.data() + static_cast<std::int64_t>(r) * Bk;
-              for (int c = 0; c < nk; ++c) dsr[c] = pr[c] * (dsr[c] - d);
+            gemm_ld(Op::N, Op::T, nk, nq, hd, scale, kh + j0 * ldk, static_cast<int>(ldk), qh + i0 * ldq,
+                    static_cast<int>(ldq), 0.f, Pt, Bq);
+            if (!fully_visible(i0, j0, nk, qr, kr)) mask_tile(Pt, Bq, nk, nq, j0, i0, sid);
+            const float* lse_i = lse_h + i0;
+            for (int c = 0; c < nk; ++c) {
+              float* row = Pt + static_cast<std::int64_t>(c) * Bq;
+              for (int r = 0; r < nq; ++r) row[r] = exp_poly(row[r] - lse_i[r]);
             }
-            // dQi += scale dS Kj ;  dKj += scale dS^T Qi
-            gemm_ld(Op::N, Op::N, nq, hd, nk, scale, dS.data(), Bk, kh + j0 * ldk, static_cast<int>(ldk), 1.f,
+            // dVj += Pt dOi
+            gemm_ld(Op::N, Op::N, nk, hd, nq, 1.f, Pt, Bq, doh + i0 * ldd, static_cast<int>(ldd), 1.f,
+                    dvh + j0 * lddv, static_cast<int>(lddv));
+            // dPt = Vj dOi^T, then dSt = Pt * (dPt - D) in place
+            gemm_ld(Op::N, Op::T, nk, nq, hd, 1.f, vh + j0 * ldv, static_cast<int>(ldv), doh + i0 * ldd,
+                    static_cast<int>(ldd), 0.f, dSt, Bq);
+            const float* D_i = D_h + i0;
+            for (int c = 0; c < nk; ++c) {
+              const float* prow = Pt + static_cast<std::int64_t>(c) * Bq;
+              float* drow = dSt + static_cast<std::int64_t>(c) * Bq;
+              for (int r = 0; r < nq; ++r) drow[r] = prow[r] * (drow[r] - D_i[r]);
+            }
+            // dQi += scale dSt^T Kj ;  dKj += scale dSt Qi
+            gemm_ld(Op::T, Op::N, nq, hd, nk, scale, dSt, Bq, kh + j0 * ldk, static_cast<int>(ldk), 1.f,
                     dqh + i0 * lddq, static_cast<int>(lddq));
-            gemm_ld(Op::T, Op::N, nk, hd, nq, scale, dS.data(), Bk, qh + i0 * ldq, static_cast<int>(ldq), 1.f,
+            gemm_ld(Op::N, Op::N, nk, hd, nq, scale, dSt, Bq, qh + i0 * ldq, static_cast<int>(ldq), 1.f,
                     dkh + j0 * lddk, static_cast<int>(lddk));
           }
         }
