@@ -42,6 +42,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "kernels/attention_lse.hpp"
 #include "kernels/gemm.hpp"
