@@ -77,8 +77,9 @@ void train_step_default(benchmark::State& st) {
 
 // A GEMM-heavier config for MFU work: hidden 512, intermediate 1536, 8 heads / 4 kv heads, 2 layers,
 // one 512-token sequence of random byte tokens, every position a target.
-// attn_implementation selects the attention kernel: "eager" (the TrainConfig default: probabilities
-// [B,H,T,T] stored for backward) or "memory_efficient" (log-sum-exp saved, tiled kernel).
+// attn_implementation selects the attention kernel: "eager" (probabilities
+// [B,H,T,T] stored for backward) or "memory_efficient" (the TrainConfig default: log-sum-exp saved,
+// tiled kernel). train_step/default_h128_L2/B16 runs the default.
 void train_step_wide(benchmark::State& st, const std::string& attn_implementation) {
   TrainConfig cfg;
   cfg.attn_implementation = attn_implementation;

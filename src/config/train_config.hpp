@@ -72,7 +72,7 @@ struct TrainConfig {
   bool bf16 = false;
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
   int logits_chunk_tokens = 256;             // LM head + cross-entropy in chunks of this many tokens; 0: all
-  std::string attn_implementation = "eager";  // HF's key: eager (stored probabilities) | memory_efficient
+  std::string attn_implementation = "memory_efficient";  // HF's key: memory_efficient (tiled, log-sum-exp) | eager
   double peak_tflops = 0.0;                  // per rank, for MFU in the logs; 0: measure this rank's sgemm rate
 
   // data parallelism
