@@ -5,18 +5,37 @@
 #include <stdexcept>
 #include <string>
 
+// The GPU build's dispatch: views the GPU can read go to cuBLAS (kernels/cuda/cublas_gemm). It needs
+// both the CUDA toolkit (SHARDFT_HAVE_CUDA: the cuBLAS module is compiled) and a CUDA-enabled Kokkos
+// (KOKKOS_ENABLE_CUDA: views can live in CudaSpace). With a Serial Kokkos, as in the CPU build, every
+// view is a host view and BLAS does the work even when cuBLAS is linked.
+#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
+#define SHARDFT_GEMM_CUBLAS 1
+#include <mutex>
+
+#include "kernels/cuda/cublas_gemm.hpp"
+#endif
+
 extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace shardft {
 
 namespace {
+
+// Views the GPU can read (CudaSpace, CudaUVMSpace) go to cuBLAS; host views to BLAS.
+#if defined(SHARDFT_GEMM_CUBLAS)
+constexpr bool kGemmOnCublas = Kokkos::SpaceAccessibility<Kokkos::CudaSpace, MemSpace>::accessible;
+#else
+constexpr bool kGemmOnCublas = false;
+#endif
+static_assert(kGemmOnCublas || Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible,
+              "gemm: views must be host-accessible (BLAS) or, in a CUDA build, device-accessible (cuBLAS)");
+
 std::string shape(std::size_t r, std::size_t c) { return "[" + std::to_string(r) + "," + std::to_string(c) + "]"; }
 }  // namespace
 
 void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<const float> b, float beta,
           Unmanaged2<float> c) {
-  static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible,
-                "the BLAS GEMM needs host-accessible views; the GPU build uses the cuBLAS path");
   const std::size_t m = op_a == Op::N ? a.extent(0) : a.extent(1);
   const std::size_t k = op_a == Op::N ? a.extent(1) : a.extent(0);
   const std::size_t kb = op_b == Op::N ? b.extent(0) : b.extent(1);
@@ -26,6 +45,18 @@ void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<c
                                 ", C " + shape(c.extent(0), c.extent(1)));
   }
   if (m == 0 || n == 0) return;
+#if defined(SHARDFT_GEMM_CUBLAS)
+  if constexpr (kGemmOnCublas) {
+    // cuBLAS runs on the stream of Kokkos' default CUDA instance, so GEMMs and Kokkos kernels stay in
+    // issue order without a fence.
+    static std::once_flag bound;
+    std::call_once(bound, [] { cuda::set_compute_stream(Kokkos::Cuda().cuda_stream()); });
+    cuda::sgemm(op_a == Op::T, op_b == Op::T, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
+                a.data(), static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
+                static_cast<int>(c.extent(1)));
+    return;
+  }
+#endif
   cblas_sgemm(CblasRowMajor, op_a == Op::N ? CblasNoTrans : CblasTrans, op_b == Op::N ? CblasNoTrans : CblasTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a.data(),
               static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
