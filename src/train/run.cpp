@@ -199,10 +199,10 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   for (const auto& smp : samples) mean_sample_tokens += static_cast<double>(smp.input_ids.size());
   mean_sample_tokens /= std::max<double>(1.0, static_cast<double>(samples.size()));
   const double flops_per_token = training_flops_per_token(cfg.model, mean_sample_tokens);
-  const double peak_flops = peak_flops_per_rank(cfg.peak_tflops);
+  const PeakFlops peak = resolve_peak_flops(cfg.peak_tflops, cfg.bf16);
+  const double peak_flops = peak.flops;
   log << "MFU basis: " << flops_per_token << " FLOPs per token (6 x matmul params + attention at " << mean_sample_tokens
-      << " tokens per sample), peak " << peak_flops / 1e9 << " GFLOP/s per rank"
-      << (cfg.peak_tflops > 0 ? " (peak_tflops)" : " (measured fp32 GEMM rate)") << std::endl;
+      << " tokens per sample), peak " << peak_flops / 1e9 << " GFLOP/s per rank (" << peak.basis << ")" << std::endl;
   const int dp = world.size();
   const StepPlan plan = plan_steps(cfg, num_units, dp);
   std::ofstream metrics;
