@@ -62,6 +62,7 @@ void GradBuckets::launch() {
   open_.clear();
   open_elements_ = 0;
   inflight_.push_back(std::move(b));
+  ++started_;
   if (!opt_.overlap) complete_front();  // the blocking reduction: nothing is left in flight
 }
 
@@ -81,7 +82,10 @@ void GradBuckets::complete_front() {
 void GradBuckets::progress() {
   // In issue order only: a later bucket may finish first, but it is added after the earlier ones so
   // that the owned gradient sums micro-batches and buckets in one fixed order.
-  while (!inflight_.empty() && inflight_.front().request->test()) complete_front();
+  while (!inflight_.empty() && inflight_.front().request->test()) {
+    complete_front();
+    ++completed_during_compute_;
+  }
 }
 
 void GradBuckets::finish() {

@@ -49,6 +49,10 @@ class GradBuckets {
   bool idle() const { return open_.empty() && inflight_.empty(); }
   // Gradient elements held for buckets not yet reduced (open or in flight), for memory reports.
   std::int64_t held_elements() const;
+  // Buckets started, and those found complete by progress() (while compute went on) rather than
+  // waited for: how much of the reduction the overlap hid, as benchmarks report it.
+  std::int64_t started() const { return started_; }
+  std::int64_t completed_during_compute() const { return completed_during_compute_; }
 
  private:
   struct Piece {
@@ -71,6 +75,7 @@ class GradBuckets {
   std::vector<Piece> open_;
   std::int64_t open_elements_ = 0;
   std::deque<Bucket> inflight_;
+  std::int64_t started_ = 0, completed_during_compute_ = 0;
 };
 
 }  // namespace shardft

@@ -116,6 +116,7 @@ class ZeroEngine : public ParamSource, public GradSink {
 
   // Overlapped (default) or blocking gradient reduction, e.g. to measure what the overlap gains.
   void set_overlap_comm(bool on);
+  const GradBuckets* grad_buckets() const { return buckets_.get(); }  // nullptr at stage 0 and with qgZ
 
   MemoryReport memory() const;
   const FlatPartition& partition() const { return part_; }
