@@ -1,8 +1,18 @@
 #pragma once
 // The NCCL backend of Communicator (GPU builds): one NCCL communicator per group, its unique id
-// broadcast over the group's MPI communicator, collectives on the group's own CUDA stream. A
-// Request is a CUDA event recorded after the collective; wait() blocks the host on it, and
-// stream_wait() makes another stream wait without blocking the host.
+// broadcast over the group's MPI communicator, collectives on the group's own CUDA stream.
+//
+// Streams. Compute (Kokkos kernels and cuBLAS GEMMs) runs on the process's compute stream,
+// shardft::cuda::compute_stream() (kernels/cuda/cublas_gemm.hpp). Each NcclCommunicator creates its
+// own non-blocking stream, so a collective can overlap compute. Ordering between the two is by events,
+// never by device-wide synchronization:
+//  - before a collective reads its send buffer (or overwrites its receive buffer), the communicator
+//    records an event on the compute stream and makes its own stream wait for it: every kernel issued
+//    before the call has finished writing (and reading) those buffers;
+//  - after the collective has written its output, an event is recorded on the communicator's stream.
+//    That event is the Request: wait() makes the compute stream wait for it (work issued after wait()
+//    sees the result) and blocks the host on it (the buffers may be reused or read from the host, as
+//    with the MPI backend); test() asks whether it has completed without blocking.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -31,12 +41,18 @@ class NcclCommunicator : public Communicator {
   void barrier() override;
   ByteLedger& ledger() override { return ledger_; }
 
+  // The communicator's own stream, on which its collectives run.
   cudaStream_t stream() const { return stream_; }
 
  private:
+  // Makes stream_ wait for everything issued so far on the compute stream.
+  void after_compute();
+  // The event recorded on stream_ after the collective just issued.
   RequestPtr record();
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t compute_ready_ = nullptr;  // recorded on the compute stream before each collective
+  float* barrier_word_ = nullptr;        // one device float the barrier all-reduces
   std::string name_;
   int rank_ = 0, size_ = 1;
   ByteLedger ledger_;
