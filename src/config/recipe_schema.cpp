@@ -177,8 +177,8 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "query and recompute")
           .one_of({"eager", "memory_efficient"}),
       train_key("peak_tflops", &T::peak_tflops,
-                "peak TFLOP/s of one rank for the MFU in the logs (e.g. 989 for an H100's dense bf16); 0: the "
-                "fp32 GEMM rate each run measures at start").in(at_least(0)),
+                "peak TFLOP/s of one rank for the MFU in the logs (e.g. 989 for an H100's dense bf16); 0: a known "
+                "GPU's datasheet peak, else the GEMM rate each run measures at start").in(at_least(0)),
       train_key("logits_chunk_tokens", &T::logits_chunk_tokens,
                 "tokens per chunk of the fused LM head + cross-entropy; 0: all at once").in(at_least(0)),
       // data parallelism
