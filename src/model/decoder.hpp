@@ -16,6 +16,8 @@ namespace shardft {
 
 enum class ComputeDtype { fp32, bf16 };
 
+struct KvCache;  // model/decoder_cache.hpp
+
 // One micro-batch on the device, row-major [batch, seq]. targets are already shifted (targets[t] is
 // what the logits at t predict; -100 takes no loss). Tokens attend causally, and only to tokens with
 // the same seq_id in their row (packed samples never see each other).
@@ -51,6 +53,7 @@ class Decoder {
   // Attention that keeps only a log-sum-exp per query instead of the [seq, seq] probabilities, and
   // recomputes them in backward (kernels/attention_lse.hpp).
   void set_memory_efficient_attention(bool on) { memory_efficient_attention_ = on; }
+  bool memory_efficient_attention() const { return memory_efficient_attention_; }
   const ParamLayout& layout() const { return layout_; }
   ComputeDtype dtype() const { return dtype_; }
 
@@ -65,6 +68,17 @@ class Decoder {
   // Forward only: logits [rows.extent(0), vocab] at the flat token positions `rows` (index b*seq+t).
   void forward_logits(const ModelInputs& in, ParamSource& params, View1<const std::int32_t> rows,
                       View2<float> logits);
+
+  // Generation with a KV cache (model/decoder_cache.cpp): the same kernels and bf16 roundings as the
+  // forward above, so the logits equal forward_logits' over each row's whole prefix.
+  // prefill: prompts[r] (1 to cache.max_len tokens) become row r of a fresh cache (prompts.size() ==
+  // cache.rows); logits [rows, vocab] at each prompt's last token.
+  void prefill(const std::vector<std::vector<std::int32_t>>& prompts, ParamSource& params, KvCache& cache,
+               View2<float> logits) const;
+  // decode_step: tokens[i] goes to cache row rows[i] at that row's next position; logits [rows.size(),
+  // vocab] predict the token after it. Rows not named keep their cache as it is.
+  void decode_step(const std::vector<int>& rows, const std::vector<std::int32_t>& tokens, ParamSource& params,
+                   KvCache& cache, View2<float> logits) const;
 
  private:
   struct Activations;
