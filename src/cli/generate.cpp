@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -23,6 +25,7 @@ namespace {
 struct GenerateArgs {
   std::string model_dir, prompt, prompts_file, system;
   bool has_prompt = false, interactive = false;
+  bool use_cache = true;  // HF generate's use_cache; false re-runs the whole sequence for each token
   int max_new_tokens = 128;
   SamplingOptions sampling;
   std::vector<std::string> rest;  // --config, --deepspeed and recipe overrides
@@ -61,7 +64,8 @@ GenerateArgs parse_generate_args(const std::vector<std::string>& args) {
     }
     static const char* const kValueFlags[] = {"--model",  "--prompt",         "--prompts_file",
                                               "--system", "--max_new_tokens", "--temperature",
-                                              "--top_p",  "--top_k",          "--seed"};
+                                              "--top_p",  "--top_k",          "--seed",
+                                              "--use_cache"};
     bool ours = false;
     for (const char* f : kValueFlags) ours = ours || flag == f;
     if (flag == "--interactive") {
@@ -98,6 +102,11 @@ GenerateArgs parse_generate_args(const std::vector<std::string>& args) {
       g.sampling.top_k = k > 1 << 30 ? 1 << 30 : static_cast<int>(k);
     } else if (flag == "--seed") {
       g.sampling.seed = static_cast<std::uint64_t>(parse_integer(flag, value, 0));
+    } else if (flag == "--use_cache") {
+      std::string v = value;  // true / false, and Python's True / False
+      for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (v != "true" && v != "false") throw ConfigError(flag + ": expected true or false, got '" + value + "'");
+      g.use_cache = v == "true";
     }
   }
   try {
@@ -162,10 +171,10 @@ int generate(const std::vector<std::string>& args, const MpiSession& mpi) {
   ChatModel cm = open_chat_model(dir, what, std::move(cfg), log);
   const ChatEncoder& enc = *cm.encoder;
   log << "generate: " << describe_sampling(g.sampling) << ", at most " << g.max_new_tokens << " new tokens"
-      << std::endl;
+      << (g.use_cache ? "" : ", no KV cache") << std::endl;
   auto run = [&](const std::vector<std::vector<std::int32_t>>& prompts, std::uint64_t first_stream) {
     return shardft::generate(*cm.model, *cm.params, prompts, g.max_new_tokens, cm.context_limit, enc.stop_ids(),
-                             enc.pad_id(), g.sampling, first_stream);
+                             enc.pad_id(), g.sampling, first_stream, g.use_cache);
   };
 
   if (g.has_prompt) {
@@ -191,13 +200,18 @@ int generate(const std::vector<std::string>& args, const MpiSession& mpi) {
       check_fits(cm, prompts.back(), "--prompts_file " + g.prompts_file + ": record " + std::to_string(i + 1));
     }
     const std::size_t batch = static_cast<std::size_t>(std::max(1, cm.cfg.per_device_eval_batch_size));
+    double seconds = 0;
+    std::size_t new_tokens = 0;
     for (std::size_t start = 0; start < prompts.size(); start += batch) {
       const std::size_t end = std::min(prompts.size(), start + batch);
       std::vector<std::vector<std::int32_t>> ids;
       for (std::size_t i = start; i < end; ++i) ids.push_back(prompts[i].ids);
+      const auto t0 = std::chrono::steady_clock::now();
       const std::vector<Generation> gens = run(ids, start);  // prompt i always samples with stream i
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       for (std::size_t i = start; i < end; ++i) {
         const Generation& gen = gens[i - start];
+        new_tokens += gen.tokens.size();
         nlohmann::ordered_json line{{"index", i},
                                     {"prompt", turns_json(prompts[i].turns)},
                                     {"generation", enc.tokenizer().decode(gen.tokens)},
@@ -207,6 +221,9 @@ int generate(const std::vector<std::string>& args, const MpiSession& mpi) {
         std::cout << json_line(line) << std::endl;
       }
     }
+    log << "generate: " << new_tokens << " new tokens for " << prompts.size() << " prompts in " << seconds << " s ("
+        << (seconds > 0 ? static_cast<double>(new_tokens) / seconds : 0.0) << " tokens/s, batches of " << batch
+        << ")" << std::endl;
     return 0;
   }
 

@@ -16,6 +16,7 @@
 #include "data/sft_data.hpp"
 #include "data/tokenizer.hpp"
 #include "kernels/elementwise.hpp"
+#include "model/decoder_cache.hpp"
 #include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
 #include "train/pretrained.hpp"
@@ -153,7 +154,7 @@ const char* finish_reason_name(FinishReason reason) {
 std::vector<Generation> generate(Decoder& model, ParamSource& params,
                                  const std::vector<std::vector<std::int32_t>>& prompts, int max_new_tokens,
                                  int max_seq_length, const std::vector<std::int32_t>& stop_ids, std::int32_t pad_id,
-                                 const SamplingOptions& opt, std::uint64_t first_stream) {
+                                 const SamplingOptions& opt, std::uint64_t first_stream, bool use_cache) {
   check_sampling_options(opt);
   const int vocab = model.config().vocab_size;
   const int rows = static_cast<int>(prompts.size());
@@ -170,34 +171,13 @@ std::vector<Generation> generate(Decoder& model, ParamSource& params,
       active.push_back(r);
     }
   }
+  // One step for every active row: its next token from its row of logits ([active rows, vocab], in
+  // `active` order), then the stop rules; `active` keeps the rows that go on.
   std::vector<float> row_logits(static_cast<std::size_t>(vocab));
-  for (int step = 0; step < max_new_tokens && !active.empty(); ++step) {
-    const int n = static_cast<int>(active.size());
-    int seq = 0;
-    for (int r : active) seq = std::max<int>(seq, static_cast<int>(seqs[r].size()));
-    // No KV cache yet: each new token re-runs the (short) sequences; right padding never reaches the
-    // last real token because attention is causal.
-    TokenBatch b;
-    b.batch = n;
-    b.seq = seq;
-    b.input_ids.assign(static_cast<std::size_t>(n) * seq, pad_id);
-    b.position_ids.resize(b.input_ids.size());
-    b.seq_ids.assign(b.input_ids.size(), 0);
-    b.targets.assign(b.input_ids.size(), kIgnoreIndex);
-    View1<std::int32_t> last("last_rows", n);
-    auto last_h = Kokkos::create_mirror_view(last);
-    for (int i = 0; i < n; ++i) {
-      const auto& s = seqs[active[i]];
-      std::copy(s.begin(), s.end(), b.input_ids.begin() + static_cast<std::ptrdiff_t>(i) * seq);
-      for (int t = 0; t < seq; ++t) b.position_ids[static_cast<std::size_t>(i) * seq + t] = t;
-      last_h(i) = i * seq + static_cast<int>(s.size()) - 1;
-    }
-    Kokkos::deep_copy(last, last_h);
-    View2<float> logits("gen_logits", n, vocab);
-    model.forward_logits(to_model_inputs(b), params, last, logits);
+  auto advance = [&](const View2<float>& logits) {
     auto logits_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits);
     std::vector<int> still;
-    for (int i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < active.size(); ++i) {
       const int r = active[i];
       for (int v = 0; v < vocab; ++v) row_logits[v] = logits_h(i, v);
       const std::int32_t token = sample_token(row_logits.data(), vocab, opt, rngs[r]);
@@ -216,6 +196,67 @@ std::vector<Generation> generate(Decoder& model, ParamSource& params,
       }
     }
     active = std::move(still);
+  };
+
+  if (!use_cache) {
+    for (int step = 0; step < max_new_tokens && !active.empty(); ++step) {
+      const int n = static_cast<int>(active.size());
+      int seq = 0;
+      for (int r : active) seq = std::max<int>(seq, static_cast<int>(seqs[r].size()));
+      // Each new token re-runs the whole sequences; right padding never reaches the last real token
+      // because attention is causal.
+      TokenBatch b;
+      b.batch = n;
+      b.seq = seq;
+      b.input_ids.assign(static_cast<std::size_t>(n) * seq, pad_id);
+      b.position_ids.resize(b.input_ids.size());
+      b.seq_ids.assign(b.input_ids.size(), 0);
+      b.targets.assign(b.input_ids.size(), kIgnoreIndex);
+      View1<std::int32_t> last("last_rows", n);
+      auto last_h = Kokkos::create_mirror_view(last);
+      for (int i = 0; i < n; ++i) {
+        const auto& s = seqs[active[i]];
+        std::copy(s.begin(), s.end(), b.input_ids.begin() + static_cast<std::ptrdiff_t>(i) * seq);
+        for (int t = 0; t < seq; ++t) b.position_ids[static_cast<std::size_t>(i) * seq + t] = t;
+        last_h(i) = i * seq + static_cast<int>(s.size()) - 1;
+      }
+      Kokkos::deep_copy(last, last_h);
+      View2<float> logits("gen_logits", n, vocab);
+      model.forward_logits(to_model_inputs(b), params, last, logits);
+      advance(logits);
+    }
+    return out;
+  }
+
+  if (active.empty()) return out;
+  // With the KV cache: the prompts once (prefill), then each step feeds only the rows' newest tokens.
+  // A row never holds more than min(max_seq_length, prompt + max_new_tokens) tokens.
+  const int n0 = static_cast<int>(active.size());
+  std::vector<int> slot(static_cast<std::size_t>(rows), -1);  // a prompt's row in the cache
+  std::vector<std::vector<std::int32_t>> first;
+  std::int64_t max_len = 0;
+  for (int i = 0; i < n0; ++i) {
+    const int r = active[i];
+    slot[r] = i;
+    first.push_back(seqs[r]);
+    max_len = std::max(max_len, std::min<std::int64_t>(max_seq_length, static_cast<std::int64_t>(seqs[r].size()) +
+                                                                          max_new_tokens));
+  }
+  KvCache cache(model.config(), n0, static_cast<int>(max_len));
+  View2<float> logits_all("gen_logits", n0, vocab);
+  model.prefill(first, params, cache, logits_all);
+  advance(logits_all);
+  while (!active.empty()) {
+    const int n = static_cast<int>(active.size());
+    std::vector<int> cache_rows;
+    std::vector<std::int32_t> tokens;
+    for (int r : active) {
+      cache_rows.push_back(slot[r]);
+      tokens.push_back(seqs[r].back());
+    }
+    View2<float> logits(logits_all.data(), n, vocab);  // the first n rows of the prefill's buffer
+    model.decode_step(cache_rows, tokens, params, cache, logits);
+    advance(logits);
   }
   return out;
 }

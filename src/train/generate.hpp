@@ -3,7 +3,8 @@
 // top_k most likely tokens and then to the smallest top-p nucleus, drawn with a seeded generator), the
 // decoding loop evaluation and `shardft generate` share, and opening a model directory to talk to.
 //
-// The decoding loop has no KV cache: each new token re-runs the whole (short) sequences.
+// The decoding loop keeps a KV cache (model/decoder_cache.hpp) unless told not to: the prompts run once,
+// then each new token costs one token's forward.
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -64,12 +65,15 @@ struct Generation {
 
 // Decodes a batch of prompts. Each row stops at any of stop_ids, after max_new_tokens new tokens, or
 // when prompt + generation reach max_seq_length tokens (a prompt already that long generates nothing).
-// Finished rows leave the batch; the others are right-padded with pad_id. Row r samples with
-// SamplingRng(opt.seed, first_stream + r).
+// Finished rows leave the batch. Row r samples with SamplingRng(opt.seed, first_stream + r).
+// use_cache (HF generate's use_cache): true runs the prompts once into a KV cache and then feeds one
+// token per row and step; false re-runs every row's whole sequence (right-padded with pad_id) for each
+// token. Their logits differ only by rounding (GEMMs over fewer rows; with memory-efficient attention,
+// its tiled sums), so they pick the same tokens unless two candidates tie to within that rounding.
 std::vector<Generation> generate(Decoder& model, ParamSource& params,
                                  const std::vector<std::vector<std::int32_t>>& prompts, int max_new_tokens,
                                  int max_seq_length, const std::vector<std::int32_t>& stop_ids, std::int32_t pad_id,
-                                 const SamplingOptions& opt, std::uint64_t first_stream = 0);
+                                 const SamplingOptions& opt, std::uint64_t first_stream = 0, bool use_cache = true);
 
 // ---- a model to talk to ------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `shardft generate` on a briefly trained default-task model ("upper: abc" -> "ABC"): greedy answers to
-# held-out prompts from jobs/data/sft_eval.jsonl (the same as `eval` scores), the same from the output_dir,
-# the final checkpoint and through --config; prompts files in the dataset formats; seeded sampling that
-# repeats; bad input that fails with a message naming the flag or file.
+# held-out prompts from jobs/data/sft_eval.jsonl (the same as `eval` scores), the same without the KV cache,
+# from the output_dir, the final checkpoint and through --config; prompts files in the dataset formats;
+# seeded sampling that repeats, with and without the cache; bad input that fails with a message naming
+# the flag or file.
 # Usage: generate.sh SHARDFT_BINARY SOURCE_DIR
 set -u
 bin=$1; src=$2
@@ -39,6 +40,14 @@ print(f"exact match {exact}/20; training's eval on the same 20: {eval_em}")
 assert exact >= 18, f"only {exact}/20 held-out prompts answered correctly"
 assert abs(exact / 20 - eval_em) < 1e-9, "generate and eval disagree on the same prompts"
 PY
+
+# Without the KV cache (HF's use_cache=False) every token re-runs the whole sequence: the same answers.
+"$bin" generate --model "$tmp/run" --prompts_file "$tmp/heldout.jsonl" --use_cache false > "$tmp/gen_nocache.jsonl" \
+  2> "$tmp/gen_nocache.err" || { cat "$tmp/gen_nocache.err"; fail "generate --use_cache false exited non-zero"; }
+cmp -s "$tmp/gen.jsonl" "$tmp/gen_nocache.jsonl" || { diff "$tmp/gen.jsonl" "$tmp/gen_nocache.jsonl" | head; fail "--use_cache false answers otherwise"; }
+grep -q "no KV cache" "$tmp/gen_nocache.err" || fail "the log does not say that the cache is off"
+rate() { sed -n 's/.*(\([0-9.]*\) tokens\/s.*/\1/p' "$1"; }
+echo "use_cache false: the same 20 answers; $(rate "$tmp/gen.err") tokens/s with the KV cache, $(rate "$tmp/gen_nocache.err") without"
 
 # --prompt prints the completion alone on stdout; from the output_dir, the final checkpoint and via --config.
 for i in 0 5 11; do
@@ -81,6 +90,9 @@ p="upper: abcdefgh"
 a=$("$bin" generate --model "$tmp/run" --prompt "$p" --temperature 1.0 --top_p 0.9 --top_k 20 --seed 7 2>/dev/null) || fail "sampling exited non-zero"
 b=$("$bin" generate --model "$tmp/run" --prompt "$p" --temperature 1.0 --top_p 0.9 --top_k 20 --seed 7 2>/dev/null) || fail "sampling exited non-zero"
 [ "$a" = "$b" ] || fail "the same seed sampled '$a' and then '$b'"
+c=$("$bin" generate --model "$tmp/run" --prompt "$p" --temperature 1.0 --top_p 0.9 --top_k 20 --seed 7 --use_cache false 2>/dev/null) \
+  || fail "sampling without the cache exited non-zero"
+[ "$a" = "$c" ] || fail "seed 7 sampled '$a' with the KV cache and '$c' without"
 distinct=$(for s in 1 2 3 4 5 6; do "$bin" generate --model "$tmp/run" --prompt "$p" --temperature 3 --seed $s --max_new_tokens 12 2>/dev/null; echo; done | sort -u | wc -l)
 [ "$distinct" -ge 2 ] || fail "temperature 3 gave the same text for 6 seeds"
 echo "sampling ok: seed 7 -> '$a' twice; temperature 3 over 6 seeds -> $distinct distinct texts"
@@ -101,6 +113,7 @@ expect_error top_p "--top_p: expected a number in (0, 1], got 1.5" "${m[@]}" --p
 expect_error top_k "--top_k: expected an integer >= 0, got 'x'" "${m[@]}" --prompt hi --top_k x
 expect_error max_new_tokens "--max_new_tokens: expected an integer >= 1, got '0'" "${m[@]}" --prompt hi --max_new_tokens 0
 expect_error seed "--seed: expected an integer >= 0, got '-3'" "${m[@]}" --prompt hi --seed -3
+expect_error use_cache "--use_cache: expected true or false, got 'maybe'" "${m[@]}" --prompt hi --use_cache maybe
 expect_error no-value "--prompt: expected a value after it" "${m[@]}" --prompt
 expect_error no-input "give exactly one of --prompt TEXT, --prompts_file FILE or --interactive" "${m[@]}"
 expect_error two-inputs "more than one input" "${m[@]}" --prompt hi --prompts_file "$tmp/heldout.jsonl"
