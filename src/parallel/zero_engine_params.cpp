@@ -74,7 +74,7 @@ void ZeroEngine::prefetch_after(int block) {
         need += part_.units()[u].padded;
       }
     }
-    if (next != block + dir && ahead + need > cfg_.prefetch_elements) return;
+    if (next != block + dir && (cfg_.prefetch_elements <= 0 || ahead + need > cfg_.prefetch_elements)) return;
     for (int u : part_.units_of_block(next)) {
       if (!pending_[u] && gathered_[u].extent(0) == 0) gather_unit(u, true);
     }
