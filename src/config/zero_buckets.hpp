@@ -1,8 +1,10 @@
 #pragma once
 // DeepSpeed's communication bucket sizes as recipe keys (reduce_bucket_size, allgather_bucket_size).
-// Both count elements, as DeepSpeed defines them, and accept "auto". shardft does not bucket yet:
-// gradients are reduced, and weights gathered, one layer block (one flat unit) at a time. The keys
-// exist so that DeepSpeed configs carry their values over and bucketing can use them when it lands.
+// Both count elements, as DeepSpeed defines them, and accept "auto". The ZeRO engine uses them
+// (parallel/grad_buckets.hpp): consecutive units' gradients are coalesced into reduce_bucket_size
+// buckets, each reduce-scattered without blocking while backward goes on; allgather_bucket_size bounds
+// the weight gathers in flight at stages 1-2 and, when set explicitly, stage 3's prefetch window
+// ("auto" there prefetches the next block only: DeepSpeed's 5e8 would gather a small model whole).
 #include <cstdint>
 #include <string>
 
