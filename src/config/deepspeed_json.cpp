@@ -55,14 +55,9 @@ const std::vector<KeySpec>& key_specs() {
       {"zero_optimization.zero_hpz_partition_size", "zero_hpz_partition_size", Kind::scalar, ""},
       {"zero_optimization.zero_quantized_weights", "zero_quantized_weights", Kind::scalar, ""},
       {"zero_optimization.zero_quantized_gradients", "zero_quantized_gradients", Kind::scalar, ""},
-      {"zero_optimization.reduce_bucket_size", "reduce_bucket_size", Kind::scalar,
-       "recorded, not used yet: gradients are reduce-scattered one layer block at a time"},
-      {"zero_optimization.allgather_bucket_size", "allgather_bucket_size", Kind::scalar,
-       "recorded, not used yet: updated weights are all-gathered one layer block at a time"},
-      {"zero_optimization.overlap_comm", "", Kind::boolean,
-       "no effect, shardft has no such switch: at stage 3 the next layer block's weight gather is always issued "
-       "(nonblocking) before the current block computes; gradient reduce-scatters run as each block's backward "
-       "finishes and are not overlapped with the next block's backward"},
+      {"zero_optimization.reduce_bucket_size", "reduce_bucket_size", Kind::scalar, ""},
+      {"zero_optimization.allgather_bucket_size", "allgather_bucket_size", Kind::scalar, ""},
+      {"zero_optimization.overlap_comm", "overlap_comm", Kind::scalar, ""},
       {"zero_optimization.contiguous_gradients", "", Kind::boolean,
        "no effect: shardft's gradients always live in contiguous flat buffers (one per layer block), nothing to "
        "copy"},
@@ -77,7 +72,8 @@ const std::vector<KeySpec>& key_specs() {
        "no effect: shardft's AdamW updates each rank's owned shard in place in one pass, with no fp32 staging "
        "buffers to bound"},
       {"zero_optimization.stage3_prefetch_bucket_size", "", Kind::number,
-       "no effect: at stage 3 shardft prefetches exactly one layer block ahead, whatever its size"},
+       "no effect: at stage 3 shardft prefetches the next layer block, or as many elements ahead as an explicit "
+       "allgather_bucket_size"},
       {"zero_optimization.stage3_param_persistence_threshold", "", Kind::number,
        "no effect: shardft shards every parameter, small ones included (a threshold of 0); norm weights travel in "
        "their layer block's gather"},

@@ -194,12 +194,17 @@ std::vector<RecipeKey> build_recipe_keys() {
           .one_of({"fp32", "bf16"}),
       train_key("reduce_bucket_size", &T::reduce_bucket_size,
                 "DeepSpeed's zero_optimization.reduce_bucket_size: elements per gradient reduction bucket; auto: "
-                "hidden_size^2 (as HF's Trainer fills it). Not used yet: gradients are reduced one layer block at a time")
+                "hidden_size^2 (as HF's Trainer fills it): each layer block is a bucket, reduce-scattered while "
+                "backward goes on")
           .structured(canonical_bucket_size_text),
       train_key("allgather_bucket_size", &T::allgather_bucket_size,
                 "DeepSpeed's zero_optimization.allgather_bucket_size: elements per gather bucket of updated weights; "
-                "auto: 5e8 (DeepSpeed's default). Not used yet: weights are gathered one layer block at a time")
+                "auto: 5e8 (DeepSpeed's default); at stage 3 an explicit size is the prefetch window (auto: the next "
+                "block)")
           .structured(canonical_bucket_size_text),
+      train_key("overlap_comm", &T::overlap_comm,
+                "DeepSpeed's zero_optimization.overlap_comm: reduce-scatter gradient buckets while backward goes on; "
+                "false: wait for each bucket's reduction when it starts"),
       train_key("zero_quantized_weights", &T::zero_quantized_weights, "ZeRO++ qwZ: stage-3 weight gathers as int8"),
       train_key("zero_quantized_gradients", &T::zero_quantized_gradients,
                 "ZeRO++ qgZ: gradient reduce-scatter as int4, intra-node then across nodes (stages 2, 3)"),

@@ -83,6 +83,7 @@ struct TrainConfig {
   std::string communication_data_type = "fp32";  // gradient reductions: fp32 or bf16 (DeepSpeed's key)
   std::string reduce_bucket_size = "auto";     // elements per gradient bucket, DeepSpeed's key (config/zero_buckets.hpp);
   std::string allgather_bucket_size = "auto";  // elements of weight gathers in flight (stage 3: prefetch window when set)
+  bool overlap_comm = true;                  // reduce-scatter gradient buckets while backward continues
   // ZeRO++ (DeepSpeed's keys)
   bool zero_quantized_weights = false;       // qwZ: stage-3 weight gathers as int8 blocks
   bool zero_quantized_gradients = false;     // qgZ: gradient reduce-scatter as int4 blocks, intra-node first

@@ -30,6 +30,7 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
   // gradient waits for others to fill its bucket (DeepSpeed's 5e8 would be one bucket sent after the
   // whole backward, overlapping nothing, holding the full gradient).
   z.reduce_bucket_elements = resolved_reduce_bucket_size(cfg);
+  z.overlap_comm = cfg.overlap_comm;
   z.allgather_bucket_elements = resolved_allgather_bucket_size(cfg);
   // Stage 3 prefetches the next block; an explicit allgather_bucket_size lets it gather further ahead.
   // Not "auto" (5e8: every weight of any model below 500M parameters), which would hold the whole

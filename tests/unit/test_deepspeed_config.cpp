@@ -118,6 +118,8 @@ TEST(ConfigDeepSpeed, EachHonoredKeyMapsToItsRecipeKey) {
        "allgather_bucket_size",
        "200000000",
        {}},
+      {R"({"zero_optimization": {"overlap_comm": false}})", "zero_optimization.overlap_comm", "overlap_comm", "false",
+       {}},
       {R"({"optimizer": {"type": "AdamW", "params": {"lr": 2e-5}}})",
        "optimizer.params.lr",
        "learning_rate",
@@ -237,7 +239,7 @@ TEST(ConfigDeepSpeed, TheReportResolvesAutoAndSaysWhatShardftDoesInstead) {
   const std::string report = describe_deepspeed_config(ds, cfg, 2);
   for (
       const std::string& want : std::vector<std::string>{
-          "DeepSpeed config " + ds_path + ": 7 keys map to recipe keys, 4 are accepted as they are or without effect\n",
+          "DeepSpeed config " + ds_path + ": 8 keys map to recipe keys, 3 are accepted as they are or without effect\n",
           "  train_micro_batch_size_per_gpu = auto -> per_device_train_batch_size = 4 (auto: " + recipe + ":1)\n",
           "  gradient_accumulation_steps = 2 -> gradient_accumulation_steps = 2\n",
           "  train_batch_size = auto -> train_batch_size = 16 (4 per device x 2 accumulation x 2 ranks) (auto: "
@@ -246,9 +248,8 @@ TEST(ConfigDeepSpeed, TheReportResolvesAutoAndSaysWhatShardftDoesInstead) {
           "  optimizer.params.lr = auto -> learning_rate = 0.003 (auto: default)\n",
           "  optimizer.params.betas = [0.9,0.95] -> adam_beta1 = 0.9, adam_beta2 = 0.95\n",
           "  zero_optimization.stage = 2 -> zero_stage = 1 (--zero_stage wins)\n",
-          "  zero_optimization.reduce_bucket_size = auto -> reduce_bucket_size = auto (9216 elements) (auto: default); "
-          "recorded, not used yet",
-          "  zero_optimization.overlap_comm = true: no effect",
+          "  zero_optimization.reduce_bucket_size = auto -> reduce_bucket_size = auto (9216 elements) (auto: default)\n",
+          "  zero_optimization.overlap_comm = true -> overlap_comm = true\n",
           "  zero_optimization.offload_optimizer.device = none: as shardft",
           "  zero_optimization.offload_optimizer.pin_memory = true: no effect",
       }) {
@@ -265,7 +266,7 @@ TEST(ConfigDeepSpeed, KeysWithoutEffectAreAcceptedAndExplained) {
     "tensorboard": {"enabled": false, "output_path": "tb/"},
     "optimizer": {"type": "Adam", "params": {"adam_w_mode": true, "torch_adam": false}},
     "zero_optimization": {
-      "overlap_comm": true, "contiguous_gradients": true, "reduce_scatter": false, "allgather_partitions": true,
+      "contiguous_gradients": true, "reduce_scatter": false, "allgather_partitions": true,
       "round_robin_gradients": true, "sub_group_size": 1e9, "stage3_prefetch_bucket_size": 5e8,
       "stage3_param_persistence_threshold": 1e6, "stage3_max_live_parameters": 1e9,
       "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": true,
@@ -276,7 +277,7 @@ TEST(ConfigDeepSpeed, KeysWithoutEffectAreAcceptedAndExplained) {
   for (const RecipeKey& key : recipe_keys()) EXPECT_EQ(value_text(cfg, key), value_text(defaults, key)) << key.name;
   const DeepSpeedConfig ds = read_deepspeed_config(ds_path);
   EXPECT_TRUE(ds.settings.empty());
-  EXPECT_EQ(ds.entries.size(), 32u);
+  EXPECT_EQ(ds.entries.size(), 31u);
   for (const DeepSpeedEntry& e : ds.entries) {
     EXPECT_TRUE(e.recipe_keys.empty()) << e.ds_key;
     EXPECT_FALSE(e.note.empty()) << e.ds_key << " is accepted without saying what shardft does";
@@ -371,8 +372,8 @@ TEST(ConfigDeepSpeed, EveryRejectedKeyIsNamedWithTheReason) {
        {"DeepSpeed key 'zero_optimization.mics_shard_size' is not supported",
         "it reads zero_optimization keys stage, zero_hpz_partition_size"}},
       {R"({"bf16": {"enabled": true, "immediate_grad_update": true}})", {"DeepSpeed key 'bf16.immediate_grad_update'"}},
-      {R"({"zero_optimization": {"stage": 3, "overlap_comm": "yes"}})",
-       {"DeepSpeed key 'zero_optimization.overlap_comm' expects true, false or \"auto\", got \"yes\""}},
+      {R"({"zero_optimization": {"stage": 3, "contiguous_gradients": "yes"}})",
+       {"DeepSpeed key 'zero_optimization.contiguous_gradients' expects true, false or \"auto\", got \"yes\""}},
       {R"({"zero_optimization": {"stage3_max_live_parameters": true}})",
        {"DeepSpeed key 'zero_optimization.stage3_max_live_parameters' expects a number or \"auto\""}},
       {R"({"zero_optimization": true})", {"DeepSpeed key 'zero_optimization' expects an object"}},
