@@ -29,7 +29,7 @@ expect "$log" "  train_micro_batch_size_per_gpu = auto -> per_device_train_batch
 expect "$log" "  gradient_accumulation_steps = auto -> gradient_accumulation_steps = 2 (auto: --gradient_accumulation_steps)"
 expect "$log" "  train_batch_size = auto -> train_batch_size = 16 (4 per device x 2 accumulation x 2 ranks)"
 expect "$log" "  gradient_clipping = auto -> max_grad_norm = 1.0 (auto: jobs/recipes/default.yaml:"
-expect "$log" "  optimizer.params.lr = auto -> learning_rate = 0.003 (auto: jobs/recipes/default.yaml:"
+expect "$log" "  optimizer.params.lr = auto -> learning_rate = 0.0015 (auto: jobs/recipes/default.yaml:"
 expect "$log" "  optimizer.params.betas = auto -> adam_beta1 = 0.9, adam_beta2 = 0.999 (auto: default)"
 expect "$log" "  optimizer.params.weight_decay = auto -> weight_decay = 0.01 (auto: --weight_decay)"
 expect "$log" "  bf16.enabled = auto -> bf16 = false (auto: jobs/recipes/default.yaml:"
@@ -68,9 +68,10 @@ assert [s["step"] for s in steps] == [3, 6], steps
 assert summary["world_size"] == 2 and summary["zero_stage"] == int(sys.argv[2][1]), summary
 assert steps[-1]["loss"] < steps[0]["loss"], f"loss did not fall: {steps}"
 if sys.argv[2] == "z2":
-    # WarmupDecayLR, all "auto": 6 steps, warm-up ceil(0.05 * 6) = 1 (DeepSpeed: 2), peak 3e-3. Step 3 runs at
-    # iteration 1, the warm-up's end (log 2 / log 2); step 6 at iteration 4: (6 - 4) / (6 - 2) of the peak.
-    for s, want in zip(steps, [3e-3, 1.5e-3]):
+    # WarmupDecayLR, all "auto": 6 steps, warm-up ceil(0.05 * 6) = 1 (DeepSpeed: 2), peak 1.5e-3 (the recipe's).
+    # Step 3 runs at iteration 1, the warm-up's end (log 2 / log 2); step 6 at iteration 4: (6 - 4) / (6 - 2)
+    # of the peak.
+    for s, want in zip(steps, [1.5e-3, 0.75e-3]):
         assert abs(s["learning_rate"] - want) <= 1e-12 * want, (s, want)
 print(sys.argv[2], "ok:", [round(s["loss"], 4) for s in steps])
 PY
@@ -91,7 +92,7 @@ python3 - "$tmp/cosine/metrics.jsonl" "$tmp/cosine.json" <<'PY' || exit 1
 import json, sys
 sys.path.insert(0, "tests/reference")
 import make_deepspeed_lr as ref
-case = {"ds_config": json.load(open(sys.argv[2])), "recipe": ["--learning_rate=3e-3", "--max_steps=6"], "steps": 6}
+case = {"ds_config": json.load(open(sys.argv[2])), "recipe": ["--learning_rate=1.5e-3", "--max_steps=6"], "steps": 6}  # the recipe's lr
 want = ref.run(ref, case)
 got = [s["learning_rate"] for s in [json.loads(l) for l in open(sys.argv[1])][:-1]]
 assert want[:2] == [0.0, 0.0], want  # the engine's offset: step 1 before the scheduler's first step, step 2 at log(1)
