@@ -476,7 +476,7 @@ TEST(ConfigDeepSpeed, ExampleConfigsLoad) {
   EXPECT_EQ(z2.allgather_bucket_size, "200000000");
   EXPECT_EQ(z2.reduce_bucket_size, "auto");
   EXPECT_EQ(z2.lr_scheduler_type, "ds_warmup_decay");  // its scheduler block, every param "auto"
-  EXPECT_DOUBLE_EQ(z2.learning_rate, 3e-3);             // default.yaml's
+  EXPECT_DOUBLE_EQ(z2.learning_rate, 1.5e-3);           // default.yaml's
   EXPECT_DOUBLE_EQ(z2.warmup_ratio, 0.05);
   const TrainConfig z3 = load_train_config(recipes + "default.yaml", {}, recipes + "ds_zero3_zeropp.json");
   EXPECT_EQ(z3.zero_stage, 3);
