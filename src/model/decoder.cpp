@@ -14,30 +14,15 @@
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
+#include "model/decoder_parts.hpp"
 
 namespace shardft {
 
 namespace {
 
-// A device buffer that only grows, handing out exactly-shaped views; micro-batches of different
-// padded lengths reuse the same memory.
-class Scratch {
- public:
-  explicit Scratch(const char* name) : name_(name) {}
-  void reserve(std::int64_t n) {
-    if (static_cast<std::int64_t>(data_.extent(0)) < n) data_ = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name_)), n);
-  }
-  Unmanaged2<float> mat(std::int64_t rows, std::int64_t cols) const { return Unmanaged2<float>(data_.data(), rows, cols); }
-  Unmanaged1<float> vec(std::int64_t n) const { return Unmanaged1<float>(data_.data(), n); }
-
- private:
-  const char* name_;
-  View1<float> data_;
-};
-
-void round_if_bf16(ComputeDtype dtype, Unmanaged2<float> x) {
-  if (dtype == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
-}
+using decoder_parts::gate_up_weight;
+using decoder_parts::round_if_bf16;
+using Scratch = decoder_parts::GrowingBuffer;
 
 }  // namespace
 
@@ -55,7 +40,7 @@ struct Decoder::Activations {
   Scratch x0{"x0"}, hf{"hf"}, rstdf{"rstdf"}, logits{"logits"};
   // backward scratch, shared by all layers
   Scratch dx{"dx"}, dh{"dh"}, dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dscores{"dscores"}, delta{"delta"};
-  // [gate; up] weights side by side, for a ParamSource that does not store them adjacently
+  // [gate; up] weights side by side, for a ParamSource that does not store them adjacently (gate_up_weight)
   Scratch gate_up_w{"gate_up_w"}, gate_up_dw{"gate_up_dw"};
   RopeTable rope;
 };
@@ -109,16 +94,6 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     return Unmanaged2<const float>(params.weight(p).data(), sh[0], sh[1]);
   };
 
-  // The gate and up projections as one [2I, d] matrix: adjacent in the layout (and in every unit of the
-  // sharding engine), so normally a view; otherwise copied side by side.
-  auto gate_up_weight = [&](const LayerParams& P) {
-    auto gate = W(P.gate_proj), up = W(P.up_proj);
-    if (up.data() == gate.data() + I * d) return Unmanaged2<const float>(gate.data(), 2 * I, d);
-    A.gate_up_w.reserve(2 * I * d);
-    Kokkos::deep_copy(Unmanaged1<float>(A.gate_up_w.vec(2 * I * d).data(), I * d), gate);
-    Kokkos::deep_copy(Unmanaged1<float>(A.gate_up_w.vec(2 * I * d).data() + I * d, I * d), up);
-    return Unmanaged2<const float>(A.gate_up_w.mat(2 * I, d).data(), 2 * I, d);
-  };
   // RoPE angles for every position this model can see, computed once.
   const std::int64_t rope_positions = std::max<std::int64_t>(cfg_.max_position_embeddings, in.seq);
   if (static_cast<std::int64_t>(A.rope.cos.extent(0)) < rope_positions) {
@@ -172,7 +147,7 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     auto h2 = L.h2.mat(N, d), gu = L.gu.mat(N, 2 * I), s = L.s.mat(N, I);
     rmsnorm_forward(x_mid, W(P.post_attention_layernorm), eps, h2, L.rstd2.vec(N));
     round_if_bf16(dtype_, h2);
-    gemm(Op::N, Op::T, 1.f, h2, gate_up_weight(P), 0.f, gu);
+    gemm(Op::N, Op::T, 1.f, h2, gate_up_weight(params, P, I, d, A.gate_up_w), 0.f, gu);
     swiglu_forward_packed(gu, s);
     round_if_bf16(dtype_, s);
     if (x_out.extent(0) == 0) return;
@@ -272,7 +247,7 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     gemm(Op::N, Op::N, 1.f, dx, W2(P.down_proj), 0.f, s);
     swiglu_backward_packed_inplace(gu, s);  // gu now holds [dg | du]
     auto h2 = L.h2.mat(N, d);
-    gemm(Op::N, Op::N, 1.f, gu, gate_up_weight(P), 0.f, dh);
+    gemm(Op::N, Op::N, 1.f, gu, gate_up_weight(params, P, I, d, A.gate_up_w), 0.f, dh);
     auto dgate = grads->grad(P.gate_proj), dup = grads->grad(P.up_proj);
     if (dup.data() == dgate.data() + I * d) {
       gemm(Op::T, Op::N, 1.f, gu, h2, 1.f, Unmanaged2<float>(dgate.data(), 2 * I, d));

@@ -26,27 +26,15 @@
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
 #include "model/decoder.hpp"
+#include "model/decoder_parts.hpp"
 
 namespace shardft {
 
 namespace {
 
-// A device buffer that only grows (as decoder.cpp's): decode steps of shrinking batches reuse it.
-class Buffer {
- public:
-  explicit Buffer(const char* name) : name_(name) {}
-  Unmanaged2<float> mat(std::int64_t rows, std::int64_t cols) {
-    if (static_cast<std::int64_t>(data_.extent(0)) < rows * cols) {
-      data_ = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name_)), rows * cols);
-    }
-    return Unmanaged2<float>(data_.data(), rows, cols);
-  }
-  Unmanaged1<float> vec(std::int64_t n) { return Unmanaged1<float>(mat(n, 1).data(), n); }
-
- private:
-  const char* name_;
-  View1<float> data_;
-};
+using decoder_parts::gate_up_weight;
+using decoder_parts::round_if_bf16;
+using Buffer = decoder_parts::GrowingBuffer;
 
 template <class T>
 Unmanaged1<const T> upload(View1<T>& dev, const std::vector<T>& host, const char* name) {
@@ -55,10 +43,6 @@ Unmanaged1<const T> upload(View1<T>& dev, const std::vector<T>& host, const char
   Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> src(host.data(), n);
   Kokkos::deep_copy(Kokkos::subview(dev, std::pair<std::int64_t, std::int64_t>(0, n)), src);
   return Unmanaged1<const T>(dev.data(), n);
-}
-
-void round_if_bf16(ComputeDtype dtype, Unmanaged2<float> x) {
-  if (dtype == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
 }
 
 }  // namespace
@@ -132,16 +116,6 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
   auto add_bias = [&](int bias, Unmanaged2<float> y) {
     if (bias >= 0) bias_forward(y, W(bias));
   };
-  // [gate; up] as one [2I, d] matrix: a view when adjacent, as the layout stores them (decoder.cpp).
-  auto gate_up_weight = [&](const LayerParams& P) {
-    auto gate = W(P.gate_proj), up = W(P.up_proj);
-    if (up.data() == gate.data() + I * d) return Unmanaged2<const float>(gate.data(), 2 * I, d);
-    auto both = w.gate_up_w.mat(2 * I, d);
-    Kokkos::deep_copy(Unmanaged1<float>(both.data(), I * d), gate);
-    Kokkos::deep_copy(Unmanaged1<float>(both.data() + I * d, I * d), up);
-    return Unmanaged2<const float>(both.data(), 2 * I, d);
-  };
-
   auto x = w.x.mat(N, d), h = w.h.mat(N, d), q = w.q.mat(N, qd), k = w.k.mat(N, kvd), v = w.v.mat(N, kvd),
        o = w.o.mat(N, qd), gu = w.gu.mat(N, 2 * I), s = w.s.mat(N, I);
   auto rstd = w.rstd.vec(N);
@@ -170,7 +144,7 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
     add_bias(P.o_bias, x);
     rmsnorm_forward(x, W(P.post_attention_layernorm), eps, h, rstd);
     round_if_bf16(dtype, h);
-    gemm(Op::N, Op::T, 1.f, h, gate_up_weight(P), 0.f, gu);
+    gemm(Op::N, Op::T, 1.f, h, gate_up_weight(params, P, I, d, w.gate_up_w), 0.f, gu);
     swiglu_forward_packed(gu, s);
     round_if_bf16(dtype, s);
     linear_forward(s, W(P.down_proj), x, 1.f);  // x += mlp
