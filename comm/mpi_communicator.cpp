@@ -3,24 +3,12 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "comm/mpi_pairwise.hpp"
 #include "kernels/bf16.hpp"
 
 namespace shardft {
 
 namespace {
-
-MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::bf16: return MPI_UINT16_T;
-    case DType::i8: return MPI_INT8_T;
-    case DType::u8: return MPI_UINT8_T;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-  }
-  return MPI_BYTE;
-}
 
 // bf16 has no MPI type: reduce it as uint16 bit patterns through user ops that add (or max) in fp32.
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -48,6 +36,11 @@ MPI_Op mpi_op(DType t, ReduceOp op) {
   if (t == DType::i8 || t == DType::u8) throw std::invalid_argument("reductions over 8-bit integers are not supported");
   return op == ReduceOp::sum ? MPI_SUM : MPI_MAX;
 }
+
+// From this many bytes (the whole buffer of the collective) up, all-gather and all-reduce run as
+// pairwise point-to-point exchanges (comm/mpi_pairwise.hpp), which move the data in the fewest bytes
+// per rank; below it MPI's latency-bound algorithms (recursive doubling, Bruck) win.
+constexpr std::size_t kPairwiseBytes = 64 * 1024;
 
 int checked_count(std::size_t count) {
   if (count > static_cast<std::size_t>(INT32_MAX)) {
@@ -80,47 +73,75 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm),
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (finalized) return;
+  if (p2p_comm_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm_);
+  if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 RequestPtr MpiCommunicator::iall_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
-  auto r = std::make_unique<MpiRequest>();
   ledger_.record(Collective::all_reduce, bus_bytes(Collective::all_reduce, double(count) * dtype_size(t), size_));
-  MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_type(t), mpi_op(t, op), comm_, &r->req);
+  if (size_ > 1 && count * dtype_size(t) >= kPairwiseBytes) {
+    return start_pairwise_all_reduce(p2p_comm(), next_p2p_tag(), send, recv, count, t, op);
+  }
+  auto r = std::make_unique<MpiRequest>();
+  MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_datatype(t), mpi_op(t, op), comm_, &r->req);
   return r;
 }
 
 RequestPtr MpiCommunicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t, ReduceOp op) {
-  auto r = std::make_unique<MpiRequest>();
   const double total = double(recv_count) * size_ * dtype_size(t);
   ledger_.record(Collective::reduce_scatter, bus_bytes(Collective::reduce_scatter, total, size_));
-  // In place: MPI takes the whole input from recv and leaves this rank's block at its start.
-  MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, checked_count(recv_count), mpi_type(t),
+  // Pairwise at every size, so that each element is summed in the same order however the engine
+  // buckets its gradients (bucketed and unbucketed steps agree bit for bit). In place (tests only; the
+  // engine never asks for it) MPI takes the whole input from recv and leaves this rank's block at its
+  // start, where the pairwise exchange would overwrite a block still to send.
+  if (send != recv) {
+    return start_pairwise_reduce_scatter(p2p_comm(), next_p2p_tag(), send, recv, recv_count, t, op);
+  }
+  auto r = std::make_unique<MpiRequest>();
+  MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, checked_count(recv_count), mpi_datatype(t),
                             mpi_op(t, op), comm_, &r->req);
   return r;
 }
 
+MPI_Comm MpiCommunicator::p2p_comm() {
+  // Created on first use, which every rank of the group reaches (it is inside a collective).
+  if (p2p_comm_ == MPI_COMM_NULL) MPI_Comm_dup(comm_, &p2p_comm_);
+  return p2p_comm_;
+}
+
+int MpiCommunicator::next_p2p_tag() {
+  // Every rank starts the group's collectives in the same order, so the counters agree; 32767 is the
+  // smallest tag bound MPI allows, far more than ever run at once.
+  const int tag = p2p_tag_;
+  p2p_tag_ = (p2p_tag_ + 1) % 32768;
+  return tag;
+}
+
 RequestPtr MpiCommunicator::iall_gather(const void* send, void* recv, std::size_t send_count, DType t) {
-  auto r = std::make_unique<MpiRequest>();
   const std::size_t sz = dtype_size(t);
   ledger_.record(Collective::all_gather, bus_bytes(Collective::all_gather, double(send_count) * size_ * sz, size_));
+  if (send_count * size_ * sz >= kPairwiseBytes) {
+    return start_pairwise_all_gather(p2p_comm(), next_p2p_tag(), send, recv, send_count, t);
+  }
+  auto r = std::make_unique<MpiRequest>();
   const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * send_count * sz;
-  MPI_Iallgather(in_place ? MPI_IN_PLACE : send, checked_count(send_count), mpi_type(t), recv, checked_count(send_count),
-                 mpi_type(t), comm_, &r->req);
+  MPI_Iallgather(in_place ? MPI_IN_PLACE : send, checked_count(send_count), mpi_datatype(t), recv, checked_count(send_count),
+                 mpi_datatype(t), comm_, &r->req);
   return r;
 }
 
 RequestPtr MpiCommunicator::ibroadcast(void* buf, std::size_t count, DType t, int root) {
   auto r = std::make_unique<MpiRequest>();
   ledger_.record(Collective::broadcast, bus_bytes(Collective::broadcast, double(count) * dtype_size(t), size_));
-  MPI_Ibcast(buf, checked_count(count), mpi_type(t), root, comm_, &r->req);
+  MPI_Ibcast(buf, checked_count(count), mpi_datatype(t), root, comm_, &r->req);
   return r;
 }
 
 RequestPtr MpiCommunicator::iall_to_all(const void* send, void* recv, std::size_t count, DType t) {
   auto r = std::make_unique<MpiRequest>();
   ledger_.record(Collective::all_to_all, bus_bytes(Collective::all_to_all, double(count) * size_ * dtype_size(t), size_));
-  MPI_Ialltoall(send, checked_count(count), mpi_type(t), recv, checked_count(count), mpi_type(t), comm_, &r->req);
+  MPI_Ialltoall(send, checked_count(count), mpi_datatype(t), recv, checked_count(count), mpi_datatype(t), comm_, &r->req);
   return r;
 }
 

@@ -36,7 +36,14 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<MpiCommunicator> split(int color, int key, const std::string& name) const;
 
  private:
+  // Reduce-scatters, and large all-gathers and all-reduces, run as point-to-point messages
+  // (comm/mpi_pairwise.hpp) on a duplicate of comm_, each collective under its own tag.
+  MPI_Comm p2p_comm();
+  int next_p2p_tag();
+
   MPI_Comm comm_;
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;
+  int p2p_tag_ = 0;
   std::string name_;
   int rank_ = 0, size_ = 1;
   ByteLedger ledger_;
