@@ -77,7 +77,11 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communi
   master_ = zeros("zero_master", owned_numel_);
   exp_avg_ = zeros("zero_exp_avg", owned_numel_);
   exp_avg_sq_ = zeros("zero_exp_avg_sq", owned_numel_);
-  if (cfg.stage < 3) {
+  if (cfg.stage == 0 && cfg.dtype == ComputeDtype::fp32) {
+    // Stage 0 owns every unit at its full offset, so in fp32 the compute weights are the master
+    // weights themselves: one copy of the model fewer (16 bytes a parameter, as PyTorch DDP + Adam).
+    full_weights_ = master_;
+  } else if (cfg.stage < 3) {
     full_weights_ = zeros("zero_full_weights", part_.full_numel());
   } else {
     shard_weights_ = zeros("zero_shard_weights", part_.shard_numel());
@@ -141,8 +145,10 @@ void ZeroEngine::refresh_compute_weights() {
     to_compute(master_, shard_weights_);
     return;
   }
-  for (const OwnedSegment& o : owned_) {
-    to_compute(slice(master_, o.owned_offset, o.length), slice(full_weights_, o.full_offset, o.length));
+  if (full_weights_.data() != master_.data()) {
+    for (const OwnedSegment& o : owned_) {
+      to_compute(slice(master_, o.owned_offset, o.length), slice(full_weights_, o.full_offset, o.length));
+    }
   }
   if (cfg_.stage == 0) return;
   // Every rank updated its shard; gather the rest in place, with up to allgather_bucket_elements in
@@ -342,7 +348,8 @@ bool ZeroEngine::writes_checkpoint() const {
 
 MemoryReport ZeroEngine::memory() const {
   MemoryReport m;
-  m.weights = 4 * static_cast<std::int64_t>(full_weights_.extent(0) + shard_weights_.extent(0));
+  const bool aliased = full_weights_.data() == master_.data();  // counted once, as optimizer state
+  m.weights = 4 * static_cast<std::int64_t>((aliased ? 0 : full_weights_.extent(0)) + shard_weights_.extent(0));
   m.grads = 4 * static_cast<std::int64_t>(full_grads_.extent(0) + (cfg_.stage == 0 ? 0 : grad_owned_.extent(0)));
   m.optimizer = 4 * static_cast<std::int64_t>(master_.extent(0) + exp_avg_.extent(0) + exp_avg_sq_.extent(0));
   m.peak_gathered = peak_gathered_;
