@@ -7,7 +7,7 @@
 //   V272    shardft's byte-level tokenizer (the default task), tied embedding: the step's memory is
 //           the layers' activations, as in long-context fine-tuning of a large model
 //   V32000  Llama 2's vocabulary, untied LM head: 2 x 16.4M embedding / head parameters make the model
-//           state (5 fp32 copies on one rank) most of the memory, and the logits [T, 32000] the largest
+//           state (4 fp32 copies on one rank) most of the memory, and the logits [T, 32000] the largest
 //           activation
 // Variants, each a fresh Trainer in this process:
 //   unfused       eager attention (stores the [B,H,T,T] probabilities), the whole [B*T, vocab] logits

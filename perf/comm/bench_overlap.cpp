@@ -9,7 +9,8 @@
 //                              would cost on an infinitely fast network
 //   overlap/.../comm_only      the collectives that step issues (recorded from it: kind, size, order),
 //                              replayed back to back, each waited for, on scratch buffers
-// Overlap pays when step < compute_only + comm_only. Run under mpirun (see bench_collectives.cpp).
+// Overlap pays when step < compute_only + comm_only (perf/README.md has the numbers and why this
+// machine cannot show it). Run under mpirun (see bench_collectives.cpp).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
