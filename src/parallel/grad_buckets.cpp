@@ -1,6 +1,7 @@
 #include "parallel/grad_buckets.hpp"
 
 #include <string>
+#include <utility>
 
 #include "comm/cast_collectives.hpp"
 #include "kernels/elementwise.hpp"
@@ -8,14 +9,28 @@
 namespace shardft {
 
 GradBuckets::GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned,
-                         const GradBucketOptions& opt)
-    : part_(part), group_(group), owned_(owned), opt_(opt) {}
+                         const GradBucketOptions& opt, BufferPool* pool)
+    : part_(part), group_(group), owned_(owned), opt_(opt), pool_(pool) {}
 
-void GradBuckets::add(int unit, const float* grad, View1<float> keep) {
+View1<float> GradBuckets::take(std::int64_t n, const char* label) {
+  if (pool_) return pool_->take(n, label);
+  return View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
+}
+
+void GradBuckets::give(View1<float>& v) {
+  if (pool_) {
+    pool_->give(v);
+  } else {
+    v = View1<float>();
+  }
+}
+
+void GradBuckets::add(int unit, const float* grad, View1<float>&& keep) {
   const std::int64_t n = part_.units()[unit].padded;
   // DeepSpeed's rule: send what is open before this unit would take it past the bucket size.
   if (!open_.empty() && open_elements_ + n > opt_.bucket_elements) launch();
   open_.push_back({unit, grad, keep});
+  keep = View1<float>();  // the bucket's is the only reference now, so it can pool the buffer
   open_elements_ += n;
   if (open_elements_ >= opt_.bucket_elements) launch();
   progress();
@@ -36,9 +51,9 @@ void GradBuckets::launch() {
   if (open_.size() == 1) {  // the unit's own buffer is already laid out rank-major
     send = open_[0].grad;
     b.keep_unit = open_[0].keep;
+    open_[0].keep = View1<float>();
   } else {
-    b.send = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("grad_bucket_send")),
-                          shard_total * group_.size());
+    b.send = take(shard_total * group_.size(), "grad_bucket_send");
     std::int64_t at = 0;  // this unit's offset inside each rank's block of the bucket
     for (const Piece& p : open_) {
       const std::int64_t s = part_.units()[p.unit].shard;
@@ -48,20 +63,23 @@ void GradBuckets::launch() {
       }
       at += s;
     }
+    for (Piece& p : open_) give(p.keep);  // copied into the bucket
     send = b.send.data();
   }
-  b.recv = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("grad_bucket_recv")), shard_total);
+  b.recv = take(shard_total, "grad_bucket_recv");
   const std::size_t count = static_cast<std::size_t>(shard_total);
   if (opt_.bf16) {
     // The bf16 copy of the send is made here, so the fp32 gradients can go at once.
     b.request = ireduce_scatter_as_bf16(group_, send, count, b.recv.data(), false);
-    b.send = b.keep_unit = View1<float>();
+    give(b.send);
+    give(b.keep_unit);
   } else {
     b.request = group_.ireduce_scatter(send, b.recv.data(), count, DType::f32, ReduceOp::sum);
   }
   open_.clear();
   open_elements_ = 0;
   inflight_.push_back(std::move(b));
+  b.send = b.recv = b.keep_unit = View1<float>();  // Kokkos 3.4 copies views on move: leave one reference
   ++started_;
   if (!opt_.overlap) complete_front();  // the blocking reduction: nothing is left in flight
 }
@@ -76,6 +94,9 @@ void GradBuckets::complete_front() {
                 Unmanaged1<const float>(b.recv.data() + at, fu.shard));
     at += fu.shard;
   }
+  give(b.send);
+  give(b.recv);
+  give(b.keep_unit);
   inflight_.pop_front();
 }
 

@@ -15,6 +15,7 @@
 
 #include "comm/communicator.hpp"
 #include "kernels/types.hpp"
+#include "parallel/buffer_pool.hpp"
 #include "parallel/flat_partition.hpp"
 
 namespace shardft {
@@ -30,14 +31,18 @@ struct GradBucketOptions {
 class GradBuckets {
  public:
   // Reduced shards are added into `owned` at each unit's shard_offset.
-  GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned, const GradBucketOptions& opt);
+  // Staging buffers come from `pool` and go back to it, with each unit's buffer once its bucket is
+  // reduced (nullptr: plain allocations).
+  GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned, const GradBucketOptions& opt,
+              BufferPool* pool = nullptr);
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
   // `unit`'s whole (padded) gradient is final. `keep` holds its memory until the bucket is reduced (a
-  // temporary per-unit buffer); pass an empty view when `grad` points into memory that outlives the
-  // step's reduction (stage 1's full gradient).
-  void add(int unit, const float* grad, View1<float> keep);
+  // temporary per-unit buffer, which add takes over and empties, and which goes back to the pool
+  // once reduced); pass an empty view when `grad` points into memory that outlives the step's
+  // reduction (stage 1's full gradient).
+  void add(int unit, const float* grad, View1<float>&& keep);
   // Starts the open bucket (the end of a backward: nothing more joins it).
   void flush();
   // Tests the buckets in flight (MPI progresses them only inside MPI calls) and completes those at the
@@ -67,11 +72,14 @@ class GradBuckets {
   };
   void launch();
   void complete_front();
+  View1<float> take(std::int64_t n, const char* label);
+  void give(View1<float>& v);
 
   const FlatPartition& part_;
   Communicator& group_;
   View1<float> owned_;
   GradBucketOptions opt_;
+  BufferPool* pool_;
   std::vector<Piece> open_;
   std::int64_t open_elements_ = 0;
   std::deque<Bucket> inflight_;

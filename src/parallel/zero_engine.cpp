@@ -99,7 +99,8 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communi
   bucketed_.assign(units.size(), 0);
   if (cfg.stage >= 1 && !cfg.quantized_gradients) {
     buckets_ = std::make_unique<GradBuckets>(part_, group_, grad_owned_,
-                                             GradBucketOptions{cfg.reduce_bucket_elements, cfg.bf16_gradients, cfg.overlap_comm});
+                                             GradBucketOptions{cfg.reduce_bucket_elements, cfg.bf16_gradients, cfg.overlap_comm},
+                                             &pool_);
   }
 }
 
@@ -260,7 +261,8 @@ Unmanaged1<float> ZeroEngine::grad(int param) {
   const std::int64_t n = layout_.params()[param].numel(), off = part_.offset_in_unit(param);
   if (cfg_.stage <= 1) return Unmanaged1<float>(full_grads_.data() + part_.units()[u].full_offset + off, n);
   if (unit_grads_[u].extent(0) == 0) {
-    unit_grads_[u] = View1<float>(std::string("zero_unit_grad"), part_.units()[u].padded);
+    unit_grads_[u] = pool_.take(part_.units()[u].padded, "zero_unit_grad");
+    Kokkos::deep_copy(unit_grads_[u], 0.f);  // backward accumulates into it
     track_peaks();
   }
   return Unmanaged1<float>(unit_grads_[u].data() + off, n);
@@ -280,10 +282,10 @@ void ZeroEngine::block_done(int block) {
   if (cfg_.stage == 0 || unit_grads_[u].extent(0) == 0) return;
   if (cfg_.quantized_gradients) {
     reduce_unit_grad_int4(u, unit_grads_[u].data());
+    pool_.give(unit_grads_[u]);
   } else {
-    buckets_->add(u, unit_grads_[u].data(), unit_grads_[u]);  // the bucket holds the buffer until reduced
+    buckets_->add(u, unit_grads_[u].data(), std::move(unit_grads_[u]));  // held until reduced, then pooled
   }
-  unit_grads_[u] = View1<float>();
   track_peaks();
 }
 
@@ -354,6 +356,7 @@ MemoryReport ZeroEngine::memory() const {
   m.optimizer = 4 * static_cast<std::int64_t>(master_.extent(0) + exp_avg_.extent(0) + exp_avg_sq_.extent(0));
   m.peak_gathered = peak_gathered_;
   m.peak_unit_grads = peak_unit_grads_;
+  m.pooled = 4 * pool_.held_elements();
   return m;
 }
 

@@ -20,6 +20,7 @@
 #include "comm/communicator.hpp"
 #include "config/model_config.hpp"
 #include "model/decoder.hpp"
+#include "parallel/buffer_pool.hpp"
 #include "parallel/flat_partition.hpp"
 #include "parallel/grad_buckets.hpp"
 
@@ -59,6 +60,7 @@ struct ZeroPlusPlusGroups {
 struct MemoryReport {
   std::int64_t weights = 0, grads = 0, optimizer = 0;
   std::int64_t peak_gathered = 0, peak_unit_grads = 0;
+  std::int64_t pooled = 0;  // transient buffers held for reuse between blocks and steps (buffer_pool.hpp)
 };
 
 class ZeroEngine : public ParamSource, public GradSink {
@@ -119,6 +121,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   const GradBuckets* grad_buckets() const { return buckets_.get(); }  // nullptr at stage 0 and with qgZ
 
   MemoryReport memory() const;
+  const BufferPool& buffer_pool() const { return pool_; }
   const FlatPartition& partition() const { return part_; }
   int stage() const { return cfg_.stage; }
   Communicator& group() { return group_; }
@@ -166,6 +169,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   View1<float> master_, exp_avg_, exp_avg_sq_;
   View1<float> scratch_shard_;  // qgZ: receives one unit's reduce-scatter
 
+  BufferPool pool_;                        // gathered units, unit gradients, bucket staging (before buckets_)
   std::vector<View1<float>> gathered_;     // stage 3: per unit, while acquired or prefetched
   std::vector<RequestPtr> pending_;        // stage 3: per unit, a prefetch in flight
   std::vector<int> refcount_;

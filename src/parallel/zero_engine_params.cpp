@@ -12,7 +12,7 @@ namespace shardft {
 void ZeroEngine::gather_unit(int unit, bool nonblocking) {
   const FlatUnit& u = part_.units()[unit];
   if (gathered_[unit].extent(0) == 0) {
-    gathered_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("zero_gathered")), u.padded);
+    gathered_[unit] = pool_.take(u.padded, "zero_gathered");
   }
   const std::size_t shard = static_cast<std::size_t>(u.shard);
   RequestPtr r;
@@ -120,7 +120,7 @@ void ZeroEngine::release(int block) {
   progress();
   if (cfg_.stage < 3) return;
   for (int u : part_.units_of_block(block)) {
-    if (--refcount_[u] == 0 && !pending_[u]) gathered_[u] = View1<float>();
+    if (--refcount_[u] == 0 && !pending_[u]) pool_.give(gathered_[u]);
     if (!forward_ && refcount_[u] == 0) secondary_[u] = View1<float>();  // its backward gather is done
   }
 }
@@ -131,7 +131,7 @@ void ZeroEngine::drain_gathers() {
       pending_[u]->wait();
       pending_[u].reset();
     }
-    if (refcount_[u] == 0) gathered_[u] = View1<float>();
+    if (refcount_[u] == 0) pool_.give(gathered_[u]);
     secondary_[u] = View1<float>();
   }
 }

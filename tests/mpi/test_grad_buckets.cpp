@@ -105,5 +105,40 @@ TEST(GradBuckets, Bf16GradientsDoNotDependOnTheBucketSize) {
   }
 }
 
+// The engine's transient buffers (gathered units, unit gradients, bucket staging) come from its pool.
+// With blocking reductions every step needs the same buffers, so steps after the first allocate
+// nothing; overlapped, a later step may find more buckets in flight at once than the first did (a
+// matter of timing), so the pool may grow a little, but the three later steps together allocate
+// less than the first step alone (without the pool each would allocate as much as the first).
+TEST(GradBuckets, LaterStepsReuseTheFirstStepsBuffers) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world");
+  const auto data = samples(4 * world.size());
+  for (int stage = 2; stage <= 3; ++stage) {
+    for (const char* bucket : {"1", "auto"}) {
+      for (bool overlap : {false, true}) {
+        TrainConfig cfg = tiny(stage, 2, false);
+        cfg.reduce_bucket_size = bucket;
+        Trainer tr(cfg, 4, world);
+        tr.engine().set_overlap_comm(overlap);
+        std::int64_t after_first = 0;
+        for (int s = 0; s < 4; ++s) {
+          tr.step({collate(data, {2 * world.rank()}), collate(data, {2 * world.rank() + 1})});
+          if (s == 0) after_first = tr.engine().buffer_pool().allocations();
+        }
+        const std::int64_t later = tr.engine().buffer_pool().allocations() - after_first;
+        const std::string what = "stage " + std::to_string(stage) + ", reduce_bucket_size " + bucket +
+                                 (overlap ? ", overlapped" : ", blocking");
+        EXPECT_GT(after_first, 0) << what;
+        if (overlap) {
+          EXPECT_LT(later, after_first) << what << ": later steps allocated " << later;
+        } else {
+          EXPECT_EQ(later, 0) << what << ": a later step allocated";
+        }
+        EXPECT_GT(tr.engine().memory().pooled, 0) << what;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardft
