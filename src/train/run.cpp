@@ -342,7 +342,8 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
   const MemoryReport after = tr.engine().memory();
   log << "peak memory per rank: " << peak_rss_bytes() << " B measured (process RSS); model state "
       << after.weights + after.grads + after.optimizer << " B + transient gathers " << after.peak_gathered
-      << " B + gradient units " << after.peak_unit_grads << " B" << std::endl;
+      << " B + gradient units " << after.peak_unit_grads << " B (buffers kept for reuse at the end: " << after.pooled
+      << " B)" << std::endl;
   save_model(tr, model_path(cfg), writer);
   if (writer) {
     // output_dir is then an HF model directory: transformers and `--model_name_or_path` both load it.
