@@ -10,14 +10,27 @@
 //   overlap/.../comm_only      the collectives that step issues (recorded from it: kind, size, order),
 //                              replayed back to back, each waited for, on scratch buffers
 // Overlap pays when step < compute_only + comm_only (perf/README.md has the numbers and why this
-// machine cannot show it). Run under mpirun (see bench_collectives.cpp).
+// machine cannot show it: its MPI moves data with the very cores that compute). This VM's speed also
+// drifts 20-30 % over minutes, which makes rows measured a minute apart hard to add up, so
+//   overlap/.../paired         runs all of them in every iteration, one step each, interleaved:
+//                              compute-only, the replayed collectives, overlapped and blocking steps
+//                              over MPI, and an overlapped step over a modeled link that carries data
+//                              without the CPU (as NCCL over NVLink or an RDMA NIC does): each
+//                              collective a no-op on the data that completes when a 1 GB/s wire,
+//                              taking one collective after another, would have carried this rank's
+//                              bytes; waiting for it sleeps. Counters: each variant's mean in ms,
+//                              `excess_ms` = step - compute - comm (< 0: the overlap pays), and
+//                              `link_hidden` = the share of the link's wire time the step hid.
+// Run under mpirun (see bench_collectives.cpp).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/mpi_communicator.hpp"
@@ -109,6 +122,64 @@ class NoCommCommunicator : public Communicator {
   ByteLedger ledger_;
 };
 
+// A wire that needs no CPU: every collective is a no-op on the data (a reduce-scatter zeroes its
+// output, as above) and completes when a link of `bytes_per_s`, carrying one collective after
+// another, would have sent this rank's bus bytes (the ledger's count). wait() sleeps until then,
+// leaving the core idle, as a rank blocked on a DMA-driven transfer does.
+class ModeledLinkCommunicator : public Communicator {
+ public:
+  using Clock = std::chrono::steady_clock;
+  ModeledLinkCommunicator(const Communicator& like, double bytes_per_s)
+      : rank_(like.rank()), size_(like.size()), bytes_per_s_(bytes_per_s) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  const char* backend() const override { return "modeled link"; }
+  RequestPtr iall_reduce(const void*, void*, std::size_t n, DType t, ReduceOp) override {
+    return carry(Collective::all_reduce, double(n) * dtype_size(t));
+  }
+  RequestPtr ireduce_scatter(const void*, void* r, std::size_t n, DType t, ReduceOp) override {
+    std::memset(r, 0, n * dtype_size(t));
+    return carry(Collective::reduce_scatter, double(n) * size_ * dtype_size(t));
+  }
+  RequestPtr iall_gather(const void*, void*, std::size_t n, DType t) override {
+    return carry(Collective::all_gather, double(n) * size_ * dtype_size(t));
+  }
+  RequestPtr ibroadcast(void*, std::size_t n, DType t, int) override {
+    return carry(Collective::broadcast, double(n) * dtype_size(t));
+  }
+  RequestPtr iall_to_all(const void*, void*, std::size_t n, DType t) override {
+    return carry(Collective::all_to_all, double(n) * size_ * dtype_size(t));
+  }
+  void barrier() override {}
+  ByteLedger& ledger() override { return ledger_; }
+  double wire_seconds() const { return wire_seconds_; }  // all collectives so far, back to back
+
+ private:
+  struct OnTheWire : Request {
+    explicit OnTheWire(Clock::time_point t) : done_at(t) {}
+    void wait() override { std::this_thread::sleep_until(done_at); }
+    bool test() override { return Clock::now() >= done_at; }
+    Clock::time_point done_at;
+  };
+  RequestPtr carry(Collective c, double total_bytes) {
+    const double bytes = bus_bytes(c, total_bytes, size_);
+    ledger_.record(c, bytes);
+    const double seconds = bytes / bytes_per_s_;
+    wire_seconds_ += seconds;
+    link_free_at_ = std::max(link_free_at_, Clock::now()) +
+                    std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    return std::make_unique<OnTheWire>(link_free_at_);
+  }
+  int rank_, size_;
+  double bytes_per_s_, wire_seconds_ = 0;
+  Clock::time_point link_free_at_{};
+  std::string name_ = "modeled_link";
+  ByteLedger ledger_;
+};
+
+constexpr double kModeledLinkBytesPerSecond = 1e9;
+
 TrainConfig overlap_config() {
   TrainConfig cfg;
   cfg.model.hidden_size = 512;
@@ -150,6 +221,42 @@ double timed(Fn&& fn) {
   return elapsed;
 }
 
+using RecordedOps = std::vector<RecordingCommunicator::Op>;
+
+// The collectives one step issues (after a warm-up step), in order.
+RecordedOps record_step_collectives(MpiCommunicator& world) {
+  RecordingCommunicator recorder(world);
+  Trainer tr(overlap_config(), 1000000, recorder);
+  const TokenBatch mb = random_sequence(128, 1000u + static_cast<unsigned>(world.rank()));
+  tr.step({mb});
+  recorder.recording = true;
+  tr.step({mb});
+  return recorder.ops;
+}
+
+// The largest buffer any of them reads or writes, in bytes.
+std::size_t largest_buffer(const RecordedOps& ops, int ranks) {
+  std::size_t most = 0;
+  for (const auto& op : ops) {
+    const bool whole = op.kind == Collective::all_reduce || op.kind == Collective::broadcast;
+    most = std::max(most, op.count * dtype_size(op.type) * (whole ? 1 : ranks));
+  }
+  return most;
+}
+
+// Runs them back to back on c, each waited for.
+void replay(const RecordedOps& ops, Communicator& c, void* send, void* recv) {
+  for (const auto& op : ops) {
+    switch (op.kind) {
+      case Collective::all_reduce: c.all_reduce(send, recv, op.count, op.type, op.op); break;
+      case Collective::reduce_scatter: c.reduce_scatter(send, recv, op.count, op.type, op.op); break;
+      case Collective::all_gather: c.all_gather(send, recv, op.count, op.type); break;
+      case Collective::broadcast: c.broadcast(recv, op.count, op.type, 0); break;
+      case Collective::all_to_all: c.all_to_all(send, recv, op.count, op.type); break;
+    }
+  }
+}
+
 enum class Mode { overlap, blocking, compute_only };
 
 void overlap_step(benchmark::State& state, Mode mode) {
@@ -182,37 +289,50 @@ void overlap_step(benchmark::State& state, Mode mode) {
 
 void comm_only(benchmark::State& state) {
   MpiCommunicator& world = bench_world();
-  RecordingCommunicator recorder(world);
-  Trainer tr(overlap_config(), 1000000, recorder);
-  const TokenBatch mb = random_sequence(128, 1000u + static_cast<unsigned>(world.rank()));
-  tr.step({mb});
-  recorder.recording = true;
-  tr.step({mb});
-  recorder.recording = false;
-  std::size_t most = 0;  // the largest buffer any collective of the step reads or writes, in bytes
-  for (const auto& op : recorder.ops) {
-    const bool whole = op.kind == Collective::all_reduce || op.kind == Collective::broadcast;
-    most = std::max(most, op.count * dtype_size(op.type) * (whole ? 1 : world.size()));
-  }
-  std::vector<char> send(most, 0), recv(most, 0);  // zeros: valid in every type, and bf16 sums stay finite
+  const RecordedOps ops = record_step_collectives(world);
+  std::vector<char> send(largest_buffer(ops, world.size()), 0), recv(send.size(), 0);  // zeros: valid in every type
   const double before = world.ledger().total();
-  for (auto _ : state) {
-    state.SetIterationTime(timed([&] {
-      for (const auto& op : recorder.ops) {
-        switch (op.kind) {
-          case Collective::all_reduce: world.all_reduce(send.data(), recv.data(), op.count, op.type, op.op); break;
-          case Collective::reduce_scatter: world.reduce_scatter(send.data(), recv.data(), op.count, op.type, op.op); break;
-          case Collective::all_gather: world.all_gather(send.data(), recv.data(), op.count, op.type); break;
-          case Collective::broadcast: world.broadcast(recv.data(), op.count, op.type, 0); break;
-          case Collective::all_to_all: world.all_to_all(send.data(), recv.data(), op.count, op.type); break;
-        }
-      }
-    }));
-  }
+  for (auto _ : state) state.SetIterationTime(timed([&] { replay(ops, world, send.data(), recv.data()); }));
   state.counters["ranks"] = world.size();
-  state.counters["collectives_per_step"] = static_cast<double>(recorder.ops.size());
+  state.counters["collectives_per_step"] = static_cast<double>(ops.size());
   state.counters["comm_bytes_per_step"] = (world.ledger().total() - before) / static_cast<double>(state.iterations());
   state.SetLabel("the step's collectives, replayed blocking");
+}
+
+void paired(benchmark::State& state) {
+  MpiCommunicator& world = bench_world();
+  NoCommCommunicator nowire(world);
+  ModeledLinkCommunicator link(world, kModeledLinkBytesPerSecond);
+  Trainer compute(overlap_config(), 1000000, nowire), overlapped(overlap_config(), 1000000, world),
+      blocking(overlap_config(), 1000000, world), over_link(overlap_config(), 1000000, link);
+  blocking.engine().set_overlap_comm(false);
+  const RecordedOps ops = record_step_collectives(world);
+  std::vector<char> send(largest_buffer(ops, world.size()), 0), recv(send.size(), 0);
+  const TokenBatch mb = random_sequence(128, 1000u + static_cast<unsigned>(world.rank()));
+  for (Trainer* t : {&compute, &overlapped, &blocking, &over_link}) t->step({mb});  // warm-up
+  double c = 0, m = 0, s = 0, b = 0, l = 0, wire = 0;
+  for (auto _ : state) {
+    c += timed([&] { compute.step({mb}); });
+    m += timed([&] { replay(ops, world, send.data(), recv.data()); });
+    const double step = timed([&] { overlapped.step({mb}); });
+    s += step;
+    b += timed([&] { blocking.step({mb}); });
+    const double before = link.wire_seconds();
+    l += timed([&] { over_link.step({mb}); });
+    wire += link.wire_seconds() - before;
+    state.SetIterationTime(step);
+  }
+  const double n = static_cast<double>(state.iterations()), ms = 1e3 / n;
+  state.counters["compute_ms"] = c * ms;
+  state.counters["comm_ms"] = m * ms;
+  state.counters["step_ms"] = s * ms;
+  state.counters["step_blocking_ms"] = b * ms;
+  state.counters["excess_ms"] = (s - c - m) * ms;
+  state.counters["link_step_ms"] = l * ms;
+  state.counters["link_wire_ms"] = wire * ms;
+  state.counters["link_hidden"] = (c + wire - l) / wire;
+  state.counters["ranks"] = world.size();
+  state.SetLabel("time: the overlapped step over MPI");
 }
 
 const bool registered = [] {
@@ -226,6 +346,10 @@ const bool registered = [] {
   }
   benchmark::RegisterBenchmark((base + "comm_only").c_str(), comm_only)
       ->Iterations(8)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark((base + "paired").c_str(), paired)
+      ->Iterations(6)
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
   return true;
