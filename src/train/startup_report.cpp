@@ -11,8 +11,10 @@ std::string build_description() {
   std::ostringstream s;
   s << "Kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "." << KOKKOS_VERSION % 100 << " ("
     << Kokkos::DefaultExecutionSpace::name() << "), GEMM "
-#if defined(SHARDFT_HAVE_CUDA)
-    << "BLAS on the host, cuBLAS linked"
+#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
+    << "cuBLAS (device views)"
+#elif defined(SHARDFT_HAVE_CUDA)
+    << "BLAS (OpenBLAS); cuBLAS linked but idle, this Kokkos has no CUDA backend"
 #else
     << "BLAS (OpenBLAS)"
 #endif

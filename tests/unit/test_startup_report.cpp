@@ -21,6 +21,18 @@ TEST(StartupReport, NamesTheBuildTheTopologyAndEveryChangedKeyWithItsSource) {
   EXPECT_EQ(r.find("  adam_beta1:"), std::string::npos) << r;
 }
 
+// Where GEMMs run: BLAS unless Kokkos itself has a CUDA backend (views then live on the GPU and go
+// to cuBLAS); a CUDA toolkit alone does not move them.
+TEST(StartupReport, SaysWhichLibraryRunsTheGemms) {
+  const std::string b = build_description();
+#if defined(KOKKOS_ENABLE_CUDA) && defined(SHARDFT_HAVE_CUDA)
+  EXPECT_NE(b.find("GEMM cuBLAS (device views)"), std::string::npos) << b;
+#else
+  EXPECT_NE(b.find("GEMM BLAS (OpenBLAS)"), std::string::npos) << b;
+  EXPECT_EQ(b.find("GEMM cuBLAS"), std::string::npos) << b;
+#endif
+}
+
 TEST(StartupReport, OneNodeFromMpiReadsSo) {
   const std::string r = startup_report(TrainConfig{}, JobShape{2, 1, 2, false, 2});
   EXPECT_NE(r.find("topology: 2 ranks = 1 node x 2 ranks per node (from MPI); shard groups of 2, 1 replica\n"),
