@@ -14,6 +14,7 @@
 #include "io/safetensors.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
+#include "train/chat_model.hpp"
 #include "train/generate.hpp"
 #include "train/hf_export.hpp"
 #include "train/trainer.hpp"

@@ -16,6 +16,7 @@
 #include "model/decoder.hpp"
 #include "model/decoder_cache.hpp"
 #include "train/evaluate.hpp"
+#include "train/chat_model.hpp"
 #include "train/generate.hpp"
 
 namespace shardft {
