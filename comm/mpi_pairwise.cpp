@@ -66,6 +66,7 @@ class PairwiseGather : public Request {
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
+    for (std::size_t n : len) message_count(n);  // throws before anything is posted
     const std::size_t esize = dtype_size(t);
     char* own_out = out + first[rank] * esize;
     if (own != own_out) std::memcpy(own_out, own, len[rank] * esize);
@@ -73,9 +74,9 @@ class PairwiseGather : public Request {
     for (int k = 1; k < size; ++k) {
       const int from = (rank - k + size) % size, to = (rank + k) % size;
       reqs_.emplace_back(MPI_REQUEST_NULL);
-      MPI_Irecv(out + first[from] * esize, message_count(len[from]), mpi_datatype(t), from, tag, comm, &reqs_.back());
+      MPI_Irecv(out + first[from] * esize, static_cast<int>(len[from]), mpi_datatype(t), from, tag, comm, &reqs_.back());
       reqs_.emplace_back(MPI_REQUEST_NULL);
-      MPI_Isend(own_out, message_count(len[rank]), mpi_datatype(t), to, tag, comm, &reqs_.back());
+      MPI_Isend(own_out, static_cast<int>(len[rank]), mpi_datatype(t), to, tag, comm, &reqs_.back());
     }
   }
   ~PairwiseGather() override { wait(); }  // never leave a collective dangling
