@@ -2,6 +2,15 @@
 
 namespace shardft {
 
+namespace {
+struct Completed : Request {
+  void wait() override {}
+  bool test() override { return true; }
+};
+}  // namespace
+
+RequestPtr completed_request() { return std::make_unique<Completed>(); }
+
 std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::f32: case DType::i32: return 4;

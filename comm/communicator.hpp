@@ -29,6 +29,9 @@ class Request {
 };
 using RequestPtr = std::unique_ptr<Request>;
 
+// A request that is already complete (a collective with nothing to move, or done synchronously).
+RequestPtr completed_request();
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -1,27 +1,20 @@
 #include "comm/mpi_communicator.hpp"
 
-#include <cstring>
 #include <stdexcept>
 
 #include "comm/mpi_pairwise.hpp"
-#include "kernels/bf16.hpp"
 
 namespace shardft {
 
 namespace {
 
-// bf16 has no MPI type: reduce it as uint16 bit patterns through user ops that add (or max) in fp32.
+// bf16 has no MPI type: reduce it as uint16 bit patterns through user ops that add (or max) in fp32,
+// as the pairwise exchanges do (inout = inout op in).
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = bf16::round_bits(bf16::to_float(a[i]) + bf16::to_float(b[i]));
+  reduce_elements(DType::bf16, ReduceOp::sum, inout, in, inout, static_cast<std::size_t>(*len));
 }
 void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
-  auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    if (bf16::to_float(a[i]) > bf16::to_float(b[i])) b[i] = a[i];
-  }
+  reduce_elements(DType::bf16, ReduceOp::max, inout, in, inout, static_cast<std::size_t>(*len));
 }
 
 MPI_Op mpi_op(DType t, ReduceOp op) {
@@ -41,13 +34,6 @@ MPI_Op mpi_op(DType t, ReduceOp op) {
 // pairwise point-to-point exchanges (comm/mpi_pairwise.hpp), which move the data in the fewest bytes
 // per rank; below it MPI's latency-bound algorithms (recursive doubling, Bruck) win.
 constexpr std::size_t kPairwiseBytes = 64 * 1024;
-
-int checked_count(std::size_t count) {
-  if (count > static_cast<std::size_t>(INT32_MAX)) {
-    throw std::length_error("collective of " + std::to_string(count) + " elements exceeds MPI's int count; bucket it");
-  }
-  return static_cast<int>(count);
-}
 
 class MpiRequest : public Request {
  public:
@@ -84,7 +70,7 @@ RequestPtr MpiCommunicator::iall_reduce(const void* send, void* recv, std::size_
     return start_pairwise_all_reduce(p2p_comm(), next_p2p_tag(), send, recv, count, t, op);
   }
   auto r = std::make_unique<MpiRequest>();
-  MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count), mpi_datatype(t), mpi_op(t, op), comm_, &r->req);
+  MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(count), mpi_datatype(t), mpi_op(t, op), comm_, &r->req);
   return r;
 }
 
@@ -99,7 +85,7 @@ RequestPtr MpiCommunicator::ireduce_scatter(const void* send, void* recv, std::s
     return start_pairwise_reduce_scatter(p2p_comm(), next_p2p_tag(), send, recv, recv_count, t, op);
   }
   auto r = std::make_unique<MpiRequest>();
-  MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, checked_count(recv_count), mpi_datatype(t),
+  MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(recv_count), mpi_datatype(t),
                             mpi_op(t, op), comm_, &r->req);
   return r;
 }
@@ -126,7 +112,7 @@ RequestPtr MpiCommunicator::iall_gather(const void* send, void* recv, std::size_
   }
   auto r = std::make_unique<MpiRequest>();
   const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * send_count * sz;
-  MPI_Iallgather(in_place ? MPI_IN_PLACE : send, checked_count(send_count), mpi_datatype(t), recv, checked_count(send_count),
+  MPI_Iallgather(in_place ? MPI_IN_PLACE : send, mpi_count(send_count), mpi_datatype(t), recv, mpi_count(send_count),
                  mpi_datatype(t), comm_, &r->req);
   return r;
 }
@@ -134,14 +120,14 @@ RequestPtr MpiCommunicator::iall_gather(const void* send, void* recv, std::size_
 RequestPtr MpiCommunicator::ibroadcast(void* buf, std::size_t count, DType t, int root) {
   auto r = std::make_unique<MpiRequest>();
   ledger_.record(Collective::broadcast, bus_bytes(Collective::broadcast, double(count) * dtype_size(t), size_));
-  MPI_Ibcast(buf, checked_count(count), mpi_datatype(t), root, comm_, &r->req);
+  MPI_Ibcast(buf, mpi_count(count), mpi_datatype(t), root, comm_, &r->req);
   return r;
 }
 
 RequestPtr MpiCommunicator::iall_to_all(const void* send, void* recv, std::size_t count, DType t) {
   auto r = std::make_unique<MpiRequest>();
   ledger_.record(Collective::all_to_all, bus_bytes(Collective::all_to_all, double(count) * size_ * dtype_size(t), size_));
-  MPI_Ialltoall(send, checked_count(count), mpi_datatype(t), recv, checked_count(count), mpi_datatype(t), comm_, &r->req);
+  MPI_Ialltoall(send, mpi_count(count), mpi_datatype(t), recv, mpi_count(count), mpi_datatype(t), comm_, &r->req);
   return r;
 }
 

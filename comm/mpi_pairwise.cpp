@@ -25,6 +25,13 @@ MPI_Datatype mpi_datatype(DType t) {
   return MPI_BYTE;
 }
 
+int mpi_count(std::size_t count) {
+  if (count > static_cast<std::size_t>(INT32_MAX)) {
+    throw std::length_error("collective of " + std::to_string(count) + " elements exceeds MPI's int count; bucket it");
+  }
+  return static_cast<int>(count);
+}
+
 namespace {
 
 // The MPI backend's buffers are host memory, so these are plain loops (the compiler vectorizes them).
@@ -45,18 +52,6 @@ void combine_bf16(ReduceOp op, const std::uint16_t* a, const std::uint16_t* b, s
   }
 }
 
-int message_count(std::size_t count) {
-  if (count > static_cast<std::size_t>(INT32_MAX)) {
-    throw std::length_error("collective of " + std::to_string(count) + " elements exceeds MPI's int count; bucket it");
-  }
-  return static_cast<int>(count);
-}
-
-struct Completed : Request {
-  void wait() override {}
-  bool test() override { return true; }
-};
-
 // Every rank sends block `rank` (from `own`) to every other rank and receives theirs, block b landing
 // at out + first[b]. Direct messages: each rank sends and receives (N-1)/N of the result once.
 class PairwiseGather : public Request {
@@ -66,7 +61,7 @@ class PairwiseGather : public Request {
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    for (std::size_t n : len) message_count(n);  // throws before anything is posted
+    for (std::size_t n : len) mpi_count(n);  // throws before anything is posted
     const std::size_t esize = dtype_size(t);
     char* own_out = out + first[rank] * esize;
     if (own != own_out) std::memcpy(own_out, own, len[rank] * esize);
@@ -104,7 +99,7 @@ class PairwiseReduction : public Request {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     steps_ = size_ - 1;
-    for (std::size_t n : len_) message_count(n);
+    for (std::size_t n : len_) mpi_count(n);
     const char* own = block_in(rank_);
     // Step 1 lands in the result itself unless the input is there (in place); the steps after it
     // alternate between two scratch blocks.
@@ -222,7 +217,7 @@ void reduce_elements(DType t, ReduceOp op, const void* a, const void* b, void* o
 RequestPtr start_pairwise_reduce_scatter(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count,
                                          DType t, ReduceOp op) {
   if (t == DType::i8 || t == DType::u8) throw std::invalid_argument("reductions over 8-bit integers are not supported");
-  if (count == 0) return std::make_unique<Completed>();
+  if (count == 0) return completed_request();
   int n = 1;
   MPI_Comm_size(comm, &n);
   std::vector<std::size_t> first(static_cast<std::size_t>(n)), len(static_cast<std::size_t>(n), count);
@@ -234,7 +229,7 @@ RequestPtr start_pairwise_reduce_scatter(MPI_Comm comm, int tag, const void* sen
 RequestPtr start_pairwise_all_reduce(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count, DType t,
                                      ReduceOp op) {
   if (t == DType::i8 || t == DType::u8) throw std::invalid_argument("reductions over 8-bit integers are not supported");
-  if (count == 0) return std::make_unique<Completed>();
+  if (count == 0) return completed_request();
   int n = 1, rank = 0;
   MPI_Comm_size(comm, &n);
   MPI_Comm_rank(comm, &rank);
@@ -252,7 +247,7 @@ RequestPtr start_pairwise_all_reduce(MPI_Comm comm, int tag, const void* send, v
 }
 
 RequestPtr start_pairwise_all_gather(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count, DType t) {
-  if (count == 0) return std::make_unique<Completed>();
+  if (count == 0) return completed_request();
   int n = 1;
   MPI_Comm_size(comm, &n);
   std::vector<std::size_t> first(static_cast<std::size_t>(n)), len(static_cast<std::size_t>(n), count);

@@ -30,6 +30,8 @@ namespace shardft {
 
 // The MPI type that carries t (bf16 travels as 16-bit patterns).
 MPI_Datatype mpi_datatype(DType t);
+// count as MPI's int count; throws std::length_error beyond INT32_MAX elements.
+int mpi_count(std::size_t count);
 
 // out[i] = a[i] op b[i] for n elements of t; out may alias a or b. bf16 is combined in fp32 and
 // rounded to nearest even. Throws std::invalid_argument for 8-bit integers.
