@@ -9,21 +9,8 @@
 namespace shardft {
 
 GradBuckets::GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned,
-                         const GradBucketOptions& opt, BufferPool* pool)
+                         const GradBucketOptions& opt, BufferPool& pool)
     : part_(part), group_(group), owned_(owned), opt_(opt), pool_(pool) {}
-
-View1<float> GradBuckets::take(std::int64_t n, const char* label) {
-  if (pool_) return pool_->take(n, label);
-  return View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
-}
-
-void GradBuckets::give(View1<float>& v) {
-  if (pool_) {
-    pool_->give(v);
-  } else {
-    v = View1<float>();
-  }
-}
 
 void GradBuckets::add(int unit, const float* grad, View1<float>&& keep) {
   const std::int64_t n = part_.units()[unit].padded;
@@ -53,7 +40,7 @@ void GradBuckets::launch() {
     b.keep_unit = open_[0].keep;
     open_[0].keep = View1<float>();
   } else {
-    b.send = take(shard_total * group_.size(), "grad_bucket_send");
+    b.send = pool_.take(shard_total * group_.size(), "grad_bucket_send");
     std::int64_t at = 0;  // this unit's offset inside each rank's block of the bucket
     for (const Piece& p : open_) {
       const std::int64_t s = part_.units()[p.unit].shard;
@@ -63,16 +50,16 @@ void GradBuckets::launch() {
       }
       at += s;
     }
-    for (Piece& p : open_) give(p.keep);  // copied into the bucket
+    for (Piece& p : open_) pool_.give(p.keep);  // copied into the bucket
     send = b.send.data();
   }
-  b.recv = take(shard_total, "grad_bucket_recv");
+  b.recv = pool_.take(shard_total, "grad_bucket_recv");
   const std::size_t count = static_cast<std::size_t>(shard_total);
   if (opt_.bf16) {
     // The bf16 copy of the send is made here, so the fp32 gradients can go at once.
     b.request = ireduce_scatter_as_bf16(group_, send, count, b.recv.data(), false);
-    give(b.send);
-    give(b.keep_unit);
+    pool_.give(b.send);
+    pool_.give(b.keep_unit);
   } else {
     b.request = group_.ireduce_scatter(send, b.recv.data(), count, DType::f32, ReduceOp::sum);
   }
@@ -94,9 +81,9 @@ void GradBuckets::complete_front() {
                 Unmanaged1<const float>(b.recv.data() + at, fu.shard));
     at += fu.shard;
   }
-  give(b.send);
-  give(b.recv);
-  give(b.keep_unit);
+  pool_.give(b.send);
+  pool_.give(b.recv);
+  pool_.give(b.keep_unit);
   inflight_.pop_front();
 }
 

@@ -32,9 +32,9 @@ class GradBuckets {
  public:
   // Reduced shards are added into `owned` at each unit's shard_offset.
   // Staging buffers come from `pool` and go back to it, with each unit's buffer once its bucket is
-  // reduced (nullptr: plain allocations).
+  // reduced.
   GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned, const GradBucketOptions& opt,
-              BufferPool* pool = nullptr);
+              BufferPool& pool);
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
@@ -72,14 +72,12 @@ class GradBuckets {
   };
   void launch();
   void complete_front();
-  View1<float> take(std::int64_t n, const char* label);
-  void give(View1<float>& v);
 
   const FlatPartition& part_;
   Communicator& group_;
   View1<float> owned_;
   GradBucketOptions opt_;
-  BufferPool* pool_;
+  BufferPool& pool_;
   std::vector<Piece> open_;
   std::int64_t open_elements_ = 0;
   std::deque<Bucket> inflight_;

@@ -100,7 +100,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communi
   if (cfg.stage >= 1 && !cfg.quantized_gradients) {
     buckets_ = std::make_unique<GradBuckets>(part_, group_, grad_owned_,
                                              GradBucketOptions{cfg.reduce_bucket_elements, cfg.bf16_gradients, cfg.overlap_comm},
-                                             &pool_);
+                                             pool_);
   }
 }
 
