@@ -54,17 +54,4 @@ void attention_decode(const DecodeAttentionShape& s, Unmanaged2<const float> q, 
       });
 }
 
-void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> dest, Unmanaged2<float> dst) {
-  if (src.extent(1) != dst.extent(1) || dest.extent(0) != src.extent(0)) {
-    throw std::invalid_argument("scatter_rows: shapes do not match");
-  }
-  const std::int64_t c = static_cast<std::int64_t>(src.extent(1));
-  Kokkos::parallel_for(
-      "scatter_rows", Range(0, src.extent(0)), KOKKOS_LAMBDA(const std::int64_t n) {
-        const std::int64_t to = dest(n);
-        if (to < 0) return;
-        for (std::int64_t j = 0; j < c; ++j) dst(to, j) = src(n, j);
-      });
-}
-
 }  // namespace shardft

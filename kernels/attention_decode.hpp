@@ -22,8 +22,4 @@ void attention_decode(const DecodeAttentionShape& s, Unmanaged2<const float> q, 
                       Unmanaged2<const float> v_cache, Unmanaged1<const std::int32_t> slot,
                       Unmanaged1<const std::int32_t> len, Unmanaged2<float> o, Unmanaged1<float> scores);
 
-// Writes the rows of src [N, c] into dst [M, c]: dst(dest(n), :) = src(n, :); dest(n) < 0 skips row n
-// (padding). The KV cache's append: a token's key or value goes to its row's slot at its position.
-void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> dest, Unmanaged2<float> dst);
-
 }  // namespace shardft

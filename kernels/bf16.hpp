@@ -10,7 +10,7 @@ namespace shardft {
 struct bf16 {
   std::uint16_t bits = 0;
 
-  KOKKOS_INLINE_FUNCTION bf16() = default;
+  bf16() = default;  // defaulted: host and device alike (nvcc ignores annotations on it)
   KOKKOS_INLINE_FUNCTION explicit bf16(float f) : bits(round_bits(f)) {}
   KOKKOS_INLINE_FUNCTION explicit operator float() const { return to_float(bits); }
 

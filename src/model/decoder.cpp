@@ -13,6 +13,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/rows.hpp"
 #include "kernels/swiglu.hpp"
 #include "model/decoder_parts.hpp"
 
@@ -182,10 +183,7 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
     const std::int64_t R = static_cast<std::int64_t>(logit_rows.extent(0));
     A.dh.reserve(R * d);
     auto picked = A.dh.mat(R, d);
-    Kokkos::parallel_for(
-        "gather_rows", Range(0, R), KOKKOS_LAMBDA(const std::int64_t r) {
-          for (std::int64_t j = 0; j < d; ++j) picked(r, j) = hf(logit_rows(r), j);
-        });
+    gather_rows(hf, logit_rows, picked);
     linear_forward(picked, W(layout_.lm_head()), logits_out);
     params.release(head);
     return {};

@@ -17,6 +17,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_decode.hpp"
+#include "kernels/rows.hpp"
 #include "kernels/attention_lse.hpp"
 #include "kernels/bias.hpp"
 #include "kernels/elementwise.hpp"
@@ -158,11 +159,7 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
   Unmanaged2<const float> picked = h;
   if (t.logit_rows.extent(0) > 0) {
     auto rows = w.picked.mat(R, d);
-    auto from = t.logit_rows;
-    Kokkos::parallel_for(
-        "kv_gather_rows", Range(0, R), KOKKOS_LAMBDA(const std::int64_t r) {
-          for (std::int64_t j = 0; j < d; ++j) rows(r, j) = h(from(r), j);
-        });
+    gather_rows(h, t.logit_rows, rows);
     picked = rows;
   }
   linear_forward(picked, W(layout.lm_head()), logits);
