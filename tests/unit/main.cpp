@@ -1,9 +1,12 @@
-// gtest entry point for the single-process tests: Kokkos lives for the whole run.
+// gtest entry point for the single-process tests: Kokkos lives for the whole run. Listing the tests
+// (CMake's test discovery, at build time) starts no Kokkos, so a CUDA build lists them on a machine
+// without a GPU driver.
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
   Kokkos::ScopeGuard kokkos(argc, argv);
   return RUN_ALL_TESTS();
 }
