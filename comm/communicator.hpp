@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/collective_timeout.hpp"
 #include "comm/ledger.hpp"
 
 namespace shardft {
@@ -69,6 +70,18 @@ class Communicator {
 
   // Bytes this rank has sent through this communicator, by collective.
   virtual ByteLedger& ledger() = 0;
+
+  // The longest any wait for one of this group's collectives may take before the job is aborted
+  // (comm/collective_timeout.hpp); <= 0: no limit. Default 1800 s, as the recipe's collective_timeout_s.
+  void set_collective_timeout(double seconds) { timeout_s_ = seconds; }
+  double collective_timeout() const { return timeout_s_; }
+  // What a wait for `collective` on this group reports when it times out.
+  WaitSite wait_site(const char* collective) const {
+    return WaitSite{name(), backend(), collective, rank(), size(), timeout_s_};
+  }
+
+ private:
+  double timeout_s_ = 1800;
 };
 
 }  // namespace shardft

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "comm/mpi_pairwise.hpp"
+#include "comm/mpi_wait.hpp"
 
 namespace shardft {
 
@@ -37,16 +38,18 @@ constexpr std::size_t kPairwiseBytes = 64 * 1024;
 
 class MpiRequest : public Request {
  public:
+  explicit MpiRequest(WaitSite site) : site_(std::move(site)) {}
   MPI_Request req = MPI_REQUEST_NULL;
-  void wait() override { MPI_Wait(&req, MPI_STATUS_IGNORE); }
+  void wait() override { mpi_wait(req, site_); }
   bool test() override {
     int done = 1;
     if (req != MPI_REQUEST_NULL) MPI_Test(&req, &done, MPI_STATUS_IGNORE);  // a completed request becomes NULL
     return done != 0;
   }
-  ~MpiRequest() override {
-    if (req != MPI_REQUEST_NULL) MPI_Wait(&req, MPI_STATUS_IGNORE);  // never leave a collective dangling
-  }
+  ~MpiRequest() override { mpi_wait(req, site_); }  // never leave a collective dangling
+
+ private:
+  WaitSite site_;
 };
 
 }  // namespace
@@ -67,9 +70,9 @@ MpiCommunicator::~MpiCommunicator() {
 RequestPtr MpiCommunicator::iall_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
   ledger_.record(Collective::all_reduce, bus_bytes(Collective::all_reduce, double(count) * dtype_size(t), size_));
   if (size_ > 1 && count * dtype_size(t) >= kPairwiseBytes) {
-    return start_pairwise_all_reduce(p2p_comm(), next_p2p_tag(), send, recv, count, t, op);
+    return start_pairwise_all_reduce(p2p_comm("all_reduce"), next_p2p_tag(), send, recv, count, t, op, wait_site("all_reduce"));
   }
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(wait_site("all_reduce"));
   MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(count), mpi_datatype(t), mpi_op(t, op), comm_, &r->req);
   return r;
 }
@@ -82,17 +85,23 @@ RequestPtr MpiCommunicator::ireduce_scatter(const void* send, void* recv, std::s
   // engine never asks for it) MPI takes the whole input from recv and leaves this rank's block at its
   // start, where the pairwise exchange would overwrite a block still to send.
   if (send != recv) {
-    return start_pairwise_reduce_scatter(p2p_comm(), next_p2p_tag(), send, recv, recv_count, t, op);
+    return start_pairwise_reduce_scatter(p2p_comm("reduce_scatter"), next_p2p_tag(), send, recv, recv_count, t, op,
+                                         wait_site("reduce_scatter"));
   }
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(wait_site("reduce_scatter"));
   MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(recv_count), mpi_datatype(t),
                             mpi_op(t, op), comm_, &r->req);
   return r;
 }
 
-MPI_Comm MpiCommunicator::p2p_comm() {
-  // Created on first use, which every rank of the group reaches (it is inside a collective).
-  if (p2p_comm_ == MPI_COMM_NULL) MPI_Comm_dup(comm_, &p2p_comm_);
+MPI_Comm MpiCommunicator::p2p_comm(const char* collective) {
+  // Created on first use, which every rank of the group reaches (it is inside a collective); the dup
+  // is itself collective, so it waits under the same deadline.
+  if (p2p_comm_ == MPI_COMM_NULL) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Comm_idup(comm_, &p2p_comm_, &r);
+    mpi_wait(r, wait_site(collective));
+  }
   return p2p_comm_;
 }
 
@@ -108,9 +117,9 @@ RequestPtr MpiCommunicator::iall_gather(const void* send, void* recv, std::size_
   const std::size_t sz = dtype_size(t);
   ledger_.record(Collective::all_gather, bus_bytes(Collective::all_gather, double(send_count) * size_ * sz, size_));
   if (send_count * size_ * sz >= kPairwiseBytes) {
-    return start_pairwise_all_gather(p2p_comm(), next_p2p_tag(), send, recv, send_count, t);
+    return start_pairwise_all_gather(p2p_comm("all_gather"), next_p2p_tag(), send, recv, send_count, t, wait_site("all_gather"));
   }
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(wait_site("all_gather"));
   const bool in_place = send == static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * send_count * sz;
   MPI_Iallgather(in_place ? MPI_IN_PLACE : send, mpi_count(send_count), mpi_datatype(t), recv, mpi_count(send_count),
                  mpi_datatype(t), comm_, &r->req);
@@ -118,25 +127,31 @@ RequestPtr MpiCommunicator::iall_gather(const void* send, void* recv, std::size_
 }
 
 RequestPtr MpiCommunicator::ibroadcast(void* buf, std::size_t count, DType t, int root) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(wait_site("broadcast"));
   ledger_.record(Collective::broadcast, bus_bytes(Collective::broadcast, double(count) * dtype_size(t), size_));
   MPI_Ibcast(buf, mpi_count(count), mpi_datatype(t), root, comm_, &r->req);
   return r;
 }
 
 RequestPtr MpiCommunicator::iall_to_all(const void* send, void* recv, std::size_t count, DType t) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(wait_site("all_to_all"));
   ledger_.record(Collective::all_to_all, bus_bytes(Collective::all_to_all, double(count) * size_ * dtype_size(t), size_));
   MPI_Ialltoall(send, mpi_count(count), mpi_datatype(t), recv, mpi_count(count), mpi_datatype(t), comm_, &r->req);
   return r;
 }
 
-void MpiCommunicator::barrier() { MPI_Barrier(comm_); }
+void MpiCommunicator::barrier() {
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm_, &r);
+  mpi_wait(r, wait_site("barrier"));
+}
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key, const std::string& name) const {
   MPI_Comm sub = MPI_COMM_NULL;
   MPI_Comm_split(comm_, color, key, &sub);
-  return std::make_unique<MpiCommunicator>(sub, name);
+  auto group = std::make_unique<MpiCommunicator>(sub, name);
+  group->set_collective_timeout(collective_timeout());
+  return group;
 }
 
 }  // namespace shardft

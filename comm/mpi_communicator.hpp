@@ -38,7 +38,7 @@ class MpiCommunicator : public Communicator {
  private:
   // Reduce-scatters, and large all-gathers and all-reduces, run as point-to-point messages
   // (comm/mpi_pairwise.hpp) on a duplicate of comm_, each collective under its own tag.
-  MPI_Comm p2p_comm();
+  MPI_Comm p2p_comm(const char* collective);
   int next_p2p_tag();
 
   MPI_Comm comm_;

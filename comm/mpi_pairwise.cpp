@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/mpi_wait.hpp"
 #include "kernels/bf16.hpp"
 
 namespace shardft {
@@ -57,7 +58,8 @@ void combine_bf16(ReduceOp op, const std::uint16_t* a, const std::uint16_t* b, s
 class PairwiseGather : public Request {
  public:
   PairwiseGather(MPI_Comm comm, int tag, DType t, const char* own, char* out, const std::vector<std::size_t>& first,
-                 const std::vector<std::size_t>& len) {
+                 const std::vector<std::size_t>& len, const WaitSite& site)
+      : site_(site) {
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -75,7 +77,7 @@ class PairwiseGather : public Request {
     }
   }
   ~PairwiseGather() override { wait(); }  // never leave a collective dangling
-  void wait() override { MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE); }
+  void wait() override { mpi_wait_all(static_cast<int>(reqs_.size()), reqs_.data(), site_); }
   bool test() override {
     int all = 0;
     MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &all, MPI_STATUSES_IGNORE);
@@ -83,6 +85,7 @@ class PairwiseGather : public Request {
   }
 
  private:
+  WaitSite site_;
   std::vector<MPI_Request> reqs_;
 };
 
@@ -93,9 +96,10 @@ class PairwiseGather : public Request {
 class PairwiseReduction : public Request {
  public:
   PairwiseReduction(MPI_Comm comm, int tag, DType t, ReduceOp op, const char* in, char* out_own,
-                    std::vector<std::size_t> first, std::vector<std::size_t> len, char* gather_into)
+                    std::vector<std::size_t> first, std::vector<std::size_t> len, char* gather_into,
+                    const WaitSite& site)
       : comm_(comm), tag_(tag), type_(t), op_(op), esize_(dtype_size(t)), in_(in), out_(out_own),
-        gather_into_(gather_into), first_(std::move(first)), len_(std::move(len)) {
+        gather_into_(gather_into), first_(std::move(first)), len_(std::move(len)), site_(site) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     steps_ = size_ - 1;
@@ -137,9 +141,9 @@ class PairwiseReduction : public Request {
     const char* acc = step == 1 ? block_in(rank_) : out_;
     reduce_elements(type_, op_, acc, landing(step), out_, len_[rank_]);
   }
-  static bool complete(std::vector<MPI_Request>& rs, bool block) {
+  bool complete(std::vector<MPI_Request>& rs, bool block) const {
     if (block) {
-      MPI_Waitall(static_cast<int>(rs.size()), rs.data(), MPI_STATUSES_IGNORE);
+      mpi_wait_all(static_cast<int>(rs.size()), rs.data(), site_);
       return true;
     }
     int all = 0;
@@ -154,7 +158,7 @@ class PairwiseReduction : public Request {
       MPI_Request& r = recvs_[next_ % 2];
       int arrived = 0;
       if (block) {
-        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        mpi_wait(r, site_);
         arrived = 1;
       } else {
         MPI_Test(&r, &arrived, MPI_STATUS_IGNORE);
@@ -167,7 +171,7 @@ class PairwiseReduction : public Request {
     if (!complete(sends_, block)) return false;
     // An in-place all-reduce's gather writes over blocks the reduce phase sent: it starts only now.
     if (gather_into_ != nullptr && steps_ > 0) {
-      if (!gather_) gather_ = std::make_unique<PairwiseGather>(comm_, tag_, type_, out_, gather_into_, first_, len_);
+      if (!gather_) gather_ = std::make_unique<PairwiseGather>(comm_, tag_, type_, out_, gather_into_, first_, len_, site_);
       if (block) {
         gather_->wait();
       } else if (!gather_->test()) {
@@ -187,6 +191,7 @@ class PairwiseReduction : public Request {
   char* out_;
   char* gather_into_;
   std::vector<std::size_t> first_, len_;
+  WaitSite site_;
   int rank_ = 0, size_ = 1, steps_ = 0, next_ = 1;
   bool step1_in_out_ = true, done_ = false;
   std::unique_ptr<char[]> scratch_;
@@ -215,7 +220,7 @@ void reduce_elements(DType t, ReduceOp op, const void* a, const void* b, void* o
 }
 
 RequestPtr start_pairwise_reduce_scatter(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count,
-                                         DType t, ReduceOp op) {
+                                         DType t, ReduceOp op, const WaitSite& site) {
   if (t == DType::i8 || t == DType::u8) throw std::invalid_argument("reductions over 8-bit integers are not supported");
   if (count == 0) return completed_request();
   int n = 1;
@@ -223,11 +228,11 @@ RequestPtr start_pairwise_reduce_scatter(MPI_Comm comm, int tag, const void* sen
   std::vector<std::size_t> first(static_cast<std::size_t>(n)), len(static_cast<std::size_t>(n), count);
   for (int b = 0; b < n; ++b) first[b] = static_cast<std::size_t>(b) * count;
   return std::make_unique<PairwiseReduction>(comm, tag, t, op, static_cast<const char*>(send), static_cast<char*>(recv),
-                                             std::move(first), std::move(len), nullptr);
+                                             std::move(first), std::move(len), nullptr, site);
 }
 
 RequestPtr start_pairwise_all_reduce(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count, DType t,
-                                     ReduceOp op) {
+                                     ReduceOp op, const WaitSite& site) {
   if (t == DType::i8 || t == DType::u8) throw std::invalid_argument("reductions over 8-bit integers are not supported");
   if (count == 0) return completed_request();
   int n = 1, rank = 0;
@@ -243,16 +248,17 @@ RequestPtr start_pairwise_all_reduce(MPI_Comm comm, int tag, const void* send, v
   char* out = static_cast<char*>(recv);
   char* own = out + first[rank] * dtype_size(t);
   return std::make_unique<PairwiseReduction>(comm, tag, t, op, static_cast<const char*>(send), own, std::move(first),
-                                             std::move(len), out);
+                                             std::move(len), out, site);
 }
 
-RequestPtr start_pairwise_all_gather(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count, DType t) {
+RequestPtr start_pairwise_all_gather(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count, DType t,
+                                     const WaitSite& site) {
   if (count == 0) return completed_request();
   int n = 1;
   MPI_Comm_size(comm, &n);
   std::vector<std::size_t> first(static_cast<std::size_t>(n)), len(static_cast<std::size_t>(n), count);
   for (int b = 0; b < n; ++b) first[b] = static_cast<std::size_t>(b) * count;
-  return std::make_unique<PairwiseGather>(comm, tag, t, static_cast<const char*>(send), static_cast<char*>(recv), first, len);
+  return std::make_unique<PairwiseGather>(comm, tag, t, static_cast<const char*>(send), static_cast<char*>(recv), first, len, site);
 }
 
 }  // namespace shardft

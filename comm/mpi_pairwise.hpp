@@ -24,6 +24,7 @@
 
 #include <cstddef>
 
+#include "comm/collective_timeout.hpp"
 #include "comm/communicator.hpp"
 
 namespace shardft {
@@ -38,15 +39,17 @@ int mpi_count(std::size_t count);
 void reduce_elements(DType t, ReduceOp op, const void* a, const void* b, void* out, std::size_t n);
 
 // send holds N * count elements and must not overlap recv (count elements). `tag` must differ from
-// that of every other pairwise collective in flight on comm; all ranks pass the same one.
+// that of every other pairwise collective in flight on comm; all ranks pass the same one. Waits end
+// at `site`'s deadline (comm/collective_timeout.hpp); the default site has the default limit.
 RequestPtr start_pairwise_reduce_scatter(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count,
-                                         DType t, ReduceOp op);
+                                         DType t, ReduceOp op, const WaitSite& site = {});
 
 // recv holds N * count elements, block r being rank r's send; send may be recv's own block.
-RequestPtr start_pairwise_all_gather(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count, DType t);
+RequestPtr start_pairwise_all_gather(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count, DType t,
+                                     const WaitSite& site = {});
 
 // recv = send reduced over ranks, count elements; send == recv is in place. Same tag rule.
 RequestPtr start_pairwise_all_reduce(MPI_Comm comm, int tag, const void* send, void* recv, std::size_t count, DType t,
-                                     ReduceOp op);
+                                     ReduceOp op, const WaitSite& site = {});
 
 }  // namespace shardft

@@ -1,7 +1,9 @@
 #include "comm/nccl/nccl_communicator.hpp"
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "kernels/cuda/cublas_gemm.hpp"
 
@@ -31,10 +33,48 @@ ncclDataType_t nccl_type(DType t) {
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
 
+bool is_device_memory(const void* p) {
+  if (p == nullptr) return true;  // nothing to stage
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error of an unknown pointer
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+// Polls `event` (and the communicator's asynchronous error) until it has completed; past the site's
+// limit aborts the NCCL communicator and reports the timeout.
+void wait_for_event(cudaEvent_t event, ncclComm_t comm, const WaitSite& site) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  double next_report = site.limit_s;
+  for (long tries = 0;; ++tries) {
+    const cudaError_t r = cudaEventQuery(event);
+    if (r == cudaSuccess) return;
+    if (r != cudaErrorNotReady) check(r, "cudaEventQuery");
+    if ((tries & 63) == 63) {
+      ncclResult_t state = ncclSuccess;
+      check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
+      if (state != ncclSuccess && state != ncclInProgress) {
+        throw std::runtime_error("NCCL " + std::string(site.collective) + " on group '" + site.group +
+                                 "': asynchronous error " + ncclGetErrorString(state));
+      }
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      if (site.limit_s > 0 && waited > next_report) {
+        ncclCommAbort(comm);  // frees the GPU of the kernel waiting for the missing peer
+        report_collective_timeout(site, waited);
+        next_report = waited + site.limit_s;
+      }
+    }
+    if (tries >= 64) std::this_thread::yield();
+  }
+}
+
 // The completion event of one collective, recorded on the communicator's stream.
 class CudaEventRequest : public Request {
  public:
-  explicit CudaEventRequest(cudaStream_t s) {
+  CudaEventRequest(cudaStream_t s, ncclComm_t comm, WaitSite site) : comm_(comm), site_(std::move(site)) {
     check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaEventRecord(event_, s), "cudaEventRecord");
   }
@@ -42,7 +82,11 @@ class CudaEventRequest : public Request {
     // Never waited on: still order the compute stream after it and let the buffers go only when done.
     if (!waited_) {
       cudaStreamWaitEvent(cuda::compute_stream(), event_, 0);
-      cudaEventSynchronize(event_);
+      try {
+        wait_for_event(event_, comm_, site_);
+      } catch (...) {
+        // an asynchronous NCCL error while unwinding: the job is failing already
+      }
     }
     cudaEventDestroy(event_);
   }
@@ -50,7 +94,7 @@ class CudaEventRequest : public Request {
     if (waited_) return;
     // Device side first: compute issued after wait() reads the collective's output.
     check(cudaStreamWaitEvent(cuda::compute_stream(), event_, 0), "cudaStreamWaitEvent (compute after collective)");
-    check(cudaEventSynchronize(event_), "cudaEventSynchronize");
+    wait_for_event(event_, comm_, site_);
     waited_ = true;
   }
   bool test() override {
@@ -64,6 +108,8 @@ class CudaEventRequest : public Request {
 
  private:
   cudaEvent_t event_ = nullptr;
+  ncclComm_t comm_;
+  WaitSite site_;
   bool waited_ = false;
 };
 
@@ -73,6 +119,7 @@ int cuda_device_count() { return cuda::device_count(); }
 
 NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, std::string name)
     : name_(std::move(name)), rank_(bootstrap.rank()), size_(bootstrap.size()) {
+  set_collective_timeout(bootstrap.collective_timeout());
   ncclUniqueId id;
   if (rank_ == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, bootstrap.comm());
@@ -86,6 +133,7 @@ NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, std::string
 NcclCommunicator::~NcclCommunicator() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (comm_) ncclCommDestroy(comm_);
+  if (scratch_) cudaFree(scratch_);
   if (barrier_word_) cudaFree(barrier_word_);
   if (compute_ready_) cudaEventDestroy(compute_ready_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -99,58 +147,97 @@ void NcclCommunicator::after_compute() {
   check(cudaStreamWaitEvent(stream_, compute_ready_, 0), "cudaStreamWaitEvent (collective after compute)");
 }
 
-RequestPtr NcclCommunicator::record() { return std::make_unique<CudaEventRequest>(stream_); }
+NcclCommunicator::Operands NcclCommunicator::stage(const void* send, std::size_t send_bytes, void* recv,
+                                                   std::size_t recv_bytes) {
+  after_compute();
+  const bool host_send = !is_device_memory(send), host_recv = !is_device_memory(recv);
+  if (!host_send && !host_recv) return {send, recv, false, false};
+  // Staged operands are always out of place: the in-place forms' results are the same at recv.
+  const std::size_t need = send_bytes + recv_bytes;
+  if (need > scratch_bytes_) {
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (before growing the staging buffer)");
+    if (scratch_) check(cudaFree(scratch_), "cudaFree (staging buffer)");
+    check(cudaMalloc(&scratch_, need), "cudaMalloc (staging buffer for host operands)");
+    scratch_bytes_ = need;
+  }
+  char* dsend = static_cast<char*>(scratch_);
+  char* drecv = dsend + send_bytes;
+  Operands ops{send, recv, false, false};
+  if (host_send) {
+    check(cudaMemcpyAsync(dsend, send, send_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (stage in)");
+    ops.send = dsend;
+    ops.staged_send = true;
+  }
+  if (host_recv) {
+    ops.recv = drecv;
+    ops.staged_recv = true;
+  }
+  return ops;
+}
+
+RequestPtr NcclCommunicator::finish(const Operands& ops, void* recv, std::size_t recv_bytes, const char* collective) {
+  if (ops.staged_recv) {
+    check(cudaMemcpyAsync(recv, ops.recv, recv_bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (stage out)");
+  }
+  auto r = std::make_unique<CudaEventRequest>(stream_, comm_, wait_site(collective));
+  if (ops.staged_send || ops.staged_recv) {
+    r->wait();  // host memory is read or written: complete before returning, as MPI's blocking copies
+    return completed_request();
+  }
+  return r;
+}
 
 RequestPtr NcclCommunicator::iall_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op) {
   if (t == DType::i8 || t == DType::u8) throw std::invalid_argument("reductions over 8-bit integers are not supported");
   ledger_.record(Collective::all_reduce, bus_bytes(Collective::all_reduce, double(count) * dtype_size(t), size_));
-  after_compute();
-  check(ncclAllReduce(send, recv, count, nccl_type(t), nccl_op(op), comm_, stream_), "ncclAllReduce");
-  return record();
+  const std::size_t bytes = count * dtype_size(t);
+  const Operands o = stage(send, bytes, recv, bytes);
+  check(ncclAllReduce(o.send, o.recv, count, nccl_type(t), nccl_op(op), comm_, stream_), "ncclAllReduce");
+  return finish(o, recv, bytes, "all_reduce");
 }
 
 RequestPtr NcclCommunicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t, ReduceOp op) {
-  const double total = double(recv_count) * size_ * dtype_size(t);
-  ledger_.record(Collective::reduce_scatter, bus_bytes(Collective::reduce_scatter, total, size_));
-  after_compute();
-  if (send != recv) {
-    check(ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), comm_, stream_), "ncclReduceScatter");
-    return record();
+  const std::size_t bytes = recv_count * dtype_size(t);
+  ledger_.record(Collective::reduce_scatter, bus_bytes(Collective::reduce_scatter, double(bytes) * size_, size_));
+  const Operands o = stage(send, bytes * size_, recv, bytes);
+  if (o.send != o.recv) {
+    check(ncclReduceScatter(o.send, o.recv, recv_count, nccl_type(t), nccl_op(op), comm_, stream_), "ncclReduceScatter");
+    return finish(o, recv, bytes, "reduce_scatter");
   }
   // Our in-place form leaves the block at the start of the buffer; NCCL's leaves it at block `rank`.
-  const std::size_t bytes = recv_count * dtype_size(t);
   char* mine = static_cast<char*>(recv) + rank_ * bytes;
   check(ncclReduceScatter(send, mine, recv_count, nccl_type(t), nccl_op(op), comm_, stream_), "ncclReduceScatter");
   if (rank_ != 0) check(cudaMemcpyAsync(recv, mine, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
-  return record();
+  return finish(o, recv, bytes, "reduce_scatter");
 }
 
 RequestPtr NcclCommunicator::iall_gather(const void* send, void* recv, std::size_t send_count, DType t) {
-  ledger_.record(Collective::all_gather,
-                 bus_bytes(Collective::all_gather, double(send_count) * size_ * dtype_size(t), size_));
-  after_compute();
-  check(ncclAllGather(send, recv, send_count, nccl_type(t), comm_, stream_), "ncclAllGather");
-  return record();
+  const std::size_t bytes = send_count * dtype_size(t);
+  ledger_.record(Collective::all_gather, bus_bytes(Collective::all_gather, double(bytes) * size_, size_));
+  const Operands o = stage(send, bytes, recv, bytes * size_);
+  check(ncclAllGather(o.send, o.recv, send_count, nccl_type(t), comm_, stream_), "ncclAllGather");
+  return finish(o, recv, bytes * size_, "all_gather");
 }
 
 RequestPtr NcclCommunicator::ibroadcast(void* buf, std::size_t count, DType t, int root) {
-  ledger_.record(Collective::broadcast, bus_bytes(Collective::broadcast, double(count) * dtype_size(t), size_));
-  after_compute();
-  check(ncclBroadcast(buf, buf, count, nccl_type(t), root, comm_, stream_), "ncclBroadcast");
-  return record();
+  const std::size_t bytes = count * dtype_size(t);
+  ledger_.record(Collective::broadcast, bus_bytes(Collective::broadcast, double(bytes), size_));
+  const Operands o = stage(buf, bytes, buf, bytes);
+  check(ncclBroadcast(o.send, o.recv, count, nccl_type(t), root, comm_, stream_), "ncclBroadcast");
+  return finish(o, buf, bytes, "broadcast");
 }
 
 RequestPtr NcclCommunicator::iall_to_all(const void* send, void* recv, std::size_t count, DType t) {
   ledger_.record(Collective::all_to_all, bus_bytes(Collective::all_to_all, double(count) * size_ * dtype_size(t), size_));
   const std::size_t bytes = count * dtype_size(t);
-  after_compute();
+  const Operands o = stage(send, bytes * size_, recv, bytes * size_);
   check(ncclGroupStart(), "ncclGroupStart");
   for (int peer = 0; peer < size_; ++peer) {
-    check(ncclSend(static_cast<const char*>(send) + peer * bytes, count, nccl_type(t), peer, comm_, stream_), "ncclSend");
-    check(ncclRecv(static_cast<char*>(recv) + peer * bytes, count, nccl_type(t), peer, comm_, stream_), "ncclRecv");
+    check(ncclSend(static_cast<const char*>(o.send) + peer * bytes, count, nccl_type(t), peer, comm_, stream_), "ncclSend");
+    check(ncclRecv(static_cast<char*>(o.recv) + peer * bytes, count, nccl_type(t), peer, comm_, stream_), "ncclRecv");
   }
   check(ncclGroupEnd(), "ncclGroupEnd");
-  return record();
+  return finish(o, recv, bytes * size_, "all_to_all");
 }
 
 // Every rank has reached the barrier once a one-element all-reduce over the group has completed (a
@@ -159,7 +246,7 @@ RequestPtr NcclCommunicator::iall_to_all(const void* send, void* recv, std::size
 void NcclCommunicator::barrier() {
   after_compute();
   check(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce (barrier)");
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  CudaEventRequest(stream_, comm_, wait_site("barrier")).wait();
 }
 
 }  // namespace shardft

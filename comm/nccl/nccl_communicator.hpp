@@ -13,6 +13,16 @@
 //    That event is the Request: wait() makes the compute stream wait for it (work issued after wait()
 //    sees the result) and blocks the host on it (the buffers may be reused or read from the host, as
 //    with the MPI backend); test() asks whether it has completed without blocking.
+//
+// Host buffers. The engine's buffers are device memory; the few host values a step reduces (target
+// and token counts, the loss, the squared gradient norm, the preemption flag) and the host vectors of
+// checkpoint gathers are staged through a device scratch buffer: copied in, reduced on NCCL, copied
+// back, waited for. Any pointer cudaPointerGetAttributes does not call device (or managed) memory is
+// treated so.
+//
+// No rank left waiting. wait() polls the event (never cudaEventSynchronize) and NCCL's asynchronous
+// error state; past collective_timeout_s it aborts the NCCL communicator (ncclCommAbort, so no kernel
+// is left spinning on the GPU) and reports the timeout (comm/collective_timeout.hpp), which ends the job.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -22,7 +32,8 @@ namespace shardft {
 
 class NcclCommunicator : public Communicator {
  public:
-  // Collective over `bootstrap`'s ranks; each rank must already have selected its GPU.
+  // Collective over `bootstrap`'s ranks; each rank must already have selected its GPU. Takes the
+  // bootstrap group's collective timeout.
   NcclCommunicator(const MpiCommunicator& bootstrap, std::string name);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
@@ -45,14 +56,24 @@ class NcclCommunicator : public Communicator {
   cudaStream_t stream() const { return stream_; }
 
  private:
+  // Device pointers for one collective's send and receive buffers: the caller's where they are device
+  // memory, the scratch buffers (send copied in) where they are host memory.
+  struct Operands {
+    const void* send;
+    void* recv;
+    bool staged_send, staged_recv;
+  };
+  Operands stage(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes);
+  // Runs after issue(): copies a staged result back to `recv` and waits for it; else the event request.
+  RequestPtr finish(const Operands& ops, void* recv, std::size_t recv_bytes, const char* collective);
   // Makes stream_ wait for everything issued so far on the compute stream.
   void after_compute();
-  // The event recorded on stream_ after the collective just issued.
-  RequestPtr record();
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;  // recorded on the compute stream before each collective
   float* barrier_word_ = nullptr;        // one device float the barrier all-reduces
+  void* scratch_ = nullptr;              // host-buffer staging: [send | recv], grown as needed
+  std::size_t scratch_bytes_ = 0;
   std::string name_;
   int rank_ = 0, size_ = 1;
   ByteLedger ledger_;
