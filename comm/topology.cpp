@@ -47,37 +47,4 @@ Topology Topology::discover(MPI_Comm world, int ranks_per_node_override) {
   return t;
 }
 
-ProcessGroups ProcessGroups::create(MPI_Comm world, const Topology& topo, int shard_size, int secondary_size) {
-  ProcessGroups g;
-  g.world = std::make_unique<MpiCommunicator>(world, "world");
-  g.node = g.world->split(topo.node, topo.world_rank, "node");
-  const int f = shard_size > 0 ? shard_size : topo.world_size;
-  if (topo.world_size % f != 0) {
-    throw std::invalid_argument("shard group size " + std::to_string(f) + " does not divide the " +
-                                std::to_string(topo.world_size) + " ranks of the job");
-  }
-  g.shard = g.world->split(topo.world_rank / f, topo.world_rank, "shard");
-  g.replica = g.world->split(topo.world_rank % f, topo.world_rank, "replica");
-  g.cross_node = g.world->split(topo.local_rank, topo.world_rank, "cross_node");
-  const int s = secondary_size > 0 ? secondary_size : 1;
-  if (f % s != 0) {
-    throw std::invalid_argument("zero_hpz_partition_size " + std::to_string(s) + " does not divide the shard group size " +
-                                std::to_string(f));
-  }
-  g.secondary = g.world->split(topo.world_rank / s, topo.world_rank, "secondary");
-  const int shard_index = topo.world_rank / f;
-  g.shard_intra_node = g.world->split(shard_index * topo.num_nodes + topo.node, topo.world_rank, "shard_intra_node");
-  g.shard_cross_node =
-      g.world->split(shard_index * topo.ranks_per_node + topo.local_rank, topo.world_rank, "shard_cross_node");
-  // A group crosses nodes when its members' node indices differ.
-  for (MpiCommunicator* c : {g.world.get(), g.node.get(), g.shard.get(), g.replica.get(), g.cross_node.get(),
-                             g.secondary.get(), g.shard_intra_node.get(), g.shard_cross_node.get()}) {
-    int lo = topo.node, hi = topo.node;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, c->comm());
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, c->comm());
-    c->ledger().set_crosses_nodes(lo != hi);
-  }
-  return g;
-}
-
 }  // namespace shardft

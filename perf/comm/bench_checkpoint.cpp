@@ -86,12 +86,12 @@ void BM_Checkpoint110M(benchmark::State& state) {
   for (auto _ : state) {
     world.barrier();
     double t0 = MPI_Wtime();
-    saved = save_checkpoint(cfg, tr, world, {1, 0.0});
+    saved = save_checkpoint(cfg, tr, {1, 0.0});
     double ts = MPI_Wtime() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &ts, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     world.barrier();
     t0 = MPI_Wtime();
-    load_checkpoint(saved, tr, world);
+    load_checkpoint(saved, tr);
     double tl = MPI_Wtime() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &tl, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     save_s += ts;

@@ -14,7 +14,7 @@
 
 #include "comm/mpi_communicator.hpp"
 #include "comm/quantized_collectives.hpp"
-#include "comm/topology.hpp"
+#include "parallel/parallel_plan.hpp"
 #include "comm/self_communicator.hpp"
 #include "kernels/gemm.hpp"
 #include "train/trainer.hpp"
@@ -99,24 +99,27 @@ void BM_QuantizedAllGatherInt8(benchmark::State& state) {
 void BM_QuantizedReduceScatterInt4(benchmark::State& state) {
   auto& comm = world();
   const int n = comm.size();
-  static ProcessGroups groups = [&] {
-    const Topology topo = Topology::discover(MPI_COMM_WORLD, n % 2 == 0 && n > 2 ? n / 2 : 1);
-    return ProcessGroups::create(MPI_COMM_WORLD, topo, 0);
+  static const ParallelPlan groups = [&] {
+    TrainConfig qgz;
+    qgz.zero_stage = 2;
+    qgz.zero_quantized_gradients = true;
+    qgz.ranks_per_node = n % 2 == 0 && n > 2 ? n / 2 : 1;
+    return ParallelPlan::create(MPI_COMM_WORLD, qgz);
   }();
   const std::size_t shard = static_cast<std::size_t>(state.range(0)) / sizeof(float) / n;
   std::vector<float> full(shard * n, 0.25f), out(shard);
-  const double before = groups.node->ledger().total() + groups.cross_node->ledger().total();
+  const double before = groups.qgz_intra()->ledger().total() + groups.qgz_cross()->ledger().total();
   for (auto _ : state) {
     comm.barrier();
     const double t0 = MPI_Wtime();
-    quantized_reduce_scatter_int4(*groups.node, *groups.cross_node, full.data(), shard, out.data(), 64);
+    quantized_reduce_scatter_int4(*groups.qgz_intra(), *groups.qgz_cross(), full.data(), shard, out.data(), 64);
     double elapsed = MPI_Wtime() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     state.SetIterationTime(elapsed);
   }
   state.counters["size_bytes"] = static_cast<double>(state.range(0));
   state.counters["bytes_on_wire_per_rank"] =
-      (groups.node->ledger().total() + groups.cross_node->ledger().total() - before) / static_cast<double>(state.iterations());
+      (groups.qgz_intra()->ledger().total() + groups.qgz_cross()->ledger().total() - before) / static_cast<double>(state.iterations());
   state.SetLabel("qgZ int4/" + std::string(comm.backend()));
 }
 

@@ -2,10 +2,11 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "comm/topology.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "config/deepspeed_json.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
+#include "parallel/parallel_plan.hpp"
 #include "train/startup_report.hpp"
 #include "train/run.hpp"
 
@@ -32,35 +33,18 @@ Invocation parse_invocation(const std::vector<std::string>& args) {
 int train(const Invocation& inv, const MpiSession& mpi) {
   const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
   (void)mpi;
-  Topology topo;
-  try {
-    topo = Topology::discover(MPI_COMM_WORLD, cfg.ranks_per_node);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(std::string("ranks_per_node: ") + e.what());
-  }
+  const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+  const Topology& topo = plan.topology();
   if (!inv.deepspeed_path.empty() && topo.world_rank == 0) {
     std::cout << describe_deepspeed_config(read_deepspeed_config(inv.deepspeed_path), cfg, topo.world_size)
               << std::flush;
   }
-  const int shard = resolve_shard_group_size(cfg, topo.world_size, topo.ranks_per_node);
-  ProcessGroups groups;
-  try {
-    groups = ProcessGroups::create(MPI_COMM_WORLD, topo, shard, cfg.zero_hpz_partition_size);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(e.what());
-  }
   if (topo.world_rank == 0) {
     std::cout << startup_report(cfg, JobShape{topo.world_size, topo.num_nodes, topo.ranks_per_node,
-                                              cfg.ranks_per_node > 0, shard})
+                                              cfg.ranks_per_node > 0, plan.dims().shard, plan.report()})
               << std::flush;
   }
-  TrainGroups tg{groups.world.get(), groups.shard.get(), groups.replica.get(), {}};
-  if (cfg.zero_hpz_partition_size > 1) tg.zpp.secondary = groups.secondary.get();
-  if (cfg.zero_quantized_gradients) {
-    tg.zpp.intra_node = groups.shard_intra_node.get();
-    tg.zpp.cross_node = groups.shard_cross_node.get();
-  }
-  const RunSummary s = run_training(cfg, tg, std::cout);
+  const RunSummary s = run_training(cfg, plan, std::cout);
   return s.steps > 0 ? 0 : 1;
 }
 

@@ -216,6 +216,13 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("shard_group_size", &T::shard_group_size,
                 "ranks that split one model copy (hybrid sharding); 0: all ranks, or a node for HYBRID_SHARD")
           .in(at_least(0)),
+      train_key("collectives", &T::collectives,
+                "backend of the collectives: auto (NCCL where compute memory is on a GPU, else MPI), mpi, nccl")
+          .one_of({"auto", "mpi", "nccl"}),
+      train_key("collective_timeout_s", &T::collective_timeout_s,
+                "seconds a rank waits for one collective before the job is aborted with the rank, group and "
+                "collective named (a stopped or dead rank never leaves the others waiting)")
+          .in(greater_than(0)),
       // evaluation
       train_key("do_eval", &T::do_eval, "evaluate on eval_dataset_path at the end"),
       train_key("eval_max_new_tokens", &T::eval_max_new_tokens, "generation length in evaluation").in(at_least(1)),

@@ -80,6 +80,8 @@ struct TrainConfig {
   int ranks_per_node = 0;                    // > 0: topology override (4 ranks on one machine as 2 nodes of 2)
   std::string sharding_strategy;             // FSDP's names: FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD
   int shard_group_size = 0;                  // ranks that split one model copy; 0: all (or a node, for HYBRID_SHARD)
+  std::string collectives = "auto";          // backend of every group's collectives: auto | mpi | nccl
+  double collective_timeout_s = 1800;        // a wait for a collective longer than this aborts the job
   std::string communication_data_type = "fp32";  // gradient reductions: fp32 or bf16 (DeepSpeed's key)
   std::string reduce_bucket_size = "auto";     // elements per gradient bucket, DeepSpeed's key (config/zero_buckets.hpp);
   std::string allgather_bucket_size = "auto";  // elements of weight gathers in flight (stage 3: prefetch window when set)

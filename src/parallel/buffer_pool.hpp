@@ -27,10 +27,12 @@ class BufferPool {
   void give(View1<float>& v);
   std::int64_t held_elements() const { return held_; }
   std::int64_t allocations() const { return allocations_; }  // buffers it had to allocate, ever
+  std::int64_t takes() const { return takes_; }              // buffers handed out, ever
+  std::int64_t drops() const { return drops_; }              // buffers given back while still referenced
 
  private:
   std::multimap<std::int64_t, View1<float>> free_;
-  std::int64_t held_ = 0, allocations_ = 0;
+  std::int64_t held_ = 0, allocations_ = 0, takes_ = 0, drops_ = 0;
 };
 
 }  // namespace shardft

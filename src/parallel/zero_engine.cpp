@@ -35,30 +35,27 @@ void ZeroEngine::for_each_owned_slice(Fn&& fn) const {
   }
 }
 
-ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& group, Communicator* replica,
-                       const ZeroPlusPlusGroups& zpp)
+ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const ParallelPlan& plan)
     : layout_(layout),
       cfg_(cfg),
-      group_(group),
-      replica_(replica && replica->size() > 1 ? replica : nullptr),
-      zpp_(zpp),
-      part_(layout, group.size()),
-      rank_(group.rank()),
-      size_(group.size()) {
+      plan_(plan),
+      group_(plan.shard()),
+      replica_(plan.replica() && plan.replica()->size() > 1 ? plan.replica() : nullptr),
+      part_(layout, group_.size()),
+      rank_(group_.rank()),
+      size_(group_.size()) {
+  // The recipe's combinations are checked by config/, the layout by the plan; these are the engine's
+  // own preconditions, for callers that build a ZeroConfig by hand.
   if (cfg.stage < 0 || cfg.stage > 3) throw std::invalid_argument("zero_stage must be 0, 1, 2 or 3");
   if ((cfg.quantized_weights || cfg.hpz_partition_size > 1) && cfg.stage != 3) {
     throw std::invalid_argument("zero_quantized_weights and zero_hpz_partition_size need zero_stage 3");
   }
   if (cfg.quantized_gradients && cfg.stage < 2) throw std::invalid_argument("zero_quantized_gradients needs zero_stage 2 or 3");
-  if (cfg.hpz_partition_size > 1 && (!zpp.secondary || zpp.secondary->size() != cfg.hpz_partition_size)) {
-    throw std::invalid_argument("zero_hpz_partition_size needs a secondary group of that size");
+  if (cfg.hpz_partition_size > 1 && (!plan.hpz() || plan.hpz()->size() != cfg.hpz_partition_size)) {
+    throw std::invalid_argument("zero_hpz_partition_size needs a plan with hpZ groups of that size");
   }
-  if (cfg.quantized_gradients && (!zpp.intra_node || !zpp.cross_node ||
-                                  zpp.intra_node->size() * zpp.cross_node->size() != group.size())) {
-    throw std::invalid_argument("zero_quantized_gradients needs intra- and cross-node groups that tile the shard group");
-  }
-  if (cfg.quantized_gradients && group.rank() != zpp.cross_node->rank() * zpp.intra_node->size() + zpp.intra_node->rank()) {
-    throw std::invalid_argument("zero_quantized_gradients needs the ranks of each node to be consecutive (mpirun --map-by slot)");
+  if (cfg.quantized_gradients && (!plan.qgz_intra() || !plan.qgz_cross())) {
+    throw std::invalid_argument("zero_quantized_gradients needs a plan with qgZ's intra- and inter-node groups");
   }
   const auto& units = part_.units();
   // What this rank owns: all of every unit at stage 0, its shard of every unit otherwise.
@@ -223,7 +220,7 @@ void ZeroEngine::all_reduce_grads(Communicator& group, View1<float> buf) {
 void ZeroEngine::reduce_unit_grad_int4(int unit, const float* full_unit_grad) {
   const FlatUnit& u = part_.units()[unit];
   auto tmp = slice(scratch_shard_, 0, u.shard);
-  quantized_reduce_scatter_int4(*zpp_.intra_node, *zpp_.cross_node, full_unit_grad, static_cast<std::size_t>(u.shard),
+  quantized_reduce_scatter_int4(*plan_.qgz_intra(), *plan_.qgz_cross(), full_unit_grad, static_cast<std::size_t>(u.shard),
                                 tmp.data(), cfg_.quantization_block);
   add_inplace(slice(grad_owned_, u.shard_offset, u.shard), tmp);
 }

@@ -23,6 +23,7 @@
 #include "parallel/buffer_pool.hpp"
 #include "parallel/flat_partition.hpp"
 #include "parallel/grad_buckets.hpp"
+#include "parallel/parallel_plan.hpp"
 
 namespace shardft {
 
@@ -47,15 +48,6 @@ struct ZeroConfig {
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8, weight_decay = 0.0;
 };
 
-// The extra groups ZeRO++ needs, all within the shard group: hpZ's secondary group (consecutive
-// hpz_partition_size ranks), and qgZ's two hops (the shard group's ranks on this node, and its ranks
-// with this rank's local index on the other nodes).
-struct ZeroPlusPlusGroups {
-  Communicator* secondary = nullptr;
-  Communicator* intra_node = nullptr;
-  Communicator* cross_node = nullptr;
-};
-
 // Bytes a rank holds, by kind (persistent), and the largest transient gathers / gradient units seen.
 struct MemoryReport {
   std::int64_t weights = 0, grads = 0, optimizer = 0;
@@ -65,10 +57,10 @@ struct MemoryReport {
 
 class ZeroEngine : public ParamSource, public GradSink {
  public:
-  // shard_group splits one copy of the model; replica_group (hybrid sharding) holds the ranks with the
-  // same shard in the other copies, and all-reduces the gradient shards once per step.
-  ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, Communicator& shard_group,
-             Communicator* replica_group = nullptr, const ZeroPlusPlusGroups& zpp = {});
+  // The plan's shard group splits one copy of the model; its replica group (hybrid sharding) holds the
+  // ranks with the same shard in the other copies and all-reduces the gradient shards once per step;
+  // hpZ and qgZ use its ZeRO++ groups. The plan (a cheap copy) is kept.
+  ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const ParallelPlan& plan);
 
   // Seeded initialisation: each rank creates only the master slice it owns (same values as
   // init_params on one rank), then the compute weights are refreshed.
@@ -153,9 +145,9 @@ class ZeroEngine : public ParamSource, public GradSink {
 
   const ParamLayout& layout_;
   ZeroConfig cfg_;
-  Communicator& group_;
+  ParallelPlan plan_;
+  Communicator& group_;    // the plan's shard group
   Communicator* replica_;  // nullptr unless hybrid sharding with more than one copy
-  ZeroPlusPlusGroups zpp_;
   FlatPartition part_;
   int rank_, size_;
   std::vector<OwnedSegment> owned_;

@@ -18,7 +18,7 @@ void ZeroEngine::gather_unit(int unit, bool nonblocking) {
   RequestPtr r;
   if (!forward_ && secondary_[unit].extent(0) > 0) {
     // hpZ: backward gathers the node-local secondary copy; nothing crosses nodes.
-    Communicator& sec = *zpp_.secondary;
+    Communicator& sec = *plan_.hpz();
     const std::size_t piece = static_cast<std::size_t>(u.padded) / sec.size();
     r = cfg_.dtype == ComputeDtype::bf16 ? iall_gather_as_bf16(sec, secondary_[unit].data(), piece, gathered_[unit].data())
                                          : sec.iall_gather(secondary_[unit].data(), gathered_[unit].data(), piece, DType::f32);
@@ -97,7 +97,7 @@ void ZeroEngine::progress() {
 void ZeroEngine::keep_secondary_copy(int unit) {
   // This rank's 1/h of the unit as gathered in forward (after qwZ's dequantization, so backward sees
   // exactly the weights forward saw); consumed by the unit's backward gather.
-  const Communicator& sec = *zpp_.secondary;
+  const Communicator& sec = *plan_.hpz();
   const std::int64_t piece = part_.units()[unit].padded / sec.size();
   if (secondary_[unit].extent(0) == 0) {
     secondary_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("hpz_secondary")), piece);

@@ -73,7 +73,8 @@ void maybe_crash_in_save(int rank, long step) {
 
 }  // namespace
 
-std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, Communicator& world, const CheckpointState& state) {
+std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state) {
+  Communicator& world = tr.plan().world();
   ZeroEngine& eng = tr.engine();
   const std::string name = "checkpoint-" + std::to_string(state.step);
   const std::string final_dir = cfg.output_dir + "/" + name, tmp_dir = final_dir + ".tmp";
@@ -168,7 +169,8 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, Communicator& w
   return final_dir;
 }
 
-CheckpointState load_checkpoint(const std::string& dir, Trainer& tr, Communicator& world) {
+CheckpointState load_checkpoint(const std::string& dir, Trainer& tr) {
+  Communicator& world = tr.plan().world();
   const nlohmann::json meta = read_metadata(dir);
   const ParamLayout& layout = tr.model().layout();
   const std::string meta_path = dir + "/metadata.json";

@@ -20,12 +20,12 @@ struct CheckpointState {
   double train_loss_sum = 0; // sum of step losses so far (for the run's train_loss)
 };
 
-// Collective over the world. Returns the checkpoint directory.
-std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, Communicator& world, const CheckpointState& state);
+// Collective over the trainer's world (its parallel plan's). Returns the checkpoint directory.
+std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state);
 
 // Collective. Fills the trainer's engine from `dir` and returns the saved state. FormatError naming the
 // file and dataset when anything is missing, truncated, damaged or from another model.
-CheckpointState load_checkpoint(const std::string& dir, Trainer& tr, Communicator& world);
+CheckpointState load_checkpoint(const std::string& dir, Trainer& tr);
 
 // "true": the newest checkpoint in output_dir that verifies (a damaged newest one is reported on `log`
 // and skipped); otherwise the path itself. Throws ConfigError when there is none.

@@ -160,23 +160,13 @@ std::vector<std::int64_t> micro_batch_indices(const TrainConfig& cfg, const Step
   return std::vector<std::int64_t>(epoch_order.begin() + first, epoch_order.begin() + first + B);
 }
 
-int resolve_shard_group_size(const TrainConfig& cfg, int world_size, int ranks_per_node) {
-  int f = cfg.shard_group_size;
-  if (f == 0) f = is_hybrid_strategy(cfg.sharding_strategy) ? ranks_per_node : world_size;
-  if (f < 1 || world_size % f != 0) {
-    throw ConfigError("shard_group_size " + std::to_string(f) + " does not divide the " + std::to_string(world_size) +
-                      " ranks of the job");
-  }
-  return f;
-}
-
 RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostream& log) {
-  return run_training(cfg, TrainGroups{&world, &world, nullptr, {}}, log);
+  return run_training(cfg, ParallelPlan::over(world), log);
 }
 
-RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::ostream& log_stream) {
+RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, std::ostream& log_stream) {
   const auto t_start = std::chrono::steady_clock::now();
-  Communicator& world = *groups.world;
+  Communicator& world = parallel.world();
   const bool writer = world.rank() == 0;
   std::ostream null_stream(nullptr);
   std::ostream& log = writer ? log_stream : null_stream;
@@ -213,18 +203,18 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
     if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
   }
 
-  Trainer tr(cfg, plan.total_steps, groups);
+  Trainer tr(cfg, plan.total_steps, parallel);
   long first_step = 0;
   double total_loss = 0;
   if (!cfg.resume_from_checkpoint.empty()) {
     const std::string dir = resolve_checkpoint(cfg, log);
-    const CheckpointState st = load_checkpoint(dir, tr, world);
+    const CheckpointState st = load_checkpoint(dir, tr);
     first_step = st.step;
     total_loss = st.train_loss_sum;
     log << "resumed from " << dir << " at step " << first_step << std::endl;
   }
   install_preemption_handlers();
-  const int shard_size = groups.shard ? groups.shard->size() : dp;
+  const int shard_size = parallel.shard().size();
   const MemoryReport mem = tr.engine().memory();
   log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size() << " samples, "
       << (cfg.bf16 ? "bf16" : "fp32") << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
@@ -314,7 +304,7 @@ RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::
     const bool periodic = cfg.save_steps > 0 && (s + 1) % cfg.save_steps == 0;
     if (periodic || preempted || s + 1 == plan.total_steps) {
       if (bar) bar->clear();
-      const std::string dir = save_checkpoint(cfg, tr, world, {s + 1, total_loss});
+      const std::string dir = save_checkpoint(cfg, tr, {s + 1, total_loss});
       log << "saved " << dir << std::endl;
     }
     if (preempted) {

@@ -34,12 +34,8 @@ std::vector<std::int64_t> micro_batch_indices(const TrainConfig& cfg, const Step
                                               const std::vector<std::int64_t>& epoch_order, long step, int micro,
                                               int rank, int dp_ranks);
 
-// The shard group size the recipe asks for on this topology: shard_group_size, else a node for
-// HYBRID_SHARD, else every rank. Throws ConfigError when it does not divide the ranks.
-int resolve_shard_group_size(const TrainConfig& cfg, int world_size, int ranks_per_node);
-
 // Every rank calls it; only rank 0 of the world writes logs, metrics.jsonl and the model.
-RunSummary run_training(const TrainConfig& cfg, const TrainGroups& groups, std::ostream& log);
+RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& plan, std::ostream& log);
 RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostream& log);
 
 // Loads output_dir/model.safetensors and evaluates it on eval_dataset_path (every rank; rank 0 reports).

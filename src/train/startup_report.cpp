@@ -33,7 +33,8 @@ std::string startup_report(const TrainConfig& cfg, const JobShape& job) {
     << " x " << job.ranks_per_node << " ranks per node ("
     << (job.ranks_per_node_overridden ? "ranks_per_node override" : "from MPI") << "); shard groups of "
     << job.shard_group_size << ", " << job.world_size / job.shard_group_size << " replica"
-    << (job.world_size / job.shard_group_size == 1 ? "" : "s") << "\n";
+    << (job.world_size / job.shard_group_size == 1 ? "" : "s") << "\n"
+    << job.groups;
   const TrainConfig defaults;
   std::string changed;
   for (const RecipeKey& key : recipe_keys()) {

@@ -11,6 +11,7 @@ struct JobShape {
   int world_size = 1, num_nodes = 1, ranks_per_node = 1;
   bool ranks_per_node_overridden = false;
   int shard_group_size = 1;
+  std::string groups;  // the parallel plan's report: each group's size, count and backend (ParallelPlan::report)
 };
 
 std::string build_description();

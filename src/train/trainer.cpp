@@ -40,15 +40,14 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
 }
 
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group)
-    : Trainer(cfg, total_steps, TrainGroups{&dp_group, &dp_group, nullptr, {}}) {}
+    : Trainer(cfg, total_steps, ParallelPlan::over(dp_group)) {}
 
-Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& groups)
+Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& plan)
     : cfg_(cfg),
-      groups_(groups),
-      group_(*groups.world),
+      plan_(plan),
+      group_(plan.world()),
       model_(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32),
-      engine_(model_.layout(), zero_config(cfg), groups.shard ? *groups.shard : *groups.world, groups.replica,
-              groups.zpp) {
+      engine_(model_.layout(), zero_config(cfg), plan) {
   model_.set_activation_checkpointing(cfg.gradient_checkpointing);
   model_.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   model_.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
@@ -62,11 +61,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& gr
 
 Trainer::LedgerTotals Trainer::ledger_totals() const {
   LedgerTotals t;
-  std::vector<Communicator*> seen;
-  for (Communicator* c : {groups_.world, groups_.shard, groups_.replica, groups_.zpp.secondary, groups_.zpp.intra_node,
-                         groups_.zpp.cross_node}) {
-    if (!c || std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
-    seen.push_back(c);
+  for (Communicator* c : plan_.communicators()) {
     t.total += c->ledger().total();
     t.intra += c->ledger().intra_node();
     t.inter += c->ledger().inter_node();

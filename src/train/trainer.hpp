@@ -9,6 +9,7 @@
 #include "config/train_config.hpp"
 #include "data/sft_data.hpp"
 #include "model/decoder.hpp"
+#include "parallel/parallel_plan.hpp"
 #include "parallel/zero_engine.hpp"
 #include "train/lr_schedule.hpp"
 
@@ -25,27 +26,19 @@ struct StepStats {
   double comm_bytes_intra_node = 0.0, comm_bytes_inter_node = 0.0;
 };
 
-// The groups a step communicates in: the world (loss normalisation), the shard group that splits one
-// copy of the model (defaults to the world), and for hybrid sharding the replica group.
-struct TrainGroups {
-  Communicator* world = nullptr;
-  Communicator* shard = nullptr;
-  Communicator* replica = nullptr;
-  ZeroPlusPlusGroups zpp;  // hpZ / qgZ groups, when the recipe turns them on
-};
-
 class Trainer {
  public:
-  // total_steps sizes the LR schedule; dp_group is the data-parallel group (world), which is also the
-  // shard group unless `groups` says otherwise.
+  // total_steps sizes the LR schedule. The plan's world normalises the loss over every rank; its shard,
+  // replica and ZeRO++ groups are the engine's. dp_group alone: one group for all (ParallelPlan::over).
+  Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& plan);
   Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group);
-  Trainer(const TrainConfig& cfg, long total_steps, const TrainGroups& groups);
 
   StepStats step(const std::vector<TokenBatch>& micro_batches);
 
   Decoder& model() { return model_; }
   ZeroEngine& engine() { return engine_; }
   const LrSchedule& schedule() const { return schedule_; }
+  const ParallelPlan& plan() const { return plan_; }
   long steps_done() const { return engine_.steps_taken(); }
 
  private:
@@ -55,8 +48,8 @@ class Trainer {
   LedgerTotals ledger_totals() const;
 
   TrainConfig cfg_;
-  TrainGroups groups_;
-  Communicator& group_;
+  ParallelPlan plan_;
+  Communicator& group_;  // the plan's world
   Decoder model_;
   ZeroEngine engine_;
   LrSchedule schedule_;

@@ -50,6 +50,11 @@ echo '{"zero_optimization": {"stage": 2, "cpu_offload": true}}' > "$tmp/ds.json"
 expect_error deepspeed-unsupported "$tmp/ds.json: DeepSpeed key 'zero_optimization.cpu_offload' is not supported" --deepspeed "$tmp/ds.json"
 expect_error zero-stage-range "key 'zero_stage' must be in [0, 3], got 4" --zero_stage 4
 expect_error shard-group "shard_group_size 3 does not divide the 1 ranks" --shard_group_size 3
+expect_error layout-every-factor "world size 1 = 1 node x 1 ranks per node (from MPI); shard group 3 (shard_group_size), replicas 1/3 (not whole); hpZ partition 2" --shard_group_size 3 --zero_stage 3 --zero_hpz_partition_size 2
+expect_error layout-hpz "zero_hpz_partition_size 2 does not divide the shard group of 3 ranks; would fit: 1, 3" --shard_group_size 3 --zero_stage 3 --zero_hpz_partition_size 2
+expect_error collectives-nccl "collectives: nccl" --collectives nccl
+expect_error collectives-unknown "key 'collectives' must be one of" --collectives gloo
+expect_error collective-timeout "collective_timeout_s" --collective_timeout_s 0
 
 expect_error too-few-samples "fewer than one optimizer step needs" --per_device_train_batch_size 5000
 out=$("$bin" frobnicate 2>&1); code=$?

@@ -1,10 +1,12 @@
 // The MPI backend of Communicator: every collective's result, in place and not, blocking and not,
-// in every element type it reduces, and the ledger's byte counts; topology and process groups.
+// in every element type it reduces, and the ledger's byte counts; and the topology (the groups built
+// on it are tested in test_parallel_plan.cpp).
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <vector>
 
+#include "comm/mpi_communicator.hpp"
 #include "comm/topology.hpp"
 #include "kernels/bf16.hpp"
 
@@ -128,26 +130,6 @@ TEST(CommTopology, OverrideMakesNodesOfConsecutiveRanks) {
   EXPECT_EQ(real.num_nodes, 1);  // the tests run on one machine
   EXPECT_EQ(real.ranks_per_node, n);
   EXPECT_EQ(real.local_rank, r);
-}
-
-TEST(CommTopology, ShardAndReplicaGroupsTileTheWorld) {
-  const int n = world().size(), r = world().rank();
-  const int f = n % 2 == 0 ? std::max(1, n / 2) : n;
-  const Topology t = Topology::discover(MPI_COMM_WORLD, f);
-  ProcessGroups g = ProcessGroups::create(MPI_COMM_WORLD, t, f);
-  EXPECT_EQ(g.shard->size(), f);
-  EXPECT_EQ(g.shard->rank(), r % f);
-  EXPECT_EQ(g.replica->size(), n / f);
-  EXPECT_EQ(g.replica->rank(), r / f);
-  EXPECT_EQ(g.node->size(), f);
-  // summing world ranks inside each group proves who is in it
-  int s = r;
-  g.shard->all_reduce(&s, &s, 1, DType::i32, ReduceOp::sum);
-  const int first = (r / f) * f;
-  EXPECT_EQ(s, f * first + f * (f - 1) / 2);
-  if (n > 1) {
-    EXPECT_THROW(ProcessGroups::create(MPI_COMM_WORLD, t, n + 1), std::invalid_argument);
-  }
 }
 
 }  // namespace

@@ -106,10 +106,12 @@ TEST(GradBuckets, Bf16GradientsDoNotDependOnTheBucketSize) {
 }
 
 // The engine's transient buffers (gathered units, unit gradients, bucket staging) come from its pool.
-// With blocking reductions every step needs the same buffers, so steps after the first allocate
-// nothing; overlapped, a later step may find more buckets in flight at once than the first did (a
-// matter of timing), so the pool may grow a little, but the three later steps together allocate
-// less than the first step alone (without the pool each would allocate as much as the first).
+// Every step asks for the same buffers. With blocking reductions, steps after the first allocate
+// nothing. Overlapped, how many buckets are in flight at once is a matter of timing, so the first step
+// need not have allocated all the pool will hold; but however the reductions interleave, a size never
+// has more buffers than one step takes of it, so four steps together allocate at most what one step
+// asks for (without the pool every step would allocate all it asks for), plus any buffer handed back
+// while still referenced (dropped, not pooled).
 TEST(GradBuckets, LaterStepsReuseTheFirstStepsBuffers) {
   MpiCommunicator world(MPI_COMM_WORLD, "world");
   const auto data = samples(4 * world.size());
@@ -120,19 +122,27 @@ TEST(GradBuckets, LaterStepsReuseTheFirstStepsBuffers) {
         cfg.reduce_bucket_size = bucket;
         Trainer tr(cfg, 4, world);
         tr.engine().set_overlap_comm(overlap);
-        std::int64_t after_first = 0;
+        std::int64_t after_first = 0, takes_per_step = 0;
         for (int s = 0; s < 4; ++s) {
           tr.step({collate(data, {2 * world.rank()}), collate(data, {2 * world.rank() + 1})});
-          if (s == 0) after_first = tr.engine().buffer_pool().allocations();
+          if (s == 0) {
+            after_first = tr.engine().buffer_pool().allocations();
+            takes_per_step = tr.engine().buffer_pool().takes();
+          }
         }
-        const std::int64_t later = tr.engine().buffer_pool().allocations() - after_first;
+        const BufferPool& pool = tr.engine().buffer_pool();
+        const std::int64_t later = pool.allocations() - after_first;
         const std::string what = "stage " + std::to_string(stage) + ", reduce_bucket_size " + bucket +
                                  (overlap ? ", overlapped" : ", blocking");
         EXPECT_GT(after_first, 0) << what;
+        EXPECT_EQ(pool.takes(), 4 * takes_per_step) << what << ": steps asked for different buffers";
         if (overlap) {
-          EXPECT_LT(later, after_first) << what << ": later steps allocated " << later;
+          EXPECT_LE(pool.allocations(), takes_per_step + pool.drops())
+              << what << ": " << pool.allocations() << " allocations in 4 steps, one step takes " << takes_per_step;
+          EXPECT_LT(pool.allocations(), 4 * takes_per_step) << what << ": the pool saved nothing";
         } else {
           EXPECT_EQ(later, 0) << what << ": a later step allocated";
+          EXPECT_EQ(pool.drops(), 0) << what;
         }
         EXPECT_GT(tr.engine().memory().pooled, 0) << what;
       }

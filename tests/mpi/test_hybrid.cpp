@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "comm/self_communicator.hpp"
-#include "comm/topology.hpp"
+#include "parallel/parallel_plan.hpp"
 #include "zero_test_util.hpp"
 
 namespace shardft {
@@ -16,21 +16,28 @@ TEST(HybridSharding, TwoNodesOfTwoMatchOneRank) {
   int n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (n != 4) GTEST_SKIP() << "the 2 x 2 layout needs exactly 4 ranks (run at np 4)";
-  const Topology topo = Topology::discover(MPI_COMM_WORLD, 2);
   for (int stage = 1; stage <= 3; ++stage) {
-    ProcessGroups g = ProcessGroups::create(MPI_COMM_WORLD, topo, 2);
-    ASSERT_TRUE(g.world->ledger().crosses_nodes());
-    ASSERT_FALSE(g.shard->ledger().crosses_nodes());
-    ASSERT_TRUE(g.replica->ledger().crosses_nodes());
-    const TrainConfig cfg = tiny(stage, 2, stage != 2);
+    TrainConfig cfg = tiny(stage, 2, stage != 2);
+    cfg.ranks_per_node = 2;
+    cfg.sharding_strategy = stage == 2 ? "_HYBRID_SHARD_ZERO2" : "";  // a node, by FSDP's name
+    cfg.shard_group_size = stage == 2 ? 0 : 2;
+    const ParallelPlan g = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+    const Topology& topo = g.topology();
+    ASSERT_EQ(g.dims().shard, 2);
+    ASSERT_EQ(g.dims().replicas, 2);
+    ASSERT_TRUE(g.world().ledger().crosses_nodes());
+    ASSERT_FALSE(g.shard().ledger().crosses_nodes());
+    ASSERT_NE(g.replica(), nullptr);
+    ASSERT_TRUE(g.replica()->ledger().crosses_nodes());
     const int steps = 5;
     const long per_step = long(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * n;
     const auto data = samples(static_cast<int>(per_step * steps));
     const StepPlan plan{per_step, steps, steps};
     const auto order = epoch_permutation(static_cast<std::int64_t>(data.size()), cfg.seed, 0);
-    Trainer hybrid(cfg, steps, TrainGroups{g.world.get(), g.shard.get(), g.replica.get(), {}});
+    Trainer hybrid(cfg, steps, g);
     TrainConfig ref_cfg = cfg;
     ref_cfg.zero_stage = 0;
+    ref_cfg.sharding_strategy = "";
     SelfCommunicator self;
     Trainer reference(ref_cfg, steps, self);
     double inter = 0, intra = 0;

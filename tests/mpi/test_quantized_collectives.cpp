@@ -6,11 +6,21 @@
 #include <random>
 #include <vector>
 
+#include "comm/mpi_communicator.hpp"
 #include "comm/quantized_collectives.hpp"
-#include "comm/topology.hpp"
+#include "parallel/parallel_plan.hpp"
 
 namespace shardft {
 namespace {
+
+// qgZ's two hops over the whole world, with `per_node` ranks counted as one node (0: as MPI finds).
+ParallelPlan qgz_plan(int per_node) {
+  TrainConfig cfg;
+  cfg.zero_stage = 2;
+  cfg.zero_quantized_gradients = true;
+  cfg.ranks_per_node = per_node;
+  return ParallelPlan::create(MPI_COMM_WORLD, cfg);
+}
 
 TEST(QuantizedCollectives, Int8AllGatherIsWithinHalfAStepAndIdenticalEverywhere) {
   MpiCommunicator world(MPI_COMM_WORLD, "world");
@@ -50,14 +60,14 @@ TEST(QuantizedCollectives, Int4HierarchicalReduceScatterMatchesTheExactSum) {
   const int n = world.size(), r = world.rank(), block = 32;
   for (int per_node : {1, n}) {
     if (n % per_node != 0) continue;
-    const Topology topo = Topology::discover(MPI_COMM_WORLD, per_node);
-    ProcessGroups g = ProcessGroups::create(MPI_COMM_WORLD, topo, 0);
+    const ParallelPlan g = qgz_plan(per_node);
+    const Topology& topo = g.topology();
     const std::size_t S = 96;
     // Exactly representable data: integers with a 7 in every block, the same on every rank, so every
     // quantization is exact and the result must be n times the input, shard by shard.
     std::vector<float> same(S * n), out(S);
     for (std::size_t i = 0; i < same.size(); ++i) same[i] = (i % block == 0) ? 7.f : float(int(i * 5 % 15) - 7);
-    quantized_reduce_scatter_int4(*g.node, *g.cross_node, same.data(), S, out.data(), block);
+    quantized_reduce_scatter_int4(*g.qgz_intra(), *g.qgz_cross(), same.data(), S, out.data(), block);
     for (std::size_t i = 0; i < S; ++i) ASSERT_EQ(out[i], n * same[r * S + i]) << "layout " << per_node << " i " << i;
 
     // Ordinary data: the error of int4 blocks is bounded; compare with MPI's exact reduce-scatter.
@@ -66,7 +76,7 @@ TEST(QuantizedCollectives, Int4HierarchicalReduceScatterMatchesTheExactSum) {
     std::vector<float> full(S * n), exact(S);
     for (auto& v : full) v = normal(rng);
     world.reduce_scatter(full.data(), exact.data(), S, DType::f32, ReduceOp::sum);
-    quantized_reduce_scatter_int4(*g.node, *g.cross_node, full.data(), S, out.data(), block);
+    quantized_reduce_scatter_int4(*g.qgz_intra(), *g.qgz_cross(), full.data(), S, out.data(), block);
     double num = 0, den = 0;
     for (std::size_t i = 0; i < S; ++i) {
       num += (out[i] - exact[i]) * (out[i] - exact[i]);
@@ -77,9 +87,9 @@ TEST(QuantizedCollectives, Int4HierarchicalReduceScatterMatchesTheExactSum) {
     EXPECT_LT(std::sqrt(num / den), 0.25) << "layout " << per_node;
     EXPECT_GT(std::sqrt(num / den), 0.0) << "int4 of normal data cannot be exact";
     // bytes: stage 1 inside the node, stage 2 across nodes
-    EXPECT_EQ(g.node->ledger().inter_node(), 0.0);
+    EXPECT_EQ(g.qgz_intra()->ledger().inter_node(), 0.0);
     if (topo.num_nodes > 1) {
-      EXPECT_GT(g.cross_node->ledger().inter_node(), 0.0);
+      EXPECT_GT(g.qgz_cross()->ledger().inter_node(), 0.0);
     }
   }
 }
@@ -95,11 +105,10 @@ TEST(QuantizedCollectives, NonFiniteValuesAreRefusedNotSent) {
     EXPECT_NE(std::string(e.what()).find("qwZ weight all-gather: 1 non-finite"), std::string::npos) << e.what();
   }
   shard[3] = INFINITY;
-  const Topology topo = Topology::discover(MPI_COMM_WORLD);
-  ProcessGroups g = ProcessGroups::create(MPI_COMM_WORLD, topo, 0);
+  const ParallelPlan g = qgz_plan(0);
   std::vector<float> grads(70 * world.size(), 1.f), out(70);
   grads[1] = -INFINITY;
-  EXPECT_THROW(quantized_reduce_scatter_int4(*g.node, *g.cross_node, grads.data(), 70, out.data(), 32), std::runtime_error);
+  EXPECT_THROW(quantized_reduce_scatter_int4(*g.qgz_intra(), *g.qgz_cross(), grads.data(), 70, out.data(), 32), std::runtime_error);
 }
 
 }  // namespace

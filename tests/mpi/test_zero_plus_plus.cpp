@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "comm/self_communicator.hpp"
-#include "comm/topology.hpp"
+#include "parallel/parallel_plan.hpp"
 #include "zero_test_util.hpp"
 
 namespace shardft {
@@ -23,14 +23,9 @@ struct RunResult {
 RunResult train(TrainConfig cfg, int steps, bool reference) {
   int n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  const Topology topo = Topology::discover(MPI_COMM_WORLD, 2);
-  ProcessGroups g = ProcessGroups::create(MPI_COMM_WORLD, topo, 0, cfg.zero_hpz_partition_size);
-  TrainGroups tg{g.world.get(), g.shard.get(), nullptr, {}};
-  if (cfg.zero_hpz_partition_size > 1) tg.zpp.secondary = g.secondary.get();
-  if (cfg.zero_quantized_gradients) {
-    tg.zpp.intra_node = g.shard_intra_node.get();
-    tg.zpp.cross_node = g.shard_cross_node.get();
-  }
+  cfg.ranks_per_node = 2;
+  const ParallelPlan tg = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+  const Topology& topo = tg.topology();
   const long per_step = long(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * n;
   const auto data = samples(static_cast<int>(per_step * steps));
   const StepPlan plan{per_step, steps, steps};

@@ -106,7 +106,7 @@ TEST(BiasTraining, BiasesTakeNoWeightDecay) {
   for (int stage : {0, 1}) {
     SCOPED_TRACE(stage);
     zc.stage = stage;
-    ZeroEngine eng(layout, zc, self());
+    ZeroEngine eng(layout, zc, ParallelPlan::over(self()));
     eng.load_weights(std::vector<float>(layout.total_numel(), 1.f));
     eng.begin_step();
     eng.begin_micro_batch(true);
@@ -150,7 +150,7 @@ TEST_P(BiasExport, ConsolidatedConfigNamesTheArchitecture) {
   batch.targets = {65, 66, 67, 68, 69, 70, 258, -100};
   tr.step({batch});
   std::filesystem::create_directories(cfg.output_dir);
-  const std::string ckpt = save_checkpoint(cfg, tr, self(), {1, 0.0});
+  const std::string ckpt = save_checkpoint(cfg, tr, {1, 0.0});
   ConsolidateOptions opt;
   opt.output_dir = (dir_ / "hf").string();
   consolidate_checkpoint(ckpt, opt);

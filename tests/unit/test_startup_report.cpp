@@ -8,12 +8,13 @@ namespace {
 
 TEST(StartupReport, NamesTheBuildTheTopologyAndEveryChangedKeyWithItsSource) {
   const TrainConfig cfg = load_train_config("", {"--learning_rate=0.01", "--zero_stage", "3", "--ranks_per_node=2"});
-  const std::string r = startup_report(cfg, JobShape{4, 2, 2, true, 2});
+  const std::string r = startup_report(cfg, JobShape{4, 2, 2, true, 2, "  world  : 1 group of 4 (mpi, crosses nodes)\n"});
   EXPECT_NE(r.find("build: Kokkos "), std::string::npos) << r;
   EXPECT_NE(r.find("topology: 4 ranks = 2 nodes x 2 ranks per node (ranks_per_node override); shard groups of 2, "
                    "2 replicas"),
             std::string::npos)
       << r;
+  EXPECT_NE(r.find("2 replicas\n  world  : 1 group of 4 (mpi, crosses nodes)\n"), std::string::npos) << r;
   EXPECT_NE(r.find("  learning_rate: 0.01   # --learning_rate\n"), std::string::npos) << r;
   EXPECT_NE(r.find("  zero_stage: 3   # --zero_stage\n"), std::string::npos) << r;
   // Keys at their defaults stay out of it.
@@ -34,7 +35,7 @@ TEST(StartupReport, SaysWhichLibraryRunsTheGemms) {
 }
 
 TEST(StartupReport, OneNodeFromMpiReadsSo) {
-  const std::string r = startup_report(TrainConfig{}, JobShape{2, 1, 2, false, 2});
+  const std::string r = startup_report(TrainConfig{}, JobShape{2, 1, 2, false, 2, ""});
   EXPECT_NE(r.find("topology: 2 ranks = 1 node x 2 ranks per node (from MPI); shard groups of 2, 1 replica\n"),
             std::string::npos)
       << r;
