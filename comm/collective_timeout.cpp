@@ -74,7 +74,7 @@ void report_collective_timeout(const WaitSite& site, double waited_s) {
   h(t);
 }
 
-void wait_until(const std::function<bool()>& test, const WaitSite& site) {
+void wait_until(const std::function<bool()>& test, const WaitSite& site, const std::function<void()>& before_report) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   double next_report = site.limit_s;
@@ -86,6 +86,7 @@ void wait_until(const std::function<bool()>& test, const WaitSite& site) {
     if (site.limit_s > 0 && (tries & 63) == 63) {
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
       if (waited > next_report) {
+        if (before_report) before_report();
         report_collective_timeout(site, waited);  // the default never returns
         next_report = waited + site.limit_s;
       }

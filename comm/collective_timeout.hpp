@@ -37,7 +37,9 @@ CollectiveTimeoutHandler set_collective_timeout_handler(CollectiveTimeoutHandler
 void report_collective_timeout(const WaitSite& site, double waited_s);
 
 // Spins on test() (a nonblocking completion check that also moves the collective on) until it answers
-// true, yielding the core between tries; each time site.limit_s passes, reports the timeout.
-void wait_until(const std::function<bool()>& test, const WaitSite& site);
+// true, yielding the core between tries; each time site.limit_s passes, runs before_report (the NCCL
+// backend aborts its communicator there) and reports the timeout.
+void wait_until(const std::function<bool()>& test, const WaitSite& site,
+                const std::function<void()>& before_report = {});
 
 }  // namespace shardft

@@ -1,9 +1,7 @@
 #include "comm/nccl/nccl_communicator.hpp"
 
-#include <chrono>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "kernels/cuda/cublas_gemm.hpp"
 
@@ -44,31 +42,23 @@ bool is_device_memory(const void* p) {
 }
 
 // Polls `event` (and the communicator's asynchronous error) until it has completed; past the site's
-// limit aborts the NCCL communicator and reports the timeout.
+// limit aborts the NCCL communicator, which frees the GPU of the kernel waiting for the missing peer,
+// and reports the timeout.
 void wait_for_event(cudaEvent_t event, ncclComm_t comm, const WaitSite& site) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  double next_report = site.limit_s;
-  for (long tries = 0;; ++tries) {
-    const cudaError_t r = cudaEventQuery(event);
-    if (r == cudaSuccess) return;
-    if (r != cudaErrorNotReady) check(r, "cudaEventQuery");
-    if ((tries & 63) == 63) {
-      ncclResult_t state = ncclSuccess;
-      check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
-      if (state != ncclSuccess && state != ncclInProgress) {
-        throw std::runtime_error("NCCL " + std::string(site.collective) + " on group '" + site.group +
-                                 "': asynchronous error " + ncclGetErrorString(state));
-      }
-      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-      if (site.limit_s > 0 && waited > next_report) {
-        ncclCommAbort(comm);  // frees the GPU of the kernel waiting for the missing peer
-        report_collective_timeout(site, waited);
-        next_report = waited + site.limit_s;
-      }
-    }
-    if (tries >= 64) std::this_thread::yield();
-  }
+  wait_until(
+      [&] {
+        const cudaError_t r = cudaEventQuery(event);
+        if (r == cudaSuccess) return true;
+        if (r != cudaErrorNotReady) check(r, "cudaEventQuery");
+        ncclResult_t state = ncclSuccess;
+        check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
+        if (state != ncclSuccess && state != ncclInProgress) {
+          throw std::runtime_error("NCCL " + std::string(site.collective) + " on group '" + site.group +
+                                   "': asynchronous error " + ncclGetErrorString(state));
+        }
+        return false;
+      },
+      site, [&] { ncclCommAbort(comm); });
 }
 
 // The completion event of one collective, recorded on the communicator's stream.

@@ -1,6 +1,5 @@
 // gtest entry point for the single-process tests: Kokkos lives for the whole run. Listing the tests
-// (CMake's test discovery, at build time) starts no Kokkos, so a CUDA build lists them on a machine
-// without a GPU driver.
+// (CMake's test discovery) starts no Kokkos: no device is touched just to name them.
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
