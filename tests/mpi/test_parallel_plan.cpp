@@ -99,22 +99,51 @@ TEST(ParallelPlanGroups, ABadLayoutFailsOnEveryRankWithTheSameError) {
 }
 
 // Rank 1 joins each collective late; every other rank's wait passes the limit and reports it, then
-// (the test's handler returning) waits on, and the collective completes with the right result.
+// (the test's handler returning) waits on, and the collective completes with the right result. Rank 1
+// joins only once every other rank has told it (over a side communicator) that it reported, so a loaded
+// machine cannot make a waiting rank arrive after the late one; a rank that never reports makes rank 1
+// join after 20 s and its own expectations fail, rather than hanging the job.
 TEST(CollectiveTimeout, AWaitPastTheLimitNamesTheRankTheGroupAndTheCollective) {
   const int n = world_size(), r = world_rank();
   if (n < 2) GTEST_SKIP() << "needs a second rank to be late (run at np >= 2)";
   MpiCommunicator world(MPI_COMM_WORLD, "world");
   std::unique_ptr<MpiCommunicator> group = world.split(0, r, "late_group");
   group->set_collective_timeout(0.3);
+  MPI_Comm side = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &side);
+  constexpr int kReportedTag = 7;
   std::vector<std::string> reports;
   struct Restore {
     CollectiveTimeoutHandler previous;
-    ~Restore() { set_collective_timeout_handler(previous); }
-  } restore{set_collective_timeout_handler([&](const CollectiveTimeout& t) { reports.push_back(t.message()); })};
+    MPI_Comm* side;
+    ~Restore() {
+      set_collective_timeout_handler(previous);
+      MPI_Comm_free(side);
+    }
+  } restore{set_collective_timeout_handler([&](const CollectiveTimeout& t) {
+              reports.push_back(t.message());
+              if (reports.size() == 1) {
+                int reported = 1;
+                MPI_Send(&reported, 1, MPI_INT, 1, kReportedTag, side);
+              }
+            }),
+            &side};
   // No ASSERT below: a rank leaving early would leave the others waiting in the next collective.
   auto first = [&] { return reports.empty() ? std::string("(no report)") : reports.front(); };
   auto late = [&] {
-    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(900));
+    if (r != 1) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int heard = 0; heard < n - 1 && std::chrono::steady_clock::now() < deadline;) {
+      int waiting = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, kReportedTag, side, &waiting, MPI_STATUS_IGNORE);
+      if (!waiting) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+      int reported = 0;
+      MPI_Recv(&reported, 1, MPI_INT, MPI_ANY_SOURCE, kReportedTag, side, MPI_STATUS_IGNORE);
+      ++heard;
+    }
   };
   const std::size_t big = 64 * 1024;  // the pairwise path (from 64 KiB), as the engine's buffers take
   for (std::size_t count : {std::size_t(3), big}) {
