@@ -76,17 +76,17 @@ LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, G
 
   const auto dx = A.dx.mat(N, d);
   params.acquire(head);
-  const CrossEntropySums loss = head_loss_backward(
-      head_weights_of(params, layout_, static_cast<float>(cfg_.rms_norm_eps), dtype_), head_grads_of(grads, layout_),
-      input_of(L), in.targets, logits_chunk_, static_cast<float>(1.0 / loss_normalizer), A.head,
-      A.grad_buffers.dh.mat(N, d), dx);
+  const CrossEntropySums loss =
+      head_loss_backward(head_weights_of(params, layout_, cfg_, dtype_), head_grads_of(grads, layout_), input_of(L),
+                         in.targets, logits_chunk_, static_cast<float>(1.0 / loss_normalizer), A.head,
+                         A.grad_buffers.dh.mat(N, d), dx);
   grads.block_done(head);
   params.release(head);
 
   for (int l = L - 1; l >= 0; --l) {
     params.acquire(l + 1);
     const LayerWeights w = weights_of(l);
-    if (checkpointing_) decoder_layer_forward(w, t, input_of(l), A.scratch, {});
+    if (checkpointing_) decoder_layer_forward(w, t, input_of(l), A.scratch, {});  // forward kept only its input
     decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, input_of(l), saved_of(l), dx, A.grad_buffers);
     grads.block_done(l + 1);
     params.release(l + 1);
@@ -114,8 +114,7 @@ LossSums Decoder::forward_loss(const ModelInputs& in, ParamSource& params) {
   const auto x = forward_layers(in, params);
   params.acquire(layout_.head_block());
   const CrossEntropySums loss =
-      head_loss(head_weights_of(params, layout_, static_cast<float>(cfg_.rms_norm_eps), dtype_), x, in.targets,
-                logits_chunk_, acts_->head);
+      head_loss(head_weights_of(params, layout_, cfg_, dtype_), x, in.targets, logits_chunk_, acts_->head);
   params.release(layout_.head_block());
   return {loss.loss_sum, loss.count};
 }
@@ -124,8 +123,7 @@ void Decoder::forward_logits(const ModelInputs& in, ParamSource& params, View1<c
                              View2<float> logits) {
   const auto x = forward_layers(in, params);
   params.acquire(layout_.head_block());
-  head_logits(head_weights_of(params, layout_, static_cast<float>(cfg_.rms_norm_eps), dtype_), x, rows,
-              acts_->head, logits);
+  head_logits(head_weights_of(params, layout_, cfg_, dtype_), x, rows, acts_->head, logits);
   params.release(layout_.head_block());
 }
 

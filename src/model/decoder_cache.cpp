@@ -84,7 +84,8 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
   KvCache::Work& w = *cache.work;
   const std::int64_t N = static_cast<std::int64_t>(t.ids.extent(0));
   const std::int64_t R = t.logit_rows.extent(0) > 0 ? static_cast<std::int64_t>(t.logit_rows.extent(0)) : N;
-  if (static_cast<std::int64_t>(logits.extent(0)) != R || logits.extent(1) != static_cast<std::size_t>(cfg.vocab_size)) {
+  if (static_cast<std::int64_t>(logits.extent(0)) != R ||
+      logits.extent(1) != static_cast<std::size_t>(cfg.vocab_size)) {
     throw std::invalid_argument("Decoder: logits must be [" + std::to_string(R) + ", " +
                                 std::to_string(cfg.vocab_size) + "]");
   }
@@ -101,8 +102,7 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
     params.release(l + 1);
   }
   params.acquire(layout.head_block());
-  head_logits(head_weights_of(params, layout, static_cast<float>(cfg.rms_norm_eps), model.dtype()), x, t.logit_rows,
-              w.head, logits);
+  head_logits(head_weights_of(params, layout, cfg, model.dtype()), x, t.logit_rows, w.head, logits);
   params.release(layout.head_block());
 }
 

@@ -41,8 +41,10 @@ CrossEntropySums chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unma
 
 }  // namespace
 
-HeadWeights head_weights_of(ParamSource& params, const ParamLayout& layout, float norm_eps, ComputeDtype dtype) {
-  return {params.weight(layout.final_norm()), norm_eps, linear_of(params, layout, layout.lm_head(), -1, dtype)};
+HeadWeights head_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg,
+                            ComputeDtype dtype) {
+  return {params.weight(layout.final_norm()), static_cast<float>(cfg.rms_norm_eps),
+          linear_of(params, layout, layout.lm_head(), -1, dtype)};
 }
 
 HeadGrads head_grads_of(GradSink& grads, const ParamLayout& layout) {

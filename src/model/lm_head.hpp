@@ -5,6 +5,7 @@
 // exists, and in training it is turned into its gradient in place and consumed at once.
 #include <cstdint>
 
+#include "config/model_config.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "model/growing_buffer.hpp"
 #include "model/linear.hpp"
@@ -24,7 +25,7 @@ struct HeadGrads {
 
 // The head block's weights (acquired) and where its gradients go; with tied embeddings the LM head is
 // the embedding matrix, and its gradient the embedding's.
-HeadWeights head_weights_of(ParamSource& params, const ParamLayout& layout, float norm_eps, ComputeDtype dtype);
+HeadWeights head_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, ComputeDtype dtype);
 HeadGrads head_grads_of(GradSink& grads, const ParamLayout& layout);
 
 struct HeadBuffers {
