@@ -1,22 +1,22 @@
 #pragma once
-// The Llama-family decoder: embedding, L x (RMSNorm, GQA attention with RoPE (q/k/v and o projections
-// with optional biases: Qwen2, Llama attention_bias), residual, RMSNorm,
-// SwiGLU MLP, residual), final RMSNorm, LM head, cross-entropy. Forward and backward, block by
-// block through a ParamSource / GradSink. Reads like the math; knows nothing of ranks.
+// The Llama-family decoder: embedding, L x decoder layer (model/decoder_layer.hpp: RMSNorm, GQA
+// attention with RoPE (q/k/v and o projections with optional biases: Qwen2, Llama attention_bias),
+// residual, RMSNorm, SwiGLU MLP, residual), final RMSNorm, LM head, cross-entropy (model/lm_head.hpp).
+// Forward and backward, block by block through a ParamSource / GradSink. Knows nothing of ranks.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "config/model_config.hpp"
 #include "kernels/types.hpp"
+#include "model/linear.hpp"
 #include "model/param_layout.hpp"
 #include "model/param_source.hpp"
 
 namespace shardft {
 
-enum class ComputeDtype { fp32, bf16 };
-
-struct KvCache;  // model/decoder_cache.hpp
+struct KvCache;          // model/decoder_cache.hpp
+struct AttentionTokens;  // model/attention_block.hpp
 
 // One micro-batch on the device, row-major [batch, seq]. targets are already shifted (targets[t] is
 // what the logits at t predict; -100 takes no loss). Tokens attend causally, and only to tokens with
@@ -69,8 +69,8 @@ class Decoder {
   void forward_logits(const ModelInputs& in, ParamSource& params, View1<const std::int32_t> rows,
                       View2<float> logits);
 
-  // Generation with a KV cache (model/decoder_cache.cpp): the same kernels and bf16 roundings as the
-  // forward above, so the logits equal forward_logits' over each row's whole prefix.
+  // Generation with a KV cache (model/decoder_cache.cpp): the same layer forward as above, over only the
+  // tokens a step adds, so the logits equal forward_logits' over each row's whole prefix.
   // prefill: prompts[r] (1 to cache.max_len tokens) become row r of a fresh cache (prompts.size() ==
   // cache.rows); logits [rows, vocab] at each prompt's last token.
   void prefill(const std::vector<std::vector<std::int32_t>>& prompts, ParamSource& params, KvCache& cache,
@@ -82,8 +82,11 @@ class Decoder {
 
  private:
   struct Activations;
-  LossSums run(const ModelInputs& in, ParamSource& params, GradSink* grads, double loss_normalizer,
-               View1<const std::int32_t> logit_rows, View2<float> logits);
+  // The inputs checked and seen as attention sees them; the RoPE table made for them.
+  AttentionTokens attention_tokens(const ModelInputs& in);
+  void embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float> x) const;
+  // Forward only, through the last layer: its output, with nothing kept for backward.
+  Unmanaged2<const float> forward_layers(const ModelInputs& in, ParamSource& params);
 
   ModelConfig cfg_;
   ParamLayout layout_;

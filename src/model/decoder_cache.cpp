@@ -1,41 +1,21 @@
-// Generation with a KV cache: the decoder's forward (model/decoder.cpp), run over only the tokens a
-// step adds, with attention reading the earlier tokens' keys and values from the cache.
-//
-// Each layer, for the step's tokens x [N, d] (N = rows x padded prompt length in prefill, one token per
-// row in decode):
-//   h = RMSNorm(x);  q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv;  RoPE(q, k) at each token's position
-//   cache[row, pos] = (k, v);  o = attention(q, cache);  x += o Wo^T + bo
-//   h = RMSNorm(x);  x += (silu(h Wg^T) * (h Wu^T)) Wd^T
-// then logits = RMSNorm(x) W_head^T at the tokens asked for. Every step is the training forward's kernel
-// with its bf16 roundings (h, o, the SwiGLU output, the final norm), so only the GEMMs' row counts differ
-// from a full forward.
+// Generation with a KV cache: the decoder's forward (model/decoder_layer.hpp, model/lm_head.hpp) run
+// over only the tokens a step adds, each layer given its cache: the step's keys and values (after RoPE)
+// go into it, and a decode step's queries attend over it. Prefill runs the prompts through the training
+// forward's own attention kernel; only the GEMMs' row counts differ from a full forward.
 #include "model/decoder_cache.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/attention.hpp"
-#include "kernels/attention_decode.hpp"
-#include "kernels/rows.hpp"
-#include "kernels/attention_lse.hpp"
-#include "kernels/bias.hpp"
-#include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
-#include "kernels/gemm.hpp"
-#include "kernels/rmsnorm.hpp"
-#include "kernels/rope.hpp"
-#include "kernels/swiglu.hpp"
 #include "model/decoder.hpp"
-#include "model/decoder_parts.hpp"
+#include "model/decoder_layer.hpp"
+#include "model/lm_head.hpp"
 
 namespace shardft {
 
 namespace {
-
-using decoder_parts::gate_up_weight;
-using decoder_parts::round_if_bf16;
-using Buffer = decoder_parts::GrowingBuffer;
 
 template <class T>
 Unmanaged1<const T> upload(View1<T>& dev, const std::vector<T>& host, const char* name) {
@@ -49,8 +29,9 @@ Unmanaged1<const T> upload(View1<T>& dev, const std::vector<T>& host, const char
 }  // namespace
 
 struct KvCache::Work {
-  Buffer x{"kv_x"}, h{"kv_h"}, rstd{"kv_rstd"}, q{"kv_q"}, k{"kv_k"}, v{"kv_v"}, o{"kv_o"}, gu{"kv_gu"},
-      s{"kv_s"}, attn{"kv_attn"}, picked{"kv_picked"}, gate_up_w{"kv_gate_up_w"};
+  GrowingBuffer x{"kv_x"}, gate_up_copy{"kv_gate_up_copy"};
+  LayerActivations layer;
+  HeadBuffers head;
   View1<std::int32_t> ids, pos, seq_ids, slot, len, logit_rows;
   View1<std::int64_t> dest;
   RopeTable rope;
@@ -86,84 +67,43 @@ Unmanaged2<float> KvCache::layer_v(int layer) const {
 
 namespace {
 
-// The step's tokens on the device: ids and positions [N], dest [N] (the token's row in a layer's cache
-// matrix, -1 for padding), and the tokens whose logits are wanted (empty: all).
+// A step's tokens on the device: ids [N]; dest [N], each token's row in a layer's cache matrix (-1:
+// padding); the tokens whose logits are wanted (empty: all); and, decoding, what each query reads.
 struct StepTokens {
-  Unmanaged1<const std::int32_t> ids, pos;
+  Unmanaged1<const std::int32_t> ids;
+  AttentionTokens attention;
   Unmanaged1<const std::int64_t> dest;
   Unmanaged1<const std::int32_t> logit_rows;
+  const KvCacheReads* reads = nullptr;
 };
 
-// The forward of one step through the cache. attend(l, q, k, v, o) writes the attention output o for
-// the step's queries q, with the step's keys and values k, v already in layer l's cache.
-template <class Attend>
-void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, const StepTokens& t, Attend attend,
+void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, const StepTokens& t,
                     View2<float> logits) {
   const ModelConfig& cfg = model.config();
   const ParamLayout& layout = model.layout();
-  const ComputeDtype dtype = model.dtype();
   KvCache::Work& w = *cache.work;
   const std::int64_t N = static_cast<std::int64_t>(t.ids.extent(0));
-  const std::int64_t d = cfg.hidden_size, hd = cfg.head_dim(), I = cfg.intermediate_size;
-  const std::int64_t qd = cfg.num_attention_heads * hd, kvd = cfg.num_key_value_heads * hd;
   const std::int64_t R = t.logit_rows.extent(0) > 0 ? static_cast<std::int64_t>(t.logit_rows.extent(0)) : N;
-  const float eps = static_cast<float>(cfg.rms_norm_eps);
-  if (static_cast<std::int64_t>(logits.extent(0)) != R || logits.extent(1) != static_cast<std::size_t>(cfg.vocab_size)) {
+  if (static_cast<std::int64_t>(logits.extent(0)) != R ||
+      logits.extent(1) != static_cast<std::size_t>(cfg.vocab_size)) {
     throw std::invalid_argument("Decoder: logits must be [" + std::to_string(R) + ", " +
                                 std::to_string(cfg.vocab_size) + "]");
   }
   check_token_ids(t.ids, cfg.vocab_size);
-  auto W = [&](int p) { return params.weight(p); };
-  auto add_bias = [&](int bias, Unmanaged2<float> y) {
-    if (bias >= 0) bias_forward(y, W(bias));
-  };
-  auto x = w.x.mat(N, d), h = w.h.mat(N, d), q = w.q.mat(N, qd), k = w.k.mat(N, kvd), v = w.v.mat(N, kvd),
-       o = w.o.mat(N, qd), gu = w.gu.mat(N, 2 * I), s = w.s.mat(N, I);
-  auto rstd = w.rstd.vec(N);
+  const auto x = w.x.mat(N, cfg.hidden_size);
   params.acquire(0);
-  const auto& embed_shape = layout.params()[layout.embed_tokens()].shape;
-  embedding_forward(t.ids, Unmanaged2<const float>(W(layout.embed_tokens()).data(), embed_shape[0], embed_shape[1]), x);
+  embedding_forward(t.ids, weight_matrix(params, layout, layout.embed_tokens()), x);
   params.release(0);
-
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    const LayerParams& P = layout.layer(l);
     params.acquire(l + 1);
-    rmsnorm_forward(x, W(P.input_layernorm), eps, h, rstd);
-    round_if_bf16(dtype, h);
-    linear_forward(h, W(P.q_proj), q);
-    add_bias(P.q_bias, q);
-    linear_forward(h, W(P.k_proj), k);
-    add_bias(P.k_bias, k);
-    linear_forward(h, W(P.v_proj), v);
-    add_bias(P.v_bias, v);
-    rope_rotate_qk(q, k, t.pos, w.rope, false);
-    scatter_rows(k, t.dest, cache.layer_k(l));
-    scatter_rows(v, t.dest, cache.layer_v(l));
-    attend(l, Unmanaged2<const float>(q), Unmanaged2<const float>(k), Unmanaged2<const float>(v), o);
-    round_if_bf16(dtype, o);
-    linear_forward(o, W(P.o_proj), x, 1.f);  // x += attention (the residual)
-    add_bias(P.o_bias, x);
-    rmsnorm_forward(x, W(P.post_attention_layernorm), eps, h, rstd);
-    round_if_bf16(dtype, h);
-    gemm(Op::N, Op::T, 1.f, h, gate_up_weight(params, P, I, d, w.gate_up_w), 0.f, gu);
-    swiglu_forward_packed(gu, s);
-    round_if_bf16(dtype, s);
-    linear_forward(s, W(P.down_proj), x, 1.f);  // x += mlp
+    const LayerKvCache layer_cache{cache.layer_k(l), cache.layer_v(l), t.dest, t.reads};
+    decoder_layer_forward(layer_weights_of(params, layout, cfg, l, model.dtype(), w.gate_up_copy), t.attention, x,
+                          w.layer, x, &layer_cache);
     params.release(l + 1);
   }
-
-  const int head = layout.head_block();
-  params.acquire(head);
-  rmsnorm_forward(x, W(layout.final_norm()), eps, h, rstd);
-  round_if_bf16(dtype, h);
-  Unmanaged2<const float> picked = h;
-  if (t.logit_rows.extent(0) > 0) {
-    auto rows = w.picked.mat(R, d);
-    gather_rows(h, t.logit_rows, rows);
-    picked = rows;
-  }
-  linear_forward(picked, W(layout.lm_head()), logits);
-  params.release(head);
+  params.acquire(layout.head_block());
+  head_logits(head_weights_of(params, layout, cfg, model.dtype()), x, t.logit_rows, w.head, logits);
+  params.release(layout.head_block());
 }
 
 }  // namespace
@@ -199,23 +139,15 @@ void Decoder::prefill(const std::vector<std::vector<std::int32_t>>& prompts, Par
     }
     last[r] = r * T + n - 1;
   }
-  KvCache::Work& w = *cache.work;
-  const StepTokens t{upload(w.ids, ids, "kv_ids"), upload(w.pos, pos, "kv_pos"), upload(w.dest, dest, "kv_dest"),
-                     upload(w.logit_rows, last, "kv_logit_rows")};
-  const Unmanaged1<const std::int32_t> same_sample = upload(w.seq_ids, seq_ids, "kv_seq_ids");
   // The prompts attend among themselves exactly as in the full forward (the same kernel).
+  KvCache::Work& w = *cache.work;
   const AttentionShape shape{B, T, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
-  const bool lse = memory_efficient_attention_;
-  auto attend = [&](int, Unmanaged2<const float> q, Unmanaged2<const float> k, Unmanaged2<const float> v,
-                    Unmanaged2<float> o) {
-    if (lse) {
-      const std::int64_t rows_bht = static_cast<std::int64_t>(B) * shape.heads * T;
-      attention_forward_lse(shape, q, k, v, same_sample, o, w.attn.vec(rows_bht));
-    } else {
-      attention_forward(shape, q, k, v, same_sample, o, w.attn.vec(shape.probs_size()));
-    }
-  };
-  cached_forward(*this, params, cache, t, attend, logits);
+  const AttentionTokens attention{shape, upload(w.pos, pos, "kv_pos"), upload(w.seq_ids, seq_ids, "kv_seq_ids"),
+                                  &w.rope, memory_efficient_attention_};
+  cached_forward(*this, params, cache,
+                 {upload(w.ids, ids, "kv_ids"), attention, upload(w.dest, dest, "kv_dest"),
+                  upload(w.logit_rows, last, "kv_logit_rows")},
+                 logits);
   for (int r = 0; r < B; ++r) cache.length[r] = static_cast<int>(prompts[r].size());
 }
 
@@ -240,17 +172,12 @@ void Decoder::decode_step(const std::vector<int>& rows, const std::vector<std::i
     dest[i] = static_cast<std::int64_t>(r) * cache.max_len + pos[i];
   }
   KvCache::Work& w = *cache.work;
-  const StepTokens t{upload(w.ids, tokens, "kv_ids"), upload(w.pos, pos, "kv_pos"), upload(w.dest, dest, "kv_dest"),
-                     Unmanaged1<const std::int32_t>()};
-  const Unmanaged1<const std::int32_t> slot_d = upload(w.slot, slot, "kv_slot"), len_d = upload(w.len, len, "kv_len");
-  const DecodeAttentionShape shape{n, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim(),
-                                   cache.max_len};
-  auto attend = [&](int l, Unmanaged2<const float> q, Unmanaged2<const float>, Unmanaged2<const float>,
-                    Unmanaged2<float> o) {
-    attention_decode(shape, q, cache.layer_k(l), cache.layer_v(l), slot_d, len_d, o,
-                     w.attn.vec(shape.scores_size()));
-  };
-  cached_forward(*this, params, cache, t, attend, logits);
+  const AttentionShape shape{n, 1, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
+  const AttentionTokens attention{shape, upload(w.pos, pos, "kv_pos"), {}, &w.rope, false};
+  const KvCacheReads reads{{n, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim(), cache.max_len},
+                           upload(w.slot, slot, "kv_slot"), upload(w.len, len, "kv_len")};
+  cached_forward(*this, params, cache,
+                 {upload(w.ids, tokens, "kv_ids"), attention, upload(w.dest, dest, "kv_dest"), {}, &reads}, logits);
   for (int r : rows) ++cache.length[r];
 }
 

@@ -2,6 +2,16 @@
 
 namespace shardft {
 
+Unmanaged2<const float> weight_matrix(ParamSource& params, const ParamLayout& layout, int param) {
+  const auto& shape = layout.params()[param].shape;
+  return Unmanaged2<const float>(params.weight(param).data(), shape.at(0), shape.at(1));
+}
+
+Unmanaged2<float> grad_matrix(GradSink& grads, const ParamLayout& layout, int param) {
+  const auto& shape = layout.params()[param].shape;
+  return Unmanaged2<float>(grads.grad(param).data(), shape.at(0), shape.at(1));
+}
+
 LocalParams::LocalParams(const ParamLayout& layout)
     : layout_(layout),
       weights_("local_weights", layout.total_numel()),

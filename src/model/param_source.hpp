@@ -26,6 +26,11 @@ class GradSink {
   virtual void block_done(int block) = 0;
 };
 
+// A parameter of an acquired block as its row-major matrix (a weight [out, in], the embedding
+// [vocab, hidden]), and its gradient buffer the same way.
+Unmanaged2<const float> weight_matrix(ParamSource& params, const ParamLayout& layout, int param);
+Unmanaged2<float> grad_matrix(GradSink& grads, const ParamLayout& layout, int param);
+
 // Single rank: one flat fp32 buffer of weights and one of gradients, in layout order.
 class LocalParams : public ParamSource, public GradSink {
  public:

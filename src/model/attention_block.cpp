@@ -1,0 +1,84 @@
+#include "model/attention_block.hpp"
+
+#include "kernels/attention_lse.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rows.hpp"
+
+namespace shardft {
+
+namespace {
+
+// One log-sum-exp (or backward's D) per query row and head.
+std::int64_t rows_times_heads(const AttentionShape& s) { return static_cast<std::int64_t>(s.batch) * s.heads * s.seq; }
+
+// o = attention(q, k, v): over the step's own tokens (training and prefill, the same kernel, so prompts
+// attend exactly as in a full forward), or, decoding, over each query's cache row.
+void attend(const AttentionTokens& t, Unmanaged2<const float> q, Unmanaged2<const float> k, Unmanaged2<const float> v,
+            AttentionActivations& a, Unmanaged2<float> o, const LayerKvCache* cache) {
+  if (cache != nullptr && cache->reads != nullptr) {
+    const KvCacheReads& r = *cache->reads;
+    attention_decode(r.shape, q, cache->k, cache->v, r.slot, r.len, o, a.probs.vec(r.shape.scores_size()));
+  } else if (t.memory_efficient) {
+    attention_forward_lse(t.shape, q, k, v, t.seq_ids, o, a.lse.vec(rows_times_heads(t.shape)));
+  } else {
+    attention_forward(t.shape, q, k, v, t.seq_ids, o, a.probs.vec(t.shape.probs_size()));
+  }
+}
+
+}  // namespace
+
+AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P,
+                                      float norm_eps, ComputeDtype dtype) {
+  return {params.weight(P.input_layernorm), norm_eps, linear_of(params, layout, P.q_proj, P.q_bias, dtype),
+          linear_of(params, layout, P.k_proj, P.k_bias, dtype), linear_of(params, layout, P.v_proj, P.v_bias, dtype),
+          linear_of(params, layout, P.o_proj, P.o_bias, dtype)};
+}
+
+AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
+  return {grads.grad(P.input_layernorm), linear_grads_of(grads, layout, P.q_proj, P.q_bias),
+          linear_grads_of(grads, layout, P.k_proj, P.k_bias), linear_grads_of(grads, layout, P.v_proj, P.v_bias),
+          linear_grads_of(grads, layout, P.o_proj, P.o_bias)};
+}
+
+void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
+                             AttentionActivations& a, Unmanaged2<float> out, const LayerKvCache* cache) {
+  const std::int64_t N = t.num_tokens(), d = x.extent(1);
+  const std::int64_t qd = w.q.weight().extent(0), kvd = w.k.weight().extent(0);
+  auto h = a.h.mat(N, d), q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd), o = a.o.mat(N, qd);
+  rmsnorm_forward(x, w.norm, w.norm_eps, h, a.rstd.vec(N));
+  w.q.forward(h, q);
+  w.k.forward(h, k);
+  w.v.forward(h, v);
+  rope_rotate_qk(q, k, t.positions, *t.rope, false);
+  if (cache != nullptr) {
+    scatter_rows(k, cache->dest, cache->k);
+    scatter_rows(v, cache->dest, cache->v);
+  }
+  attend(t, q, k, v, a, o, cache);
+  if (out.data() != x.data()) Kokkos::deep_copy(out, x);
+  w.o.forward_add(o, out);
+}
+
+void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
+                              Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
+                              Unmanaged2<float> dh, AttentionGradBuffers& b) {
+  const std::int64_t N = t.num_tokens(), d = x.extent(1);
+  const std::int64_t qd = w.q.weight().extent(0), kvd = w.k.weight().extent(0);
+  auto h = a.h.mat(N, d), q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd), o = a.o.mat(N, qd);
+  auto dattn = b.dattn.mat(N, qd), dq = b.dq.mat(N, qd), dk = b.dk.mat(N, kvd), dv = b.dv.mat(N, kvd);
+  w.o.backward(o, dx, dattn, 0.f, g.o);
+  if (t.memory_efficient) {
+    const std::int64_t rows = rows_times_heads(t.shape);
+    attention_backward_lse(t.shape, q, k, v, t.seq_ids, o, a.lse.vec(rows), dattn, dq, dk, dv, b.delta.vec(rows));
+  } else {
+    attention_backward(t.shape, q, k, v, a.probs.vec(t.shape.probs_size()), dattn, dq, dk, dv,
+                       b.dscores.vec(t.shape.probs_size()));
+  }
+  rope_rotate_qk(dq, dk, t.positions, *t.rope, true);
+  w.q.backward(h, dq, dh, 0.f, g.q);
+  w.k.backward(h, dk, dh, 1.f, g.k);
+  w.v.backward(h, dv, dh, 1.f, g.v);
+  rmsnorm_backward(x, w.norm, a.rstd.vec(N), dh, dx, g.norm);
+}
+
+}  // namespace shardft

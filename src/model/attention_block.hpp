@@ -1,0 +1,81 @@
+#pragma once
+// The attention half of a decoder layer (HF LlamaAttention with its pre-norm and residual):
+//   h = RMSNorm(x);  q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv;  RoPE(q, k) at each token's position
+//   o = causal grouped-query attention(q, k, v);  out = x + o Wo^T + bo
+// Training and generation run this same forward; generation hands it a layer's KV cache, into which the
+// step's keys and values go, and from which a decode step's queries read.
+#include <cstdint>
+
+#include "kernels/attention.hpp"
+#include "kernels/attention_decode.hpp"
+#include "kernels/rope.hpp"
+#include "model/growing_buffer.hpp"
+#include "model/linear.hpp"
+
+namespace shardft {
+
+struct AttentionWeights {
+  Unmanaged1<const float> norm;  // input_layernorm
+  float norm_eps = 0.f;
+  Linear q, k, v, o;
+};
+
+struct AttentionGrads {
+  Unmanaged1<float> norm;
+  LinearGrads q, k, v, o;
+};
+
+// The attention of layer P of an acquired block, and where its gradients go.
+AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P,
+                                      float norm_eps, ComputeDtype dtype);
+AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P);
+
+// The tokens of one forward as attention sees them: shape.batch rows of shape.seq tokens, each at a
+// RoPE position, attending causally to the tokens of its row with the same seq_id (packed samples never
+// see each other).
+struct AttentionTokens {
+  AttentionShape shape;
+  Unmanaged1<const std::int32_t> positions, seq_ids;
+  const RopeTable* rope = nullptr;
+  // Keep a log-sum-exp per query instead of the probabilities, and recompute them in backward
+  // (kernels/attention_lse.hpp).
+  bool memory_efficient = false;
+
+  std::int64_t num_tokens() const { return static_cast<std::int64_t>(shape.batch) * shape.seq; }
+};
+
+// Decoding: each query is a row's newest token and attends over that row's cached positions.
+struct KvCacheReads {
+  DecodeAttentionShape shape;
+  Unmanaged1<const std::int32_t> slot, len;  // per query: its cache row, and that row's filled length
+};
+
+// One layer's KV cache in a generation step (model/decoder_cache.hpp).
+struct LayerKvCache {
+  Unmanaged2<float> k, v;                // the layer's cache, [rows * max_len, kv_heads * head_dim]
+  Unmanaged1<const std::int64_t> dest;   // each step token's row in it; -1: padding, never cached
+  const KvCacheReads* reads = nullptr;   // null (prefill): the step's tokens attend among themselves
+};
+
+// What forward keeps for backward.
+struct AttentionActivations {
+  GrowingBuffer h{"attn_h"}, rstd{"attn_rstd"}, q{"q"}, k{"k"}, v{"v"}, probs{"probs"}, lse{"lse"}, o{"o"};
+};
+
+// Backward's scratch, shared by every layer.
+struct AttentionGradBuffers {
+  GrowingBuffer dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dscores{"dscores"}, delta{"delta"};
+};
+
+// out = x + Attention(RMSNorm(x)); out may be x's own buffer. With a cache, the step's keys and values
+// are appended to it first.
+void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
+                             AttentionActivations& a, Unmanaged2<float> out, const LayerKvCache* cache = nullptr);
+
+// dx holds d loss / d out on entry and d loss / d x on return (the residual passes dx through and the
+// branch adds to it); the weights' gradients are added into g. dh is [tokens, hidden] scratch.
+void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
+                              Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
+                              Unmanaged2<float> dh, AttentionGradBuffers& b);
+
+}  // namespace shardft

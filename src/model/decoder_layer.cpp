@@ -1,0 +1,34 @@
+#include "model/decoder_layer.hpp"
+
+namespace shardft {
+
+LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, int layer,
+                              ComputeDtype dtype, GrowingBuffer& gate_up_copy) {
+  const LayerParams& P = layout.layer(layer);
+  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  return {attention_weights_of(params, layout, P, eps, dtype),
+          mlp_weights_of(params, layout, P, eps, dtype, gate_up_copy)};
+}
+
+LayerGrads layer_grads_of(GradSink& grads, const ParamLayout& layout, int layer) {
+  const LayerParams& P = layout.layer(layer);
+  return {attention_grads_of(grads, layout, P), mlp_grads_of(grads, layout, P)};
+}
+
+void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
+                           LayerActivations& a, Unmanaged2<float> out, const LayerKvCache* cache) {
+  const bool in_place = out.data() != nullptr && out.data() == x.data();
+  const Unmanaged2<float> x_mid = in_place ? out : a.x_mid.mat(x.extent(0), x.extent(1));
+  attention_block_forward(w.attention, t, x, a.attention, x_mid, cache);
+  mlp_block_forward(w.mlp, x_mid, a.mlp, out);
+}
+
+void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,
+                            Unmanaged2<const float> x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b) {
+  const std::int64_t N = x.extent(0), d = x.extent(1);
+  const auto dh = b.dh.mat(N, d);
+  mlp_block_backward(w.mlp, g.mlp, a.x_mid.mat(N, d), a.mlp, dx, dh, b.mlp);
+  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dh, b.attention);
+}
+
+}  // namespace shardft

@@ -1,0 +1,61 @@
+#include "model/linear.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/bias.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/gemm.hpp"
+
+namespace shardft {
+
+Linear::Linear(Unmanaged2<const float> weight, Unmanaged1<const float> bias, ComputeDtype dtype)
+    : weight_(weight), bias_(bias), dtype_(dtype) {
+  if (bias.extent(0) != 0 && bias.extent(0) != weight.extent(0)) {
+    throw std::invalid_argument("Linear: a bias of " + std::to_string(bias.extent(0)) + " entries for " +
+                                std::to_string(weight.extent(0)) + " outputs");
+  }
+}
+
+void Linear::round_input(Unmanaged2<float> x) const {
+  if (dtype_ == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
+}
+
+void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
+  round_input(x);
+  gemm(Op::N, Op::T, 1.f, x, weight_, 0.f, y);
+  if (bias_.extent(0) > 0) bias_forward(y, bias_);
+}
+
+void Linear::forward_add(Unmanaged2<float> x, Unmanaged2<float> y) const {
+  round_input(x);
+  gemm(Op::N, Op::T, 1.f, x, weight_, 1.f, y);
+  if (bias_.extent(0) > 0) bias_forward(y, bias_);
+}
+
+void Linear::backward_weight(Unmanaged2<const float> x, Unmanaged2<const float> dy, const LinearGrads& grads,
+                             float dw_beta) const {
+  gemm(Op::T, Op::N, 1.f, dy, x, dw_beta, grads.weight);
+  if (bias_.extent(0) > 0) bias_backward(dy, grads.bias);
+}
+
+void Linear::backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const {
+  gemm(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
+}
+
+void Linear::backward(Unmanaged2<const float> x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
+                      const LinearGrads& grads) const {
+  backward_weight(x, dy, grads);
+  backward_input(dy, dx, dx_beta);
+}
+
+Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype) {
+  return Linear(weight_matrix(params, layout, weight), bias >= 0 ? params.weight(bias) : Unmanaged1<const float>(),
+                dtype);
+}
+
+LinearGrads linear_grads_of(GradSink& grads, const ParamLayout& layout, int weight, int bias) {
+  return {grad_matrix(grads, layout, weight), bias >= 0 ? grads.grad(bias) : Unmanaged1<float>()};
+}
+
+}  // namespace shardft

@@ -1,0 +1,80 @@
+#include "model/lm_head.hpp"
+
+#include <algorithm>
+
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rows.hpp"
+
+namespace shardft {
+
+namespace {
+
+Unmanaged2<float> final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuffers& b) {
+  const std::int64_t N = x.extent(0);
+  auto h = b.h.mat(N, x.extent(1));
+  rmsnorm_forward(x, w.norm, w.norm_eps, h, b.rstd.vec(N));
+  return h;
+}
+
+// The loss chunk by chunk; with grads, each chunk's logits become their gradient and flow back into dh.
+CrossEntropySums chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unmanaged2<const float> x,
+                              Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
+                              HeadBuffers& b, Unmanaged2<float> dh) {
+  const std::int64_t N = x.extent(0), d = x.extent(1), V = w.lm_head.weight().extent(0);
+  const auto h = final_norm(w, x, b);
+  const std::int64_t per_chunk = chunk > 0 ? std::min(chunk, N) : N;
+  CrossEntropySums sums;
+  for (std::int64_t c0 = 0; c0 < N; c0 += per_chunk) {
+    const std::int64_t rows = std::min(per_chunk, N - c0);
+    const Unmanaged2<float> h_c(h.data() + c0 * d, rows, d);
+    const Unmanaged1<const std::int32_t> targets_c(targets.data() + c0, rows);
+    const auto logits = b.logits.mat(rows, V);
+    w.lm_head.forward(h_c, logits);
+    const CrossEntropySums part = grads ? cross_entropy_forward_backward(logits, targets_c, grad_scale)
+                                        : cross_entropy_forward(logits, targets_c);
+    sums.loss_sum += part.loss_sum;
+    sums.count += part.count;
+    if (grads) w.lm_head.backward(h_c, logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f, grads->lm_head);
+  }
+  return sums;
+}
+
+}  // namespace
+
+HeadWeights head_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg,
+                            ComputeDtype dtype) {
+  return {params.weight(layout.final_norm()), static_cast<float>(cfg.rms_norm_eps),
+          linear_of(params, layout, layout.lm_head(), -1, dtype)};
+}
+
+HeadGrads head_grads_of(GradSink& grads, const ParamLayout& layout) {
+  return {grads.grad(layout.final_norm()), linear_grads_of(grads, layout, layout.lm_head(), -1)};
+}
+
+void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> rows,
+                 HeadBuffers& b, Unmanaged2<float> logits) {
+  const auto h = final_norm(w, x, b);
+  if (rows.extent(0) == 0) {
+    w.lm_head.forward(h, logits);
+    return;
+  }
+  const auto picked = b.picked.mat(rows.extent(0), x.extent(1));
+  gather_rows(h, rows, picked);
+  w.lm_head.forward(picked, logits);
+}
+
+CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> targets,
+                           std::int64_t chunk, HeadBuffers& b) {
+  return chunked_loss(w, nullptr, x, targets, chunk, 0.f, b, {});
+}
+
+CrossEntropySums head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<const float> x,
+                                    Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
+                                    HeadBuffers& b, Unmanaged2<float> dh, Unmanaged2<float> dx) {
+  const CrossEntropySums sums = chunked_loss(w, &g, x, targets, chunk, grad_scale, b, dh);
+  Kokkos::deep_copy(dx, 0.f);
+  rmsnorm_backward(x, w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm);
+  return sums;
+}
+
+}  // namespace shardft

@@ -1,0 +1,63 @@
+#include "model/mlp_block.hpp"
+
+#include "kernels/elementwise.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/swiglu.hpp"
+
+namespace shardft {
+
+MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P, float norm_eps,
+                          ComputeDtype dtype, GrowingBuffer& gate_up_copy) {
+  const auto& shape = layout.params()[P.gate_proj].shape;
+  const std::int64_t I = shape[0], d = shape[1];
+  auto gate = params.weight(P.gate_proj), up = params.weight(P.up_proj);
+  const float* gate_up = gate.data();
+  if (up.data() != gate.data() + I * d) {
+    auto both = gate_up_copy.vec(2 * I * d);
+    Kokkos::deep_copy(Unmanaged1<float>(both.data(), I * d), gate);
+    Kokkos::deep_copy(Unmanaged1<float>(both.data() + I * d, I * d), up);
+    gate_up = both.data();
+  }
+  return {params.weight(P.post_attention_layernorm), norm_eps,
+          Linear(Unmanaged2<const float>(gate_up, 2 * I, d), {}, dtype),
+          linear_of(params, layout, P.down_proj, -1, dtype)};
+}
+
+MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
+  return {grads.grad(P.post_attention_layernorm), grads.grad(P.gate_proj), grads.grad(P.up_proj),
+          linear_grads_of(grads, layout, P.down_proj, -1)};
+}
+
+void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out) {
+  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.weight().extent(1);
+  auto h = a.h.mat(N, d), gu = a.gu.mat(N, 2 * I), s = a.s.mat(N, I);
+  rmsnorm_forward(x, w.norm, w.norm_eps, h, a.rstd.vec(N));
+  w.gate_up.forward(h, gu);
+  swiglu_forward_packed(gu, s);
+  if (out.extent(0) == 0) {
+    w.down.round_input(s);  // backward's dWd reads s as the down projection saw it
+    return;
+  }
+  if (out.data() != x.data()) Kokkos::deep_copy(out, x);
+  w.down.forward_add(s, out);
+}
+
+void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
+                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b) {
+  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.weight().extent(1);
+  auto h = a.h.mat(N, d), gu = a.gu.mat(N, 2 * I), s = a.s.mat(N, I);
+  w.down.backward(s, dx, s, 0.f, g.down);  // s now holds ds
+  swiglu_backward_packed_inplace(gu, s);  // gu now holds [dg | du]
+  w.gate_up.backward_input(gu, dh, 0.f);
+  if (g.up.data() == g.gate.data() + I * d) {
+    w.gate_up.backward_weight(h, gu, {Unmanaged2<float>(g.gate.data(), 2 * I, d), {}});
+  } else {
+    auto dw = b.gate_up_dw.mat(2 * I, d);
+    w.gate_up.backward_weight(h, gu, {dw, {}}, 0.f);
+    add_inplace(g.gate, Unmanaged1<const float>(dw.data(), I * d));
+    add_inplace(g.up, Unmanaged1<const float>(dw.data() + I * d, I * d));
+  }
+  rmsnorm_backward(x, w.norm, a.rstd.vec(N), dh, dx, g.norm);
+}
+
+}  // namespace shardft

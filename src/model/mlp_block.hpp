@@ -1,0 +1,52 @@
+#pragma once
+// The MLP half of a decoder layer (HF LlamaMLP, SwiGLU, with its pre-norm and residual):
+//   h = RMSNorm(x);  [g | u] = h [Wg; Wu]^T;  s = silu(g) * u;  out = x + s Wd^T
+// The gate and up projections run as one GEMM on their [2I, d] concatenation (kernels/swiglu.hpp's
+// packed layout), and backward writes each gradient over the activation it came from, so the MLP needs
+// no [tokens, I] buffers beyond gu and s.
+#include "model/growing_buffer.hpp"
+#include "model/linear.hpp"
+#include "model/param_layout.hpp"
+#include "model/param_source.hpp"
+
+namespace shardft {
+
+struct MlpWeights {
+  Unmanaged1<const float> norm;  // post_attention_layernorm
+  float norm_eps = 0.f;
+  Linear gate_up, down;
+};
+
+struct MlpGrads {
+  Unmanaged1<float> norm;
+  Unmanaged1<float> gate, up;  // [I * d] each; the fused weight's gradient is added into both
+  LinearGrads down;
+};
+
+// What forward keeps for backward.
+struct MlpActivations {
+  GrowingBuffer h{"mlp_h"}, rstd{"mlp_rstd"}, gu{"gu"}, s{"s"};
+};
+
+// Backward's scratch: the [gate; up] gradient, used only when the two gradients are not adjacent.
+struct MlpGradBuffers {
+  GrowingBuffer gate_up_dw{"gate_up_dw"};
+};
+
+// The MLP of layer P of an acquired block. The gate and up weights are adjacent in the layout (and in
+// every unit of the sharding engine), so [Wg; Wu] is normally a view; otherwise it is copied into
+// `gate_up_copy`.
+MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P, float norm_eps,
+                          ComputeDtype dtype, GrowingBuffer& gate_up_copy);
+MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P);
+
+// out = x + MLP(RMSNorm(x)); out may be x's own buffer. An empty out (recomputing for backward) stops
+// before the down projection, whose output backward does not need.
+void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out);
+
+// dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.
+// a's gu and s are overwritten by their gradients. dh is [tokens, hidden] scratch.
+void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
+                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b);
+
+}  // namespace shardft
