@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "kernels/attention_flash.hpp"
+
 #include "kernels/math.hpp"
 
 namespace shardft {
@@ -17,7 +19,7 @@ KOKKOS_INLINE_FUNCTION float dot(const float* a, const float* b, int n) {
 }  // namespace
 
 // The tiled kernel calls BLAS on the views' pointers: host memory spaces only. Elsewhere (a GPU build)
-// the reference kernel runs until that build gets a tiled kernel of its own.
+// the Kokkos-team FlashAttention kernel runs.
 constexpr bool kTiledAttention = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
 
 void attention_forward_lse(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
@@ -26,7 +28,7 @@ void attention_forward_lse(const AttentionShape& s, Unmanaged2<const float> q, U
   if constexpr (kTiledAttention) {
     attention_forward_lse_tiled(s, q, k, v, seq_ids, o, lse);
   } else {
-    attention_forward_lse_reference(s, q, k, v, seq_ids, o, lse);
+    attention_forward_lse_flash(s, q, k, v, seq_ids, o, lse);
   }
 }
 
@@ -37,7 +39,7 @@ void attention_backward_lse(const AttentionShape& s, Unmanaged2<const float> q, 
   if constexpr (kTiledAttention) {
     attention_backward_lse_tiled(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
   } else {
-    attention_backward_lse_reference(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
+    attention_backward_lse_flash(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
   }
 }
 

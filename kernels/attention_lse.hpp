@@ -10,13 +10,15 @@
 // indexed (b*H + h)*T + i. Key j is visible from query i when j <= i and seq_ids equal (packed samples).
 // Memory: O(B * H * T) instead of O(B * H * T^2).
 //
-// Two implementations:
+// Three implementations, same arguments:
 //  * tiled (kernels/attention_lse_tiled.cpp): FlashAttention-2 on the host, every tile product an
 //    sgemm (kernels/gemm.hpp), scratch O(tile^2). Host memory spaces only (the CPU build).
+//  * flash (kernels/attention_flash.hpp): FlashAttention-2 as Kokkos team kernels, tiles in team
+//    scratch; any execution space (the GPU build's kernel).
 //  * reference (kernels/attention_lse.cpp): one scalar Kokkos loop per query row (and per key row in
-//    backward); runs in any memory space. Slow (~4 GFLOP/s on one core); tests compare against it.
+//    backward); runs in any memory space. Slow; tests compare the other two against it.
 // attention_forward_lse / attention_backward_lse pick the tiled kernel when the memory space is
-// host-accessible and the reference kernel otherwise (a GPU build gets its own kernel later).
+// host-accessible and the flash kernel otherwise.
 #include "kernels/attention.hpp"
 
 namespace shardft {

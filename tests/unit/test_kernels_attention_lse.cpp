@@ -1,17 +1,20 @@
 // The memory-efficient attention (log-sum-exp saved, scores recomputed) against the exact kernel
 // that stores the probabilities: same output and the same dq, dk, dv, with grouped-query heads and
 // packed samples; and its own backward against finite differences of its own forward.
-// The tiled (FlashAttention-2, sgemm) kernel against the scalar reference kernel over shapes that reach
-// every tile edge case: T not a multiple of the tile, several tiles, sample boundaries inside tiles,
+// The tiled (FlashAttention-2, sgemm) kernel and the Kokkos-team flash kernel against the scalar reference
+// kernel over shapes that reach every tile edge case: T not a multiple of the tile, several tiles, sample boundaries inside tiles,
 // GQA groups 1 / 2 / 4, batch > 1, head_dim 32 and 64, square and non-square tiles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tests/common/relative_difference.hpp"
 #include "finite_difference.hpp"
+#include "kernels/attention_flash.hpp"
 #include "kernels/attention_lse.hpp"
 
 namespace shardft {
@@ -114,6 +117,9 @@ std::vector<TiledCase> tiled_cases() {
 }
 
 TEST(KernelAttentionLse, TiledMatchesTheReferenceKernel) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    GTEST_SKIP() << "the tiled kernel calls BLAS on host pointers; this build's memory space is not host-accessible";
+  }
   for (const TiledCase& c : tiled_cases()) {
     SCOPED_TRACE(c.name);
     ASSERT_EQ(c.seq_ids.size(), static_cast<std::size_t>(c.s.batch) * c.s.seq);
@@ -134,7 +140,67 @@ TEST(KernelAttentionLse, TiledMatchesTheReferenceKernel) {
   }
 }
 
-// The dispatcher runs the tiled kernel on a host build, the reference kernel elsewhere: either way it
+void expect_matches_reference(const LseResult& got, const LseResult& ref) {
+  EXPECT_LT(rel_diff(got.o, ref.o), 1e-5) << "o";
+  EXPECT_LT(rel_diff(got.lse, ref.lse), 1e-5) << "lse";
+  EXPECT_LT(rel_diff(got.dq, ref.dq), 1e-5) << "dq";
+  EXPECT_LT(rel_diff(got.dk, ref.dk), 1e-5) << "dk";
+  EXPECT_LT(rel_diff(got.dv, ref.dv), 1e-5) << "dv";
+  double max_lse = 0.0;
+  for (std::size_t i = 0; i < ref.lse.size(); ++i) max_lse = std::max(max_lse, std::fabs(double(got.lse[i]) - ref.lse[i]));
+  EXPECT_LT(max_lse, 1e-5);
+}
+
+// The flash kernel on the same cases: the small explicit tiles where they fit a team's scratch (8 x 16,
+// 16 x 8, 8 x 8, 1 x 1, 32 x 16), the tiles it picks itself for the rest; and head_dim 16 / 128 with
+// picked tiles, where one query tile spans several samples.
+TEST(KernelAttentionLse, FlashMatchesTheReferenceKernel) {
+  std::vector<TiledCase> cases = tiled_cases();
+  for (TiledCase& c : cases) {
+    const bool small = c.tiles.query_rows <= 32 && c.tiles.key_cols <= 48;
+    c.tiles = small ? AttentionTiles{c.tiles.query_rows, std::min(c.tiles.key_cols, 16)} : AttentionTiles{0, 0};
+  }
+  cases.push_back({"T100_H4_G2_hd128_picked_tiles", {2, 100, 4, 2, 128}, {0, 0},
+                   [] {
+                     auto a = packed_row(100, {0, 30, 31, 90});
+                     auto b = packed_row(100, {0});
+                     a.insert(a.end(), b.begin(), b.end());
+                     return a;
+                   }()});
+  cases.push_back({"T70_H6_G3_hd16_picked_tiles", {1, 70, 6, 3, 16}, {0, 0}, packed_row(70, {0, 2, 65})});
+  for (const TiledCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const LseResult ref = run_lse(c, attention_forward_lse_reference, attention_backward_lse_reference);
+    const FlashTiles tiles{c.tiles.query_rows, c.tiles.key_cols};
+    const LseResult flash = run_lse(
+        c,
+        [tiles](auto&&... a) { attention_forward_lse_flash(a..., tiles); },
+        [tiles](auto&&... a) { attention_backward_lse_flash(a..., tiles); });
+    expect_matches_reference(flash, ref);
+  }
+}
+
+// Tiles it picks fit the team scratch of a CUDA block without opt-in, and shrink as head_dim grows;
+// tiles that do not fit are refused with the sizes named, not run past the scratch.
+TEST(KernelAttentionLse, FlashTilesFitTheTeamScratch) {
+  const FlashTilePlan p64 = flash_tile_plan(64), p128 = flash_tile_plan(128);
+  EXPECT_GE(p64.forward.query_rows, 16);
+  EXPECT_GE(p64.forward.query_rows, p128.forward.query_rows);
+  EXPECT_GE(p64.dkv.key_cols, p128.dkv.key_cols);
+  EXPECT_GE(p128.dq.query_rows, 8);
+  const AttentionShape s{1, 8, 1, 1, 256};
+  View2<float> q("q", 8, 256), o("o", 8, 256);
+  View1<float> lse("lse", 8);
+  View1<std::int32_t> seq("seq", 8);
+  try {
+    attention_forward_lse_flash(s, q, q, q, seq, o, lse, FlashTiles{128, 128});
+    FAIL() << "128 x 128 tiles at head_dim 256 were accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("128 x 128"), std::string::npos) << e.what();
+  }
+}
+
+// The dispatcher runs the tiled kernel on a host build, the flash kernel elsewhere: either way it
 // matches the reference, and a host build's output is the tiled kernel's bit for bit.
 TEST(KernelAttentionLse, DispatcherMatchesTheKernelOfItsMemorySpace) {
   const TiledCase c{"T150", {2, 150, 8, 4, 64}, {}, std::vector<std::int32_t>(300, 0)};
