@@ -48,6 +48,12 @@ std::size_t dkv_scratch(FlashTiles t, int hd) {
 
 std::size_t team_scratch_max() { return static_cast<std::size_t>(TeamPolicy::scratch_size_max(0)); }
 
+TeamPolicy team_policy(int league, FlashTiles t, std::size_t scratch) {
+  TeamPolicy policy = t.team_size > 0 ? TeamPolicy(league, t.team_size) : TeamPolicy(league, Kokkos::AUTO);
+  policy.set_scratch_size(0, Kokkos::PerTeam(scratch));
+  return policy;
+}
+
 FlashTiles pick_tiles(std::size_t (*bytes)(FlashTiles, int), int hd) {
   const std::size_t limit = std::min(kScratchCap, team_scratch_max());
   for (int b = 64; b >= 1; b /= 2) {
@@ -61,7 +67,11 @@ FlashTiles pick_tiles(std::size_t (*bytes)(FlashTiles, int), int hd) {
 
 // The requested tiles, or the picked ones when none are given; requested tiles must fit the team scratch.
 FlashTiles resolve_tiles(FlashTiles asked, std::size_t (*bytes)(FlashTiles, int), int hd, const char* kernel) {
-  if (asked.query_rows == 0 && asked.key_cols == 0) return pick_tiles(bytes, hd);
+  if (asked.query_rows == 0 && asked.key_cols == 0) {
+    FlashTiles picked = pick_tiles(bytes, hd);
+    picked.team_size = asked.team_size;
+    return picked;
+  }
   if (asked.query_rows < 1 || asked.key_cols < 1) {
     throw std::invalid_argument(std::string(kernel) + ": tiles must be at least 1 x 1, got " +
                                 std::to_string(asked.query_rows) + " x " + std::to_string(asked.key_cols));
@@ -117,8 +127,7 @@ void attention_forward_lse_flash(const AttentionShape& s, Unmanaged2<const float
   const int T = s.seq, H = s.heads, hd = s.head_dim, ld = hd + 1, group = s.heads / s.kv_heads;
   const int Bq = t.query_rows, Bk = t.key_cols, query_tiles = (T + Bq - 1) / Bq;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  TeamPolicy policy(s.batch * H * query_tiles, Kokkos::AUTO);
-  policy.set_scratch_size(0, Kokkos::PerTeam(forward_scratch(t, hd)));
+  const TeamPolicy policy = team_policy(s.batch * H * query_tiles, t, forward_scratch(t, hd));
   Kokkos::parallel_for(
       "attention_forward_lse_flash", policy, KOKKOS_LAMBDA(const Team& team) {
         const int qt = team.league_rank() % query_tiles;
@@ -217,8 +226,7 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
 
   {  // dq: a team per (b, h, query tile)
     const int Bq = tq.query_rows, Bk = tq.key_cols, query_tiles = (T + Bq - 1) / Bq;
-    TeamPolicy policy(s.batch * H * query_tiles, Kokkos::AUTO);
-    policy.set_scratch_size(0, Kokkos::PerTeam(dq_scratch(tq, hd)));
+    const TeamPolicy policy = team_policy(s.batch * H * query_tiles, tq, dq_scratch(tq, hd));
     Kokkos::parallel_for(
         "attention_backward_lse_flash_dq", policy, KOKKOS_LAMBDA(const Team& team) {
           const int qt = team.league_rank() % query_tiles;
@@ -277,8 +285,7 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
 
   {  // dk, dv: a team per (b, g, key tile)
     const int Bq = tkv.query_rows, Bk = tkv.key_cols, key_tiles = (T + Bk - 1) / Bk;
-    TeamPolicy policy(s.batch * G * key_tiles, Kokkos::AUTO);
-    policy.set_scratch_size(0, Kokkos::PerTeam(dkv_scratch(tkv, hd)));
+    const TeamPolicy policy = team_policy(s.batch * G * key_tiles, tkv, dkv_scratch(tkv, hd));
     Kokkos::parallel_for(
         "attention_backward_lse_flash_dkv", policy, KOKKOS_LAMBDA(const Team& team) {
           const int kt = team.league_rank() % key_tiles;

@@ -28,9 +28,11 @@ namespace shardft {
 // Rows per query tile and per key tile. 0: the largest square (or Bk = Bq/2) tiles whose scratch fits the
 // team scratch limit of level 0 and 40 KiB (a CUDA block's shared memory without opt-in, less what Kokkos
 // keeps for team reductions), so the host tests run the tile sizes a GPU gets.
+// team_size: threads per team (0: Kokkos picks); tests set it to run a tile on several host threads.
 struct FlashTiles {
   int query_rows = 0;
   int key_cols = 0;
+  int team_size = 0;
 };
 
 // Same contract as attention_forward_lse: o [B*T, H*hd], lse [B*H*T].

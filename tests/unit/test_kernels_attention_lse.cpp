@@ -171,7 +171,9 @@ TEST(KernelAttentionLse, FlashMatchesTheReferenceKernel) {
   for (const TiledCase& c : cases) {
     SCOPED_TRACE(c.name);
     const LseResult ref = run_lse(c, attention_forward_lse_reference, attention_backward_lse_reference);
-    const FlashTiles tiles{c.tiles.query_rows, c.tiles.key_cols};
+    // Several threads per team where the execution space has them (OpenMP), so the team barriers and
+    // the split of each tile across threads are exercised, not only one thread per team.
+    const FlashTiles tiles{c.tiles.query_rows, c.tiles.key_cols, std::min(4, ExecSpace().concurrency())};
     const LseResult flash = run_lse(
         c,
         [tiles](auto&&... a) { attention_forward_lse_flash(a..., tiles); },
