@@ -1,8 +1,9 @@
-// The team-parallel kernels (cross-entropy, bias and RMSNorm weight gradients, RoPE on q and k) against
-// plain host loops, at shapes that are not multiples of any team or block size, with rows wider than a
-// team, and rows of ignore_index. On the Serial build a team is one thread, so these catch wrong
-// indexing, ranges and orders; the same tests under OpenMP or CUDA Kokkos also catch missing
-// synchronisation.
+// The team-parallel kernels (cross-entropy, embedding backward, bias and RMSNorm weight gradients, RoPE on
+// q and k) against plain host loops, at shapes that are not multiples of any team, block or window size,
+// with rows wider than a team, repeated ids that span several windows of the sorted embedding gradient,
+// vocabularies that need one, two and three radix passes, and rows of ignore_index. On the Serial build a
+// team is one thread, so these catch wrong indexing, ranges and orders; the same tests under OpenMP or
+// CUDA Kokkos also catch missing synchronisation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "finite_difference.hpp"
 #include "kernels/bias.hpp"
 #include "kernels/cross_entropy.hpp"
+#include "kernels/embedding.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/rows.hpp"
@@ -99,6 +101,129 @@ TEST(KernelParallelCrossEntropy, AllRowsIgnoredGiveZeroLossAndZeroGradient) {
 TEST(KernelParallelCrossEntropy, RejectsTargetsThatDoNotMatchTheRows) {
   View2<float> z("z", 4, 7);
   EXPECT_THROW(cross_entropy_forward(z, to_device(std::vector<std::int32_t>{1, 2, 3}, "t")), std::invalid_argument);
+}
+
+// ---- embedding backward -------------------------------------------------------------------------
+
+std::vector<double> embedding_backward_reference(const std::vector<std::int32_t>& ids, const std::vector<float>& dout,
+                                                 const std::vector<float>& init, int d) {
+  std::vector<double> r(init.begin(), init.end());
+  for (std::size_t n = 0; n < ids.size(); ++n)
+    for (int j = 0; j < d; ++j) r[static_cast<std::size_t>(ids[n]) * d + j] += dout[n * d + j];
+  return r;
+}
+
+std::vector<float> run_embedding_backward(const std::vector<std::int32_t>& ids, const std::vector<float>& dout,
+                                          const std::vector<float>& init, int V, int d) {
+  auto dtable = to_device(init, V, d, "dtable");
+  embedding_backward(to_device(ids, "ids"), to_device(dout, ids.size(), d, "dout"), dtable);
+  return to_host(dtable);
+}
+
+void expect_embedding_backward_matches(const std::vector<std::int32_t>& ids, int V, int d, std::uint32_t seed) {
+  const auto dout = random_vector(ids.size() * d, seed);
+  const auto init = random_vector(static_cast<std::size_t>(V) * d, seed + 1);
+  const auto got = run_embedding_backward(ids, dout, init, V, d);
+  expect_all_near("embedding_dtable", got, embedding_backward_reference(ids, dout, init, d), 1e-5, 2e-6);
+  // Rows no token uses are untouched, bit for bit.
+  std::vector<bool> used(V, false);
+  for (const auto id : ids) used[id] = true;
+  for (int v = 0; v < V; ++v) {
+    if (used[v]) continue;
+    for (int j = 0; j < d; ++j) {
+      const std::size_t i = static_cast<std::size_t>(v) * d + j;
+      ASSERT_EQ(got[i], init[i]) << "unused id " << v;
+    }
+  }
+  // Deterministic: a second run gives the same bits.
+  EXPECT_EQ(run_embedding_backward(ids, dout, init, V, d), got);
+}
+
+// Ids repeated 1, 2, 31, 32, 33, 64, 65 and 97 times, shuffled: sorted, their runs start and end on
+// and off the 32-token windows, cross one or several window edges, or fill whole windows.
+TEST(KernelParallelEmbedding, BackwardSumsRepeatedIdsAcrossWindows) {
+  const int V = 300, d = 19;  // 300 ids: one radix pass of 9 bits
+  std::vector<std::int32_t> ids;
+  const std::vector<std::pair<int, int>> repeats = {{0, 1}, {5, 2}, {6, 31}, {7, 32}, {8, 33},
+                                                    {100, 64}, {101, 65}, {299, 97}, {150, 1}};
+  for (const auto& [id, count] : repeats) ids.insert(ids.end(), count, id);
+  const auto more = random_ids(213, V, 720);
+  ids.insert(ids.end(), more.begin(), more.end());
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(721));
+  expect_embedding_backward_matches(ids, V, d, 722);
+}
+
+TEST(KernelParallelEmbedding, BackwardWithOneIdOnlyAndWithEveryIdOnce) {
+  expect_embedding_backward_matches(std::vector<std::int32_t>(100, 0), 1, 5, 730);  // one run over 4 windows
+  expect_embedding_backward_matches(std::vector<std::int32_t>(64, 3), 4, 7, 731);   // two windows exactly
+  std::vector<std::int32_t> every(257);
+  std::iota(every.begin(), every.end(), 0);
+  std::reverse(every.begin(), every.end());
+  expect_embedding_backward_matches(every, 257, 3, 732);
+}
+
+// Vocabularies of 17 and 18 bits (Llama 3, Qwen2) take two radix passes: a wrong second pass, or a first
+// pass that is not stable, puts tokens under the wrong id.
+TEST(KernelParallelEmbedding, BackwardWithLargeVocabularies) {
+  for (const int V : {128256, 151936}) {
+    SCOPED_TRACE("V " + std::to_string(V));
+    auto ids = random_ids(500, V, 740);
+    // 511, 1023 and 65535 share their low 9-bit digit and differ in the high one; V - 1 is the largest id.
+    for (int i = 0; i < 40; ++i) {
+      ids[7 * i] = 511;
+      ids[7 * i + 2] = 1023;
+      ids[7 * i + 4] = 65535;
+      ids[7 * i + 6] = V - 1;
+    }
+    expect_embedding_backward_matches(ids, V, 2, 741);
+  }
+}
+
+// The grouping the backward sums by: ids ascending, equal ids in token order. On one thread any grouping
+// of the tokens still adds up to the right rows, so the order is checked on its own. 1025 ids: two radix
+// passes of 6 bits; 2^21: three of 7.
+TEST(KernelParallelEmbedding, SortTokensByIdIsAStableSort) {
+  for (const int V : {1, 300, 1024, 1025, 128256, 151936, 1 << 21}) {
+    SCOPED_TRACE("V " + std::to_string(V));
+    auto ids = random_ids(777, V, 790);
+    for (int i = 0; i < 50; ++i) {
+      ids[13 * i] = V - 1;
+      ids[13 * i + 5] = std::min(511, V - 1);  // shares its low digit(s) with V - 1 for several V
+    }
+    std::vector<std::int32_t> order(ids.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return ids[a] < ids[b]; });
+    std::vector<std::int32_t> want_ids(ids.size());
+    for (std::size_t k = 0; k < ids.size(); ++k) want_ids[k] = ids[order[k]];
+    View1<std::int32_t> sorted("sorted", ids.size()), positions("positions", ids.size());
+    sort_tokens_by_id(to_device(ids, "ids"), V, sorted, positions);
+    EXPECT_EQ(to_host(sorted), want_ids);
+    EXPECT_EQ(to_host(positions), order);
+  }
+}
+
+TEST(KernelParallelEmbedding, BackwardWithNoTokensAndShapeChecks) {
+  const auto init = random_vector(6 * 4, 750);
+  EXPECT_EQ(run_embedding_backward({}, {}, init, 6, 4), init);
+  View2<float> dtable("dtable", 6, 4), dout_wrong("dout", 3, 5);
+  EXPECT_THROW(embedding_backward(to_device(std::vector<std::int32_t>{1, 2, 3}, "ids"), dout_wrong, dtable),
+               std::invalid_argument);
+  View2<float> out("out", 2, 4);
+  EXPECT_THROW(embedding_forward(to_device(std::vector<std::int32_t>{1, 2, 3}, "ids"), dtable, out),
+               std::invalid_argument);
+}
+
+TEST(KernelParallelEmbedding, HostCheckNamesTheIdItsPositionAndTheVocabulary) {
+  const std::vector<std::int32_t> ok = {0, 5, 271}, bad = {3, 272, -1};
+  EXPECT_NO_THROW(check_token_ids(ok.data(), ok.size(), 272));
+  try {
+    check_token_ids(bad.data(), bad.size(), 272);
+    ADD_FAILURE() << "no exception for id 272";
+  } catch (const std::out_of_range& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("token id 272 at position 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[0, 272)"), std::string::npos) << msg;
+  }
 }
 
 // ---- bias and RMSNorm weight gradients: column sums over blocks of rows ----------------------------
