@@ -79,7 +79,8 @@ LossSums Decoder::run(const ModelInputs& in, ParamSource& params, GradSink* grad
   }
   Unmanaged1<const std::int32_t> ids(in.input_ids.data(), N), pos(in.position_ids.data(), N),
       seq_ids(in.seq_ids.data(), N), targets(in.targets.data(), N);
-  check_token_ids(ids, cfg_.vocab_size);
+  // Batches from upload_inputs(..., vocab_size) were checked on the host; only others pay for a copy back.
+  if (in.checked_vocab < 1 || in.checked_vocab > cfg_.vocab_size) check_token_ids(ids, cfg_.vocab_size);
 
   Activations& A = *acts_;
   auto W = [&](int p) { return params.weight(p); };
