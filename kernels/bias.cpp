@@ -1,8 +1,22 @@
+// Bias of a linear layer, y [N, out], b / db [out] (formulas in bias.hpp):
+//   forward   y[n, j] += b[j]                one thread per element
+//   backward  db[j]   += sum_n dy[n, j]      a column sum in two deterministic stages:
+//     one team per block of kRowsPerTeam rows, its threads over the columns (coalesced), each summing
+//     its column of the block in row order into partial[block, j]; then add_column_sums adds the
+//     partials block by block. No atomics: the sum's order never depends on the team size or backend.
 #include "kernels/bias.hpp"
 
 #include <stdexcept>
 
+#include "kernels/rows.hpp"
+
 namespace shardft {
+
+namespace {
+using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Team::member_type;
+constexpr std::int64_t kRowsPerTeam = 64;
+}  // namespace
 
 void bias_forward(Unmanaged2<float> y, Unmanaged1<const float> b) {
   if (b.extent(0) != y.extent(1)) throw std::invalid_argument("bias_forward: bias size does not match y's columns");
@@ -17,13 +31,21 @@ void bias_forward(Unmanaged2<float> y, Unmanaged1<const float> b) {
 void bias_backward(Unmanaged2<const float> dy, Unmanaged1<float> db) {
   if (db.extent(0) != dy.extent(1)) throw std::invalid_argument("bias_backward: bias size does not match dy's columns");
   const std::int64_t rows = static_cast<std::int64_t>(dy.extent(0));
-  // Columns in parallel, rows in order: race-free and deterministic without atomics.
+  const int cols = static_cast<int>(dy.extent(1));
+  if (rows == 0) return;
+  const int blocks = static_cast<int>((rows + kRowsPerTeam - 1) / kRowsPerTeam);
+  View2<float> partial(Kokkos::view_alloc(Kokkos::WithoutInitializing, "bias_db_partial"), blocks, cols);
   Kokkos::parallel_for(
-      "bias_backward", Range(0, static_cast<std::int64_t>(dy.extent(1))), KOKKOS_LAMBDA(const std::int64_t j) {
-        float acc = 0.f;
-        for (std::int64_t n = 0; n < rows; ++n) acc += dy(n, j);
-        db(j) += acc;
+      "bias_backward_rows", Team(blocks, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+        const int blk = m.league_rank();
+        const std::int64_t n0 = blk * kRowsPerTeam, n1 = n0 + kRowsPerTeam < rows ? n0 + kRowsPerTeam : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols), [&](const int j) {
+          float acc = 0.f;
+          for (std::int64_t n = n0; n < n1; ++n) acc += dy(n, j);
+          partial(blk, j) = acc;
+        });
       });
+  add_column_sums(partial, db);
 }
 
 }  // namespace shardft

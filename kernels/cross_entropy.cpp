@@ -1,4 +1,15 @@
+// Softmax cross-entropy, one team per row of logits [N, V] (formulas in cross_entropy.hpp):
+//   m_n = max_v z[n,v];  s_n = sum_v exp(z[n,v] - m_n);  lse_n = m_n + log s_n;  loss_n = lse_n - z[n, t_n]
+// A row is a whole vocabulary (32k-256k logits), so its max and sum are team reductions over the
+// columns; the league of rows gives the GPU its second level of parallelism. The per-row loss enters
+// the league reduction once per team (Kokkos::single), in double.
+//
+// On the Serial backend a team is one thread and the reductions run v = 0, 1, ... in order: the same
+// float operations, in the same order, as the one-thread-per-row loop this replaces.
 #include "kernels/cross_entropy.hpp"
+
+#include <stdexcept>
+#include <string>
 
 #include "kernels/math.hpp"
 
@@ -6,11 +17,35 @@ namespace shardft {
 
 namespace {
 
-KOKKOS_INLINE_FUNCTION float row_logsumexp(const float* z, int vocab) {
-  float mx = z[0];
-  for (int v = 1; v < vocab; ++v) mx = z[v] > mx ? z[v] : mx;
+using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Team::member_type;
+
+// Every thread of the team gets the row's log-sum-exp (nested reductions broadcast their result).
+// Each thread strides over the row with its partial in a local: on a GPU neighbouring threads read
+// neighbouring logits, and on one thread it is a plain loop in registers. (A reduction straight over
+// TeamThreadRange(m, vocab) keeps the accumulator in memory on the host backends: a store and a reload
+// per logit, which made the max pass twice as slow.)
+KOKKOS_INLINE_FUNCTION float team_row_logsumexp(const Member& m, const float* z, int vocab) {
+  const int threads = m.team_size();
+  float mx = 0.f;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(m, threads),
+      [&](const int t, float& acc) {
+        float part = Kokkos::reduction_identity<float>::max();
+        for (int v = t; v < vocab; v += threads) part = z[v] > part ? z[v] : part;
+        acc = part > acc ? part : acc;
+      },
+      Kokkos::Max<float>(mx));
   float s = 0.f;
-  for (int v = 0; v < vocab; ++v) s += kmath::exp(z[v] - mx);
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(m, threads),
+      [&](const int t, float& acc) {
+        const float row_max = mx;
+        float part = 0.f;
+        for (int v = t; v < vocab; v += threads) part += kmath::exp(z[v] - row_max);
+        acc += part;
+      },
+      s);
   return mx + kmath::log(s);
 }
 
@@ -22,18 +57,29 @@ std::int64_t count_targets(Unmanaged1<const std::int32_t> targets) {
   return count;
 }
 
+void check_shapes(const char* name, std::size_t rows, std::size_t vocab, std::size_t targets) {
+  if (targets != rows) {
+    throw std::invalid_argument(std::string(name) + ": " + std::to_string(targets) + " targets for " +
+                                std::to_string(rows) + " rows of logits");
+  }
+  if (rows > 0 && vocab == 0) throw std::invalid_argument(std::string(name) + ": logits have no columns");
+}
+
 }  // namespace
 
 CrossEntropySums cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets) {
+  check_shapes("cross_entropy_forward", logits.extent(0), logits.extent(1), targets.extent(0));
   const int vocab = static_cast<int>(logits.extent(1));
   CrossEntropySums out;
   Kokkos::parallel_reduce(
-      "cross_entropy_forward", Range(0, logits.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t n, double& acc) {
+      "cross_entropy_forward", Team(static_cast<int>(logits.extent(0)), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& m, double& acc) {
+        const int n = m.league_rank();
         const std::int32_t t = targets(n);
         if (t == kIgnoreIndex) return;
         const float* z = &logits(n, 0);
-        acc += static_cast<double>(row_logsumexp(z, vocab) - z[t]);
+        const float lse = team_row_logsumexp(m, z, vocab);
+        Kokkos::single(Kokkos::PerTeam(m), [&]() { acc += static_cast<double>(lse - z[t]); });
       },
       out.loss_sum);
   out.count = count_targets(targets);
@@ -42,21 +88,30 @@ CrossEntropySums cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged
 
 CrossEntropySums cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
                                                 float grad_scale) {
+  check_shapes("cross_entropy_forward_backward", logits.extent(0), logits.extent(1), targets.extent(0));
   const int vocab = static_cast<int>(logits.extent(1));
   CrossEntropySums out;
   Kokkos::parallel_reduce(
-      "cross_entropy_forward_backward", Range(0, logits.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t n, double& acc) {
+      "cross_entropy_forward_backward", Team(static_cast<int>(logits.extent(0)), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& m, double& acc) {
+        const int n = m.league_rank();
         const std::int32_t t = targets(n);
         float* z = &logits(n, 0);
         if (t == kIgnoreIndex) {
-          for (int v = 0; v < vocab; ++v) z[v] = 0.f;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, vocab), [&](const int v) { z[v] = 0.f; });
           return;
         }
-        const float lse = row_logsumexp(z, vocab);
-        acc += static_cast<double>(lse - z[t]);
-        for (int v = 0; v < vocab; ++v) z[v] = grad_scale * kmath::exp(z[v] - lse);
-        z[t] -= grad_scale;
+        // Read before the gradient overwrites it: the two reductions below are team-wide
+        // synchronisations, so no thread writes the row before every thread has read z[t].
+        const float zt = z[t];
+        const float lse = team_row_logsumexp(m, z, vocab);
+        Kokkos::single(Kokkos::PerTeam(m), [&]() { acc += static_cast<double>(lse - zt); });
+        // grad_scale * p, then - grad_scale at the target (not grad_scale * (p - 1)): the roundings of
+        // the row loop this replaces.
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, vocab), [&](const int v) {
+          const float g = grad_scale * kmath::exp(z[v] - lse);
+          z[v] = v == t ? g - grad_scale : g;
+        });
       },
       out.loss_sum);
   out.count = count_targets(targets);

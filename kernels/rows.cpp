@@ -36,4 +36,17 @@ void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> de
       });
 }
 
+void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out) {
+  if (partial.extent(1) != out.extent(0)) throw std::invalid_argument("add_column_sums: shapes do not match");
+  const std::int64_t blocks = static_cast<std::int64_t>(partial.extent(0));
+  // A column's few partials (rows / block size of them) in one thread: the order is fixed, and the
+  // columns alone fill a GPU at model widths.
+  Kokkos::parallel_for(
+      "add_column_sums", Range(0, static_cast<std::int64_t>(out.extent(0))), KOKKOS_LAMBDA(const std::int64_t j) {
+        float sum = 0.f;
+        for (std::int64_t b = 0; b < blocks; ++b) sum += partial(b, j);
+        out(j) += sum;
+      });
+}
+
 }  // namespace shardft

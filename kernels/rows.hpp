@@ -12,4 +12,9 @@ void gather_rows(Unmanaged2<const float> src, Unmanaged1<const std::int32_t> row
 
 void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> dest, Unmanaged2<float> dst);
 
+// The second stage of a deterministic column sum (the gradient of a vector broadcast over rows: a bias,
+// a norm weight), after teams have summed blocks of rows into partial [B, c]:
+//   out[j] += sum_b partial[b, j],  b = 0, 1, ... in order
+void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out);
+
 }  // namespace shardft

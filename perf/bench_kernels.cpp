@@ -17,6 +17,7 @@
 #include "kernels/adamw.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/attention_lse.hpp"
+#include "kernels/bias.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
@@ -74,6 +75,19 @@ void rope_fwd(benchmark::State& st) {
     Kokkos::fence();
   }
   report_bytes(st, kF * 2 * N * qd + kI * N);
+}
+
+// The fused path the decoder runs: q and k of a GQA layer rotated in one pass from the cos / sin table.
+void rope_rotate_qk_bench(benchmark::State& st) {
+  const std::int64_t N = kTokens, qd = kHeads * kHeadDim, kvd = kKvHeads * kHeadDim;
+  auto q = random_floats("q", N * qd, 4), k = random_floats("k", N * kvd, 5);
+  auto pos = positions(N, 24);
+  const RopeTable table = make_rope_table(24, kHeadDim, 10000.0);
+  for (auto _ : st) {
+    rope_rotate_qk(mat(q, N, qd), mat(k, N, kvd), cids(pos), table, false);
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 2 * N * (qd + kvd) + kI * N);
 }
 
 void rope_bwd(benchmark::State& st) {
@@ -196,8 +210,7 @@ void embedding_fwd(benchmark::State& st) {
   report_bytes(st, kF * 2 * N * d + kI * N);  // a table row in, an output row out, per token
 }
 
-void embedding_bwd(benchmark::State& st) {
-  const std::int64_t N = kTokens, d = kHidden, V = kVocab;
+void embedding_bwd(benchmark::State& st, std::int64_t N, std::int64_t V, std::int64_t d) {
   auto ids = random_ids("ids", N, static_cast<int>(V), 12);
   auto dout = random_floats("dout", N * d, 14, 1e-3f);
   View1<float> dtable("dtable", V * d);
@@ -209,8 +222,7 @@ void embedding_bwd(benchmark::State& st) {
 }
 
 // ---- cross-entropy: logits [N, V], a quarter of the targets ignored (-100) --------------------------
-void cross_entropy_fwd(benchmark::State& st) {
-  const std::int64_t N = kTokens, V = kVocab;
+void cross_entropy_fwd(benchmark::State& st, std::int64_t N, std::int64_t V) {
   auto logits = random_floats("logits", N * V, 15, 4.f);
   auto targets = random_ids("targets", N, static_cast<int>(V), 16, 4);
   for (auto _ : st) {
@@ -220,8 +232,7 @@ void cross_entropy_fwd(benchmark::State& st) {
   report_bytes(st, kF * N * V + kI * N);
 }
 
-void cross_entropy_fwd_bwd(benchmark::State& st) {
-  const std::int64_t N = kTokens, V = kVocab;
+void cross_entropy_fwd_bwd(benchmark::State& st, std::int64_t N, std::int64_t V) {
   auto logits = random_floats("logits", N * V, 15, 4.f);
   auto targets = random_ids("targets", N, static_cast<int>(V), 16, 4);
   // The kernel overwrites the logits with their gradient, so later iterations see small values
@@ -231,6 +242,18 @@ void cross_entropy_fwd_bwd(benchmark::State& st) {
     benchmark::DoNotOptimize(sums);
   }
   report_bytes(st, kF * 2 * N * V + kI * N);
+}
+
+// ---- bias gradient: dy [N, c] summed over the rows ---------------------------------------------------
+void bias_bwd(benchmark::State& st) {
+  const std::int64_t N = kTokens, c = kHeads * kHeadDim;
+  auto dy = random_floats("dy", N * c, 21, 1e-3f);
+  View1<float> db("db", c);
+  for (auto _ : st) {
+    bias_backward(cmat(dy, N, c), vec(db));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * (N * c + 2 * c));
 }
 
 // ---- optimizer and elementwise over 1M parameters ----------------------------------------------------
@@ -283,6 +306,7 @@ const bool registered = [] {
   reg("kernel/rmsnorm/bwd/N384_d128", rmsnorm_bwd);
   reg("kernel/rope/fwd/N384_H4_hd32", rope_fwd);
   reg("kernel/rope/bwd/N384_H4_hd32", rope_bwd);
+  reg("kernel/rope/rotate_qk/N384_H4_G2_hd32", rope_rotate_qk_bench);
   auto reg_attention = [](const std::string& family, const AttentionShape& s, bool lse_kernel) {
     benchmark::RegisterBenchmark(("kernel/" + family + "/fwd/" + attn_name(s)).c_str(),
                                  [s, lse_kernel](benchmark::State& st) { attention_fwd(st, s, lse_kernel); })
@@ -303,9 +327,27 @@ const bool registered = [] {
   reg("kernel/swiglu/fwd/N384_I384", swiglu_fwd);
   reg("kernel/swiglu/bwd/N384_I384", swiglu_bwd);
   reg("kernel/embedding/fwd/N384_V272_d128", embedding_fwd);
-  reg("kernel/embedding/bwd/N384_V272_d128", embedding_bwd);
-  reg("kernel/cross_entropy/fwd/N384_V272", cross_entropy_fwd);
-  reg("kernel/cross_entropy/fwd_bwd/N384_V272", cross_entropy_fwd_bwd);
+  // The default model's shapes, then a Llama-2-sized vocabulary (32000) at a small model's width.
+  const auto reg_embedding_bwd = [](std::int64_t N, std::int64_t V, std::int64_t d) {
+    const std::string name = "kernel/embedding/bwd/N" + std::to_string(N) + "_V" + std::to_string(V) + "_d" +
+                             std::to_string(d);
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { embedding_bwd(st, N, V, d); })
+        ->Unit(benchmark::kMicrosecond);
+  };
+  reg_embedding_bwd(kTokens, kVocab, kHidden);
+  reg_embedding_bwd(2048, 32000, 256);
+  const auto reg_cross_entropy = [](std::int64_t N, std::int64_t V) {
+    const std::string shape = "N" + std::to_string(N) + "_V" + std::to_string(V);
+    benchmark::RegisterBenchmark(("kernel/cross_entropy/fwd/" + shape).c_str(),
+                                 [=](benchmark::State& st) { cross_entropy_fwd(st, N, V); })
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("kernel/cross_entropy/fwd_bwd/" + shape).c_str(),
+                                 [=](benchmark::State& st) { cross_entropy_fwd_bwd(st, N, V); })
+        ->Unit(benchmark::kMicrosecond);
+  };
+  reg_cross_entropy(kTokens, kVocab);
+  reg_cross_entropy(64, 32000);
+  reg("kernel/bias/bwd/N384_c128", bias_bwd);
   reg("kernel/adamw/1M", adamw);
   reg("kernel/round_to_bf16/1M", round_bf16);
   reg("kernel/sum_squares/1M", sum_sq);

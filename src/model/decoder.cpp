@@ -39,7 +39,8 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
       in.position_ids.extent(0) != in.input_ids.extent(0) || in.seq_ids.extent(0) != in.input_ids.extent(0)) {
     throw std::invalid_argument("Decoder: inputs must all hold batch*seq tokens");
   }
-  check_token_ids(in.input_ids, cfg_.vocab_size);
+  // Batches from upload_inputs(..., vocab_size) were checked on the host; only others pay for a copy back.
+  if (in.checked_vocab < 1 || in.checked_vocab > cfg_.vocab_size) check_token_ids(in.input_ids, cfg_.vocab_size);
   // RoPE angles for every position this model can see, computed once.
   const std::int64_t rope_positions = std::max<std::int64_t>(cfg_.max_position_embeddings, in.seq);
   RopeTable& rope = acts_->rope;

@@ -25,9 +25,18 @@ struct ModelInputs {
   int batch = 0;
   int seq = 0;
   View1<std::int32_t> input_ids, position_ids, seq_ids, targets;
+  // The vocabulary size the host checked input_ids (and targets) against before uploading them; 0: not
+  // checked. A model whose vocabulary is at least this large trusts the ids and never copies them back.
+  int checked_vocab = 0;
 };
 
-// Copies a host micro-batch into device views.
+// Copies a host micro-batch into device views, after checking on the host that every input id lies in
+// [0, vocab_size) and every target is -100 or does (std::out_of_range naming the first bad one, its
+// position and the vocabulary size). Where batches are built: the step itself never reads ids back.
+ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
+                          const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,
+                          const std::vector<std::int32_t>& targets, int vocab_size);
+// Unchecked: the decoder then checks input_ids itself on every call, through a copy to the host.
 ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
                           const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,
                           const std::vector<std::int32_t>& targets);

@@ -89,7 +89,6 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
     throw std::invalid_argument("Decoder: logits must be [" + std::to_string(R) + ", " +
                                 std::to_string(cfg.vocab_size) + "]");
   }
-  check_token_ids(t.ids, cfg.vocab_size);
   const auto x = w.x.mat(N, cfg.hidden_size);
   params.acquire(0);
   embedding_forward(t.ids, weight_matrix(params, layout, layout.embed_tokens()), x);
@@ -121,6 +120,14 @@ void Decoder::prefill(const std::vector<std::vector<std::int32_t>>& prompts, Par
                                   " tokens; expected 1 to " + std::to_string(cache.max_len) + " into an empty row");
     }
     T = std::max(T, n);
+  }
+  // Checked here, on the host, where the batch is built: the forward never copies ids back.
+  for (int r = 0; r < B; ++r) {
+    try {
+      check_token_ids(prompts[r].data(), prompts[r].size(), cfg_.vocab_size);
+    } catch (const std::out_of_range& e) {
+      throw std::out_of_range("prefill: prompt " + std::to_string(r) + ": " + e.what());
+    }
   }
   // The prompts right-padded to [B, T]: causal attention keeps the padding out of every real token, and
   // the padding's keys and values never enter the cache.
@@ -156,6 +163,11 @@ void Decoder::decode_step(const std::vector<int>& rows, const std::vector<std::i
   const int n = static_cast<int>(rows.size());
   if (tokens.size() != rows.size() || n < 1) {
     throw std::invalid_argument("decode_step: expected one token for each of at least one row");
+  }
+  try {
+    check_token_ids(tokens.data(), tokens.size(), cfg_.vocab_size);
+  } catch (const std::out_of_range& e) {
+    throw std::out_of_range(std::string("decode_step: ") + e.what());
   }
   std::vector<std::int32_t> pos(rows.size()), slot(rows.size()), len(rows.size());
   std::vector<std::int64_t> dest(rows.size());

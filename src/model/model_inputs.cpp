@@ -1,5 +1,7 @@
 #include <stdexcept>
+#include <string>
 
+#include "kernels/embedding.hpp"
 #include "model/decoder.hpp"
 
 namespace shardft {
@@ -16,6 +18,22 @@ View1<std::int32_t> upload(const char* name, const std::vector<std::int32_t>& ho
   return dev;
 }
 }  // namespace
+
+ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
+                          const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,
+                          const std::vector<std::int32_t>& targets, int vocab_size) {
+  check_token_ids(input_ids.data(), input_ids.size(), vocab_size);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i] != kIgnoreIndex && (targets[i] < 0 || targets[i] >= vocab_size)) {
+      throw std::out_of_range("target " + std::to_string(targets[i]) + " at position " + std::to_string(i) +
+                              " is neither " + std::to_string(kIgnoreIndex) + " nor inside the vocabulary [0, " +
+                              std::to_string(vocab_size) + ")");
+    }
+  }
+  ModelInputs in = upload_inputs(batch, seq, input_ids, position_ids, seq_ids, targets);
+  in.checked_vocab = vocab_size;
+  return in;
+}
 
 ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
                           const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,

@@ -42,7 +42,8 @@ EvalResult evaluate(Decoder& model, ParamSource& params, const std::vector<Conve
       refs.push_back(std::move(gp.reference));
     }
     const LossSums ls =
-        model.forward_loss(to_model_inputs(collate(samples, idx, 1, encoder.pad_id())), params);
+        model.forward_loss(to_model_inputs(collate(samples, idx, 1, encoder.pad_id()), model.config().vocab_size),
+                           params);
     loss_sum += ls.loss_sum;
     targets += ls.num_targets;
     if (prompts.empty()) continue;

@@ -208,7 +208,7 @@ std::vector<Generation> generate(Decoder& model, ParamSource& params,
       }
       Kokkos::deep_copy(last, last_h);
       View2<float> logits("gen_logits", n, vocab);
-      model.forward_logits(to_model_inputs(b), params, last, logits);
+      model.forward_logits(to_model_inputs(b, model.config().vocab_size), params, last, logits);
       advance(logits);
     }
     return out;

@@ -8,6 +8,10 @@
 
 namespace shardft {
 
+ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size) {
+  return upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets, vocab_size);
+}
+
 ModelInputs to_model_inputs(const TokenBatch& b) {
   return upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets);
 }
@@ -89,8 +93,8 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     // Every micro-batch's loss is divided by the global step's target count, so the accumulated and
     // reduced gradient is that of one big batch, however it is split over ranks and micro-batches.
     if (st.targets > 0) {
-      loss_sum += model_.forward_backward(to_model_inputs(micro_batches[m]), engine_, engine_,
-                                          static_cast<double>(st.targets)).loss_sum;
+      const ModelInputs in = to_model_inputs(micro_batches[m], model_.config().vocab_size);
+      loss_sum += model_.forward_backward(in, engine_, engine_, static_cast<double>(st.targets)).loss_sum;
     }
     engine_.end_micro_batch();
   }

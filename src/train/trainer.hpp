@@ -55,6 +55,9 @@ class Trainer {
   LrSchedule schedule_;
 };
 
+// The batch on the device, its ids and targets checked against vocab_size on the host first (see
+// upload_inputs); without vocab_size the decoder checks the ids itself through a copy back to the host.
+ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size);
 ModelInputs to_model_inputs(const TokenBatch& b);
 ZeroConfig zero_config(const TrainConfig& cfg);
 

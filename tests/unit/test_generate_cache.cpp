@@ -199,6 +199,70 @@ TEST(KvCache, RejectsRowsWithoutRoomOrNotPrefilled) {
   EXPECT_THROW(model.decode_step({2}, {5}, params, cache, one), std::invalid_argument);
 }
 
+// Token ids are checked on the host where each batch is built (prompts, decode tokens, uploaded
+// micro-batches), before anything changes; the forward itself never copies ids back.
+TEST(KvCache, RejectsTokenIdsOutsideTheVocabularyBeforeTouchingTheCache) {
+  const ModelConfig cfg = model_of({false, false, true, false, false});
+  const int V = cfg.vocab_size;
+  Decoder model(cfg, ComputeDtype::fp32);
+  LocalParams params(model.layout());
+  randomise(model.layout(), cfg, false, params.weights());
+  KvCache cache(cfg, 2, 4);
+  View2<float> two("two", 2, V);
+  EXPECT_THROW(model.prefill({{1, 2}, {3, V}}, params, cache, two), std::out_of_range);
+  EXPECT_EQ(cache.length, (std::vector<int>{0, 0}));
+  model.prefill({{1, 2}, {3}}, params, cache, two);
+  try {
+    model.decode_step({0, 1}, {4, -1}, params, cache, two);
+    ADD_FAILURE() << "no exception for id -1";
+  } catch (const std::out_of_range& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("token id -1 at position 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[0, " + std::to_string(V) + ")"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(cache.length, (std::vector<int>{2, 1}));
+}
+
+TEST(ModelInputs, UploadChecksIdsAndTargetsAgainstTheVocabularyOnTheHost) {
+  const std::vector<std::int32_t> pos = {0, 1, 2}, seq = {0, 0, 0}, targets = {2, 271, kIgnoreIndex};
+  EXPECT_EQ(upload_inputs(1, 3, {0, 2, 271}, pos, seq, targets, 272).checked_vocab, 272);
+  EXPECT_EQ(upload_inputs(1, 3, {0, 2, 271}, pos, seq, targets).checked_vocab, 0);
+  try {
+    upload_inputs(1, 3, {0, 272, 3}, pos, seq, targets, 272);
+    ADD_FAILURE() << "no exception for id 272";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 272 at position 1 is outside the vocabulary [0, 272)"),
+              std::string::npos)
+        << e.what();
+  }
+  for (const std::int32_t bad : {272, -1, -99}) {
+    try {
+      upload_inputs(1, 3, {0, 1, 3}, pos, seq, {2, 3, bad}, 272);
+      ADD_FAILURE() << "no exception for target " << bad;
+    } catch (const std::out_of_range& e) {
+      EXPECT_NE(std::string(e.what()).find("target " + std::to_string(bad) + " at position 2"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// A batch uploaded without the vocabulary is still checked, by the decoder (through a host copy).
+TEST(ModelInputs, DecoderChecksIdsOfUncheckedBatches) {
+  const ModelConfig cfg = model_of({false, false, true, false, false});
+  Decoder model(cfg, ComputeDtype::fp32);
+  LocalParams params(model.layout());
+  randomise(model.layout(), cfg, false, params.weights());
+  const std::vector<std::int32_t> pos = {0, 1, 2}, seq = {0, 0, 0}, targets = {2, 3, kIgnoreIndex};
+  EXPECT_THROW(model.forward_loss(upload_inputs(1, 3, {0, cfg.vocab_size, 3}, pos, seq, targets), params),
+               std::out_of_range);
+  // Checked against a larger vocabulary than the model's is not checked enough.
+  EXPECT_THROW(model.forward_loss(upload_inputs(1, 3, {0, cfg.vocab_size, 3}, pos, seq, targets, cfg.vocab_size + 1),
+                                  params),
+               std::out_of_range);
+  EXPECT_EQ(model.forward_loss(upload_inputs(1, 3, {0, 1, 3}, pos, seq, targets, cfg.vocab_size), params).num_targets,
+            2);
+}
+
 // ---- the decoding loop with and without the cache ---------------------------------------------
 
 TEST(KvCache, GenerationGivesTheSameTokensAsWithoutTheCache) {
