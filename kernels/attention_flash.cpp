@@ -113,6 +113,15 @@ KOKKOS_INLINE_FUNCTION void seq_range(const Team& team, const Ids& ids, std::int
       Kokkos::Max<int>(hi));
 }
 
+// Rows first .. first + n - 1, columns col .. col + hd - 1 of x, times factor, into dst (ld = hd + 1).
+KOKKOS_INLINE_FUNCTION void load_tile(const Team& team, const Unmanaged2<const float>& x, std::int64_t first, int n,
+                                      int col, int hd, float factor, const Scratch& dst) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n * hd), [&](const int i) {
+    const int r = i / hd, e = i % hd;
+    dst(r * (hd + 1) + e) = x(first + r, col + e) * factor;
+  });
+}
+
 }  // namespace
 
 FlashTilePlan flash_tile_plan(int head_dim) {
@@ -138,11 +147,9 @@ void attention_forward_lse_flash(const AttentionShape& s, Unmanaged2<const float
         Scratch Qs(team.team_scratch(0), Bq * ld), Ks(team.team_scratch(0), Bk * ld),
             Vs(team.team_scratch(0), Bk * ld), S(team.team_scratch(0), Bq * Bk), m(team.team_scratch(0), Bq),
             l(team.team_scratch(0), Bq), a(team.team_scratch(0), Bq);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd), [&](const int x) {
-          const int r = x / hd, e = x % hd;
-          Qs(r * ld + e) = q(base + i0 + r, h * hd + e) * scale;
-          o(base + i0 + r, h * hd + e) = 0.f;
-        });
+        load_tile(team, q, base + i0, nq, h * hd, hd, scale, Qs);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd),
+                             [&](const int x) { o(base + i0 + x / hd, h * hd + x % hd) = 0.f; });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int r) {
           m(r) = -INFINITY;
           l(r) = 0.f;
@@ -156,11 +163,8 @@ void attention_forward_lse_flash(const AttentionShape& s, Unmanaged2<const float
           int klo = 0, khi = 0;
           seq_range(team, seq_ids, base + j0, nk, klo, khi);
           if (khi < qlo || klo > qhi) continue;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int x) {
-            const int c = x / hd, e = x % hd;
-            Ks(c * ld + e) = k(base + j0 + c, g * hd + e);
-            Vs(c * ld + e) = v(base + j0 + c, g * hd + e);
-          });
+          load_tile(team, k, base + j0, nk, g * hd, hd, 1.f, Ks);
+          load_tile(team, v, base + j0, nk, g * hd, hd, 1.f, Vs);
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * nk), [&](const int x) {
             const int r = x / nk, c = x % nk, i = i0 + r, j = j0 + c;
@@ -237,12 +241,10 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
           Scratch Qs(team.team_scratch(0), Bq * ld), dOs(team.team_scratch(0), Bq * ld),
               Ks(team.team_scratch(0), Bk * ld), Vs(team.team_scratch(0), Bk * ld), dS(team.team_scratch(0), Bq * Bk),
               L(team.team_scratch(0), Bq), D(team.team_scratch(0), Bq);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd), [&](const int x) {
-            const int r = x / hd, e = x % hd;
-            Qs(r * ld + e) = q(base + i0 + r, h * hd + e) * scale;
-            dOs(r * ld + e) = dout(base + i0 + r, h * hd + e);
-            dq(base + i0 + r, h * hd + e) = 0.f;
-          });
+          load_tile(team, q, base + i0, nq, h * hd, hd, scale, Qs);
+          load_tile(team, dout, base + i0, nq, h * hd, hd, 1.f, dOs);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd),
+                               [&](const int x) { dq(base + i0 + x / hd, h * hd + x % hd) = 0.f; });
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int r) {
             L(r) = lse(lse_base + i0 + r);
             D(r) = delta(lse_base + i0 + r);
@@ -256,11 +258,8 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
             int klo = 0, khi = 0;
             seq_range(team, seq_ids, base + j0, nk, klo, khi);
             if (khi < qlo || klo > qhi) continue;
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int x) {
-              const int c = x / hd, e = x % hd;
-              Ks(c * ld + e) = k(base + j0 + c, g * hd + e);
-              Vs(c * ld + e) = v(base + j0 + c, g * hd + e);
-            });
+            load_tile(team, k, base + j0, nk, g * hd, hd, 1.f, Ks);
+            load_tile(team, v, base + j0, nk, g * hd, hd, 1.f, Vs);
             team.team_barrier();
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * nk), [&](const int x) {
               const int r = x / nk, c = x % nk, i = i0 + r, j = j0 + c;
@@ -295,12 +294,11 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
           Scratch Ks(team.team_scratch(0), Bk * ld), Vs(team.team_scratch(0), Bk * ld),
               Qs(team.team_scratch(0), Bq * ld), dOs(team.team_scratch(0), Bq * ld), P(team.team_scratch(0), Bq * Bk),
               dS(team.team_scratch(0), Bq * Bk), L(team.team_scratch(0), Bq), D(team.team_scratch(0), Bq);
+          load_tile(team, k, base + j0, nk, g * hd, hd, 1.f, Ks);
+          load_tile(team, v, base + j0, nk, g * hd, hd, 1.f, Vs);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int x) {
-            const int c = x / hd, e = x % hd;
-            Ks(c * ld + e) = k(base + j0 + c, g * hd + e);
-            Vs(c * ld + e) = v(base + j0 + c, g * hd + e);
-            dk(base + j0 + c, g * hd + e) = 0.f;
-            dv(base + j0 + c, g * hd + e) = 0.f;
+            dk(base + j0 + x / hd, g * hd + x % hd) = 0.f;
+            dv(base + j0 + x / hd, g * hd + x % hd) = 0.f;
           });
           int klo = 0, khi = 0;
           seq_range(team, seq_ids, base + j0, nk, klo, khi);
@@ -312,11 +310,8 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
               seq_range(team, seq_ids, base + i0, nq, qlo, qhi);
               if (khi < qlo || klo > qhi) continue;
               team.team_barrier();  // the previous tile's readers of Qs, dOs, P, dS are done
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd), [&](const int x) {
-                const int r = x / hd, e = x % hd;
-                Qs(r * ld + e) = q(base + i0 + r, h * hd + e) * scale;
-                dOs(r * ld + e) = dout(base + i0 + r, h * hd + e);
-              });
+              load_tile(team, q, base + i0, nq, h * hd, hd, scale, Qs);
+              load_tile(team, dout, base + i0, nq, h * hd, hd, 1.f, dOs);
               Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int r) {
                 L(r) = lse(lse_base + i0 + r);
                 D(r) = delta(lse_base + i0 + r);

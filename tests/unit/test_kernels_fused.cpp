@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "finite_difference.hpp"
@@ -75,15 +76,15 @@ TEST(KernelFused, RopeTableRotatesQandKExactlyLikeThePerTokenKernel) {
   }
 }
 
-TEST(KernelFused, RmsNormBackwardOverManyRowBlocksMatchesDoubleReference) {
-  const int rows = 203, d = 48;  // four row blocks of 64, the last one partial
-  const auto x = random_vector(rows * d, 321), w = random_vector(d, 322, 0.5f, 1.5f), dy = random_vector(rows * d, 323);
-  const auto dx0 = random_vector(rows * d, 324), dw0 = random_vector(d, 325);
+// rmsnorm_backward (which adds into dx and dw) against the same sums in double.
+void expect_rmsnorm_backward_matches_double(int rows, int d, float eps, unsigned seed, double rel_tol, double abs_tol) {
+  const auto x = random_vector(static_cast<std::size_t>(rows) * d, seed), w = random_vector(d, seed + 1, 0.5f, 1.5f);
+  const auto dy = random_vector(x.size(), seed + 2), dx0 = random_vector(x.size(), seed + 3), dw0 = random_vector(d, seed + 4);
   std::vector<float> rstd(rows);
   for (int n = 0; n < rows; ++n) {
     double ss = 0.0;
     for (int j = 0; j < d; ++j) ss += static_cast<double>(x[n * d + j]) * x[n * d + j];
-    rstd[n] = static_cast<float>(1.0 / std::sqrt(ss / d + 1e-6));
+    rstd[n] = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
   }
   auto dx = to_device(dx0, rows, d, "dx");
   auto dw = to_device(dw0, "dw");
@@ -99,8 +100,21 @@ TEST(KernelFused, RmsNormBackwardOverManyRowBlocksMatchesDoubleReference) {
       dw_ref[j] += static_cast<double>(dy[n * d + j]) * x[n * d + j] * r;
     }
   }
-  expect_all_near("rmsnorm_dx", to_host(dx), dx_ref, 1e-5, 1e-6);
-  expect_all_near("rmsnorm_dw", to_host(dw), dw_ref, 1e-5, 1e-5);
+  expect_all_near("rmsnorm_dx", to_host(dx), dx_ref, rel_tol, abs_tol);
+  expect_all_near("rmsnorm_dw", to_host(dw), dw_ref, rel_tol, 10 * abs_tol);
+}
+
+TEST(KernelFused, RmsNormBackwardOverManyRowBlocksMatchesDoubleReference) {
+  expect_rmsnorm_backward_matches_double(203, 48, 1e-6f, 321, 1e-5, 1e-6);  // four row blocks of 64, the last partial
+}
+
+// A row of 1001 columns is wider than any team and no multiple of the four partial sums; 65 rows leave a
+// last block of one row.
+TEST(KernelFused, RmsNormBackwardWithRowsWiderThanATeam) {
+  expect_rmsnorm_backward_matches_double(65, 1001, 1e-5f, 770, 1e-4, 1e-5);
+  View2<float> x("x", 4, 8), dy("dy", 4, 8), dx("dx", 4, 8);
+  EXPECT_THROW(rmsnorm_backward(x, View1<float>("w", 8), View1<float>("rstd", 4), dy, dx, View1<float>("dw_short", 7)),
+               std::invalid_argument);
 }
 
 TEST(KernelFused, SumSquaresOverBlocksLanesAndTail) {
