@@ -20,7 +20,10 @@
 #   --no-test  build only
 # Environment: GPU_ARCH (a Kokkos architecture name: Hopper90 (default), Ampere80, Ampere86, Ada89,
 # Blackwell100), JOBS (parallel compile jobs; default: the number of cores), OMP_THREADS (threads per
-# rank for --openmp's test run; default 2), SHARDFT_CMAKE_ARGS (extra configure options).
+# rank for --openmp's test run; default 2), SHARDFT_CMAKE_ARGS (extra configure options),
+# SHARDFT_GPU_TARGETS (build only these targets, e.g. "shardft shardft_unit_tests"; --test then runs
+# only what was built at your own risk), SHARDFT_SKIP_INSTALL_DEPS=1 (no jobs/install-deps.sh: the
+# dependencies come from elsewhere, e.g. jobs/gpu/validate.sh's offline kit).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
@@ -101,7 +104,9 @@ fi
 # ---- shardft ---------------------------------------------------------------------------------
 # Debian packages (MPI, HDF5, BLAS, ...) where apt can install them; a machine without apt (a lent
 # GPU machine) must already have them.
-if command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then "$root/jobs/install-deps.sh"; fi
+if [ "${SHARDFT_SKIP_INSTALL_DEPS:-0}" != 1 ] && command -v apt-get >/dev/null && command -v dpkg-query >/dev/null; then
+  "$root/jobs/install-deps.sh"
+fi
 build=${SHARDFT_GPU_BUILD_DIR:-$root/build-$backend}
 opts=(-DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$cache/install" -DKokkos_DIR="$cache/install/lib/cmake/Kokkos"
       -DSHARDFT_BUILD_TESTS=ON -DSHARDFT_BUILD_PERF=ON)
@@ -116,12 +121,14 @@ cmake -S "$root" -B "$build" "${opts[@]}" ${SHARDFT_CMAKE_ARGS:-} > "$build.conf
 grep -E "^-- shardft:" "$build.configure.log" || true
 grep -q "Kokkos $kk_version" "$build.configure.log" \
   || { echo "gpu/build: shardft did not pick up Kokkos $kk_version from $cache/install ($build.configure.log)" >&2; exit 1; }
-if ! cmake --build "$build" -j"$jobs" > "$build.build.log" 2>&1; then
+targets=()
+for t in ${SHARDFT_GPU_TARGETS:-}; do targets+=(--target "$t"); done
+if ! cmake --build "$build" -j"$jobs" "${targets[@]}" > "$build.build.log" 2>&1; then
   grep -E -B2 -A6 "error" "$build.build.log" | head -n 120 >&2
   echo "gpu/build: shardft build failed: $(grep -c -E '(error|Error)[: ]' "$build.build.log") error lines ($build.build.log)" >&2
   exit 1
 fi
-echo "gpu/build: every shardft target built with Kokkos $kk_version ($tag) in $build"
+echo "gpu/build: ${SHARDFT_GPU_TARGETS:-every shardft target} built with Kokkos $kk_version ($tag) in $build"
 
 [ "$run_tests" = 1 ] || exit 0
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
