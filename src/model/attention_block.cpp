@@ -43,7 +43,7 @@ AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, co
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                              AttentionActivations& a, Unmanaged2<float> out, const LayerKvCache* cache) {
   const std::int64_t N = t.num_tokens(), d = x.extent(1);
-  const std::int64_t qd = w.q.weight().extent(0), kvd = w.k.weight().extent(0);
+  const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   auto h = a.h.mat(N, d), q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd), o = a.o.mat(N, qd);
   rmsnorm_forward(x, w.norm, w.norm_eps, h, a.rstd.vec(N));
   w.q.forward(h, q);
@@ -63,7 +63,7 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
                               Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
                               Unmanaged2<float> dh, AttentionGradBuffers& b) {
   const std::int64_t N = t.num_tokens(), d = x.extent(1);
-  const std::int64_t qd = w.q.weight().extent(0), kvd = w.k.weight().extent(0);
+  const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   auto h = a.h.mat(N, d), q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd), o = a.o.mat(N, qd);
   auto dattn = b.dattn.mat(N, qd), dq = b.dq.mat(N, qd), dk = b.dk.mat(N, kvd), dv = b.dv.mat(N, kvd);
   w.o.backward(o, dx, dattn, 0.f, g.o);

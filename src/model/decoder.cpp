@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/embedding.hpp"
+#include "kernels/rows.hpp"
 #include "model/decoder_layer.hpp"
 #include "model/lm_head.hpp"
 
@@ -19,7 +20,8 @@ struct Decoder::Activations {
   // One layer's intermediates: rebuilt layer by layer in backward under checkpointing, and the scratch of
   // forward-only runs.
   LayerActivations scratch;
-  GrowingBuffer gate_up_copy{"gate_up_copy"}, dx{"dx"};
+  GateUpCopy gate_up_copy;
+  GrowingBuffer dx{"dx"};
   HeadBuffers head;
   LayerGradBuffers grad_buffers;
   RopeTable rope;
@@ -50,9 +52,19 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
   return {shape, in.position_ids, in.seq_ids, &rope, memory_efficient_attention_};
 }
 
+void embed_tokens(ParamSource& params, const ParamLayout& layout, Unmanaged1<const std::int32_t> ids,
+                  Unmanaged2<float> x) {
+  const Unmanaged2<const bf16> table16 = weight_matrix_bf16(params, layout, layout.embed_tokens());
+  if (table16.extent(0) > 0) {
+    gather_rows(table16, ids, x);  // bf16 storage: the rows widened (exact)
+  } else {
+    embedding_forward(ids, weight_matrix(params, layout, layout.embed_tokens()), x);
+  }
+}
+
 void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float> x) const {
   params.acquire(0);
-  embedding_forward(in.input_ids, weight_matrix(params, layout_, layout_.embed_tokens()), x);
+  embed_tokens(params, layout_, in.input_ids, x);
   params.release(0);
 }
 

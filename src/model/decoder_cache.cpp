@@ -29,7 +29,8 @@ Unmanaged1<const T> upload(View1<T>& dev, const std::vector<T>& host, const char
 }  // namespace
 
 struct KvCache::Work {
-  GrowingBuffer x{"kv_x"}, gate_up_copy{"kv_gate_up_copy"};
+  GrowingBuffer x{"kv_x"};
+  GateUpCopy gate_up_copy;
   LayerActivations layer;
   HeadBuffers head;
   View1<std::int32_t> ids, pos, seq_ids, slot, len, logit_rows;
@@ -92,7 +93,7 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
   check_token_ids(t.ids, cfg.vocab_size);
   const auto x = w.x.mat(N, cfg.hidden_size);
   params.acquire(0);
-  embedding_forward(t.ids, weight_matrix(params, layout, layout.embed_tokens()), x);
+  embed_tokens(params, layout, t.ids, x);
   params.release(0);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     params.acquire(l + 1);

@@ -3,7 +3,7 @@
 namespace shardft {
 
 LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, int layer,
-                              ComputeDtype dtype, GrowingBuffer& gate_up_copy) {
+                              ComputeDtype dtype, GateUpCopy& gate_up_copy) {
   const LayerParams& P = layout.layer(layer);
   const float eps = static_cast<float>(cfg.rms_norm_eps);
   return {attention_weights_of(params, layout, P, eps, dtype),

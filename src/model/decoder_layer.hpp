@@ -22,7 +22,7 @@ struct LayerGrads {
 // Layer `layer`'s weights (its block acquired) and where its gradients go. gate_up_copy: see
 // mlp_weights_of.
 LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, int layer,
-                              ComputeDtype dtype, GrowingBuffer& gate_up_copy);
+                              ComputeDtype dtype, GateUpCopy& gate_up_copy);
 LayerGrads layer_grads_of(GradSink& grads, const ParamLayout& layout, int layer);
 
 // What forward keeps for backward.

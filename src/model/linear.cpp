@@ -5,16 +5,26 @@
 
 #include "kernels/bias.hpp"
 #include "kernels/elementwise.hpp"
-#include "kernels/gemm.hpp"
 
 namespace shardft {
 
+namespace {
+void check_bias(std::size_t bias, std::size_t out) {
+  if (bias != 0 && bias != out) {
+    throw std::invalid_argument("Linear: a bias of " + std::to_string(bias) + " entries for " + std::to_string(out) +
+                                " outputs");
+  }
+}
+}  // namespace
+
 Linear::Linear(Unmanaged2<const float> weight, Unmanaged1<const float> bias, ComputeDtype dtype)
     : weight_(weight), bias_(bias), dtype_(dtype) {
-  if (bias.extent(0) != 0 && bias.extent(0) != weight.extent(0)) {
-    throw std::invalid_argument("Linear: a bias of " + std::to_string(bias.extent(0)) + " entries for " +
-                                std::to_string(weight.extent(0)) + " outputs");
-  }
+  check_bias(bias.extent(0), weight.extent(0));
+}
+
+Linear::Linear(Unmanaged2<const bf16> weight, Unmanaged1<const float> bias)
+    : weight_(weight), bias_(bias), dtype_(ComputeDtype::bf16) {
+  check_bias(bias.extent(0), weight.extent(0));
 }
 
 void Linear::round_input(Unmanaged2<float> x) const {
@@ -23,13 +33,13 @@ void Linear::round_input(Unmanaged2<float> x) const {
 
 void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
   round_input(x);
-  gemm(Op::N, Op::T, 1.f, x, weight_, 0.f, y);
+  gemm_mixed(Op::N, Op::T, 1.f, Unmanaged2<const float>(x), weight_, 0.f, y);
   if (bias_.extent(0) > 0) bias_forward(y, bias_);
 }
 
 void Linear::forward_add(Unmanaged2<float> x, Unmanaged2<float> y) const {
   round_input(x);
-  gemm(Op::N, Op::T, 1.f, x, weight_, 1.f, y);
+  gemm_mixed(Op::N, Op::T, 1.f, Unmanaged2<const float>(x), weight_, 1.f, y);
   if (bias_.extent(0) > 0) bias_forward(y, bias_);
 }
 
@@ -40,7 +50,7 @@ void Linear::backward_weight(Unmanaged2<const float> x, Unmanaged2<const float> 
 }
 
 void Linear::backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const {
-  gemm(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
+  gemm_mixed(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
 }
 
 void Linear::backward(Unmanaged2<const float> x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
@@ -50,8 +60,10 @@ void Linear::backward(Unmanaged2<const float> x, Unmanaged2<const float> dy, Unm
 }
 
 Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype) {
-  return Linear(weight_matrix(params, layout, weight), bias >= 0 ? params.weight(bias) : Unmanaged1<const float>(),
-                dtype);
+  const Unmanaged1<const float> b = bias >= 0 ? params.weight(bias) : Unmanaged1<const float>();
+  const Unmanaged2<const bf16> w16 = weight_matrix_bf16(params, layout, weight);
+  if (w16.extent(0) > 0) return Linear(w16, b);
+  return Linear(weight_matrix(params, layout, weight), b, dtype);
 }
 
 LinearGrads linear_grads_of(GradSink& grads, const ParamLayout& layout, int weight, int bias) {

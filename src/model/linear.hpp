@@ -2,10 +2,13 @@
 // A linear layer y = x W^T (+ b), W [out, in] row-major as HF stores it: every matmul of the decoder
 // with a weight goes through it, and so does the compute dtype.
 //
-// bf16 compute keeps bf16 values in fp32 buffers: the weights arrive rounded (ParamSource), and a
-// linear layer rounds its input in place before the GEMM. In place, because backward's dW = dy^T x
-// must see the x forward multiplied; rounding is idempotent, so layers sharing one input (q, k, v)
-// each round it and get the same values. This is the only place the model rounds to bf16.
+// bf16 compute: the weights arrive rounded (ParamSource), as bf16 storage where the source keeps them so
+// (the sharding engine: half the bytes) or as bf16 values in fp32 buffers, and a linear layer rounds its
+// input in place before the GEMM. In place, because backward's dW = dy^T x must see the x forward
+// multiplied; rounding is idempotent, so layers sharing one input (q, k, v) each round it and get the
+// same values. Every GEMM accumulates in fp32 (kernels/gemm.hpp). This is the only place the model
+// rounds to bf16.
+#include "kernels/gemm.hpp"
 #include "kernels/types.hpp"
 #include "model/param_layout.hpp"
 #include "model/param_source.hpp"
@@ -25,6 +28,8 @@ class Linear {
   Linear() = default;
   // bias empty: no bias. Throws std::invalid_argument when the bias does not have `out` entries.
   Linear(Unmanaged2<const float> weight, Unmanaged1<const float> bias, ComputeDtype dtype);
+  // bf16 weights as the source stores them (bf16 compute): the GEMMs read them without an fp32 copy.
+  Linear(Unmanaged2<const bf16> weight, Unmanaged1<const float> bias);
 
   // y = x W^T + b
   void forward(Unmanaged2<float> x, Unmanaged2<float> y) const;
@@ -43,10 +48,11 @@ class Linear {
                        float dw_beta = 1.f) const;
   void backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const;
 
-  Unmanaged2<const float> weight() const { return weight_; }
+  std::int64_t out_features() const { return static_cast<std::int64_t>(weight_.extent(0)); }
+  std::int64_t in_features() const { return static_cast<std::int64_t>(weight_.extent(1)); }
 
  private:
-  Unmanaged2<const float> weight_;
+  GemmOperand weight_{Unmanaged2<const float>()};
   Unmanaged1<const float> bias_;
   ComputeDtype dtype_ = ComputeDtype::fp32;
 };

@@ -6,21 +6,36 @@
 
 namespace shardft {
 
+namespace {
+
+// [a; b] as one buffer: a view when b follows a in memory, else a copy into `copy`.
+template <class T>
+const T* fused_pair(Unmanaged1<const T> a, Unmanaged1<const T> b, GrowingBufferOf<T>& copy) {
+  const std::int64_t n = static_cast<std::int64_t>(a.extent(0));
+  if (b.data() == a.data() + n) return a.data();
+  auto both = copy.vec(2 * n);
+  Kokkos::deep_copy(Unmanaged1<T>(both.data(), n), a);
+  Kokkos::deep_copy(Unmanaged1<T>(both.data() + n, n), b);
+  return both.data();
+}
+
+}  // namespace
+
 MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P, float norm_eps,
-                          ComputeDtype dtype, GrowingBuffer& gate_up_copy) {
+                          ComputeDtype dtype, GateUpCopy& gate_up_copy) {
   const auto& shape = layout.params()[P.gate_proj].shape;
   const std::int64_t I = shape[0], d = shape[1];
-  auto gate = params.weight(P.gate_proj), up = params.weight(P.up_proj);
-  const float* gate_up = gate.data();
-  if (up.data() != gate.data() + I * d) {
-    auto both = gate_up_copy.vec(2 * I * d);
-    Kokkos::deep_copy(Unmanaged1<float>(both.data(), I * d), gate);
-    Kokkos::deep_copy(Unmanaged1<float>(both.data() + I * d, I * d), up);
-    gate_up = both.data();
+  const Unmanaged1<const float> norm = params.weight(P.post_attention_layernorm);
+  const Linear down = linear_of(params, layout, P.down_proj, -1, dtype);
+  const auto gate16 = params.weight_bf16(P.gate_proj);
+  if (gate16.extent(0) > 0) {  // bf16 storage
+    const auto up16 = params.weight_bf16(P.up_proj);
+    return {norm, norm_eps, Linear(Unmanaged2<const bf16>(fused_pair(gate16, up16, gate_up_copy.b16), 2 * I, d), {}),
+            down};
   }
-  return {params.weight(P.post_attention_layernorm), norm_eps,
-          Linear(Unmanaged2<const float>(gate_up, 2 * I, d), {}, dtype),
-          linear_of(params, layout, P.down_proj, -1, dtype)};
+  const auto gate = params.weight(P.gate_proj), up = params.weight(P.up_proj);
+  return {norm, norm_eps, Linear(Unmanaged2<const float>(fused_pair(gate, up, gate_up_copy.f32), 2 * I, d), {}, dtype),
+          down};
 }
 
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
@@ -29,7 +44,7 @@ MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerPar
 }
 
 void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out) {
-  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.weight().extent(1);
+  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   auto h = a.h.mat(N, d), gu = a.gu.mat(N, 2 * I), s = a.s.mat(N, I);
   rmsnorm_forward(x, w.norm, w.norm_eps, h, a.rstd.vec(N));
   w.gate_up.forward(h, gu);
@@ -44,7 +59,7 @@ void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActiva
 
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
                         Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b) {
-  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.weight().extent(1);
+  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   auto h = a.h.mat(N, d), gu = a.gu.mat(N, 2 * I), s = a.s.mat(N, I);
   w.down.backward(s, dx, s, 0.f, g.down);  // s now holds ds
   swiglu_backward_packed_inplace(gu, s);  // gu now holds [dg | du]

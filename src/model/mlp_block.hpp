@@ -33,11 +33,17 @@ struct MlpGradBuffers {
   GrowingBuffer gate_up_dw{"gate_up_dw"};
 };
 
+// Where [Wg; Wu] is copied when the two are not adjacent, in the storage the ParamSource holds.
+struct GateUpCopy {
+  GrowingBuffer f32{"gate_up_copy"};
+  GrowingBufferBf16 b16{"gate_up_copy_bf16"};
+};
+
 // The MLP of layer P of an acquired block. The gate and up weights are adjacent in the layout (and in
 // every unit of the sharding engine), so [Wg; Wu] is normally a view; otherwise it is copied into
 // `gate_up_copy`.
 MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P, float norm_eps,
-                          ComputeDtype dtype, GrowingBuffer& gate_up_copy);
+                          ComputeDtype dtype, GateUpCopy& gate_up_copy);
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P);
 
 // out = x + MLP(RMSNorm(x)); out may be x's own buffer. An empty out (recomputing for backward) stops
