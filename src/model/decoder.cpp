@@ -24,6 +24,7 @@ struct Decoder::Activations {
   GrowingBuffer dx{"dx"};
   HeadBuffers head;
   LayerGradBuffers grad_buffers;
+  LayerStaging staging;
   RopeTable rope;
 };
 
@@ -82,7 +83,7 @@ LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, G
   embed(in, params, input_of(0));
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1);
-    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1));
+    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging);
     params.release(l + 1);
   }
 
@@ -98,8 +99,11 @@ LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, G
   for (int l = L - 1; l >= 0; --l) {
     params.acquire(l + 1);
     const LayerWeights w = weights_of(l);
-    if (checkpointing_) decoder_layer_forward(w, t, input_of(l), A.scratch, {});  // forward kept only its input
-    decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, input_of(l), saved_of(l), dx, A.grad_buffers);
+    if (checkpointing_) {
+      decoder_layer_forward(w, t, input_of(l), A.scratch, {}, A.staging);  // forward kept only its input
+    }
+    decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, input_of(l), saved_of(l), dx, A.grad_buffers,
+                           A.staging);
     grads.block_done(l + 1);
     params.release(l + 1);
   }
@@ -116,7 +120,8 @@ Unmanaged2<const float> Decoder::forward_layers(const ModelInputs& in, ParamSour
   embed(in, params, x);
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     params.acquire(l + 1);
-    decoder_layer_forward(layer_weights_of(params, layout_, cfg_, l, dtype_, A.gate_up_copy), t, x, A.scratch, x);
+    decoder_layer_forward(layer_weights_of(params, layout_, cfg_, l, dtype_, A.gate_up_copy), t, x, A.scratch, x,
+                          A.staging);
     params.release(l + 1);
   }
   return x;

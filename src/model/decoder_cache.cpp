@@ -32,6 +32,7 @@ struct KvCache::Work {
   GrowingBuffer x{"kv_x"};
   GateUpCopy gate_up_copy;
   LayerActivations layer;
+  LayerStaging staging;
   HeadBuffers head;
   View1<std::int32_t> ids, pos, seq_ids, slot, len, logit_rows;
   View1<std::int64_t> dest;
@@ -99,7 +100,7 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
     params.acquire(l + 1);
     const LayerKvCache layer_cache{cache.layer_k(l), cache.layer_v(l), t.dest, t.reads};
     decoder_layer_forward(layer_weights_of(params, layout, cfg, l, model.dtype(), w.gate_up_copy), t.attention, x,
-                          w.layer, x, &layer_cache);
+                          w.layer, x, w.staging, &layer_cache);
     params.release(l + 1);
   }
   params.acquire(layout.head_block());

@@ -34,7 +34,10 @@ CrossEntropySums chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unma
                                         : cross_entropy_forward(logits, targets_c);
     sums.loss_sum += part.loss_sum;
     sums.count += part.count;
-    if (grads) w.lm_head.backward(h_c, logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f, grads->lm_head);
+    if (grads) {
+      w.lm_head.backward(Unmanaged2<const float>(h_c), logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f,
+                         grads->lm_head);
+    }
   }
   return sums;
 }

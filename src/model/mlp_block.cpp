@@ -43,26 +43,31 @@ MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerPar
           linear_grads_of(grads, layout, P.down_proj, -1)};
 }
 
-void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out) {
+void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
+                       GrowingBuffer& staging) {
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
-  auto h = a.h.mat(N, d), gu = a.gu.mat(N, 2 * I), s = a.s.mat(N, I);
-  rmsnorm_forward(x, w.norm, w.norm_eps, h, a.rstd.vec(N));
-  w.gate_up.forward(h, gu);
-  swiglu_forward_packed(gu, s);
-  if (out.extent(0) == 0) {
-    w.down.round_input(s);  // backward's dWd reads s as the down projection saw it
-    return;
-  }
+  const ComputeDtype dt = w.down.dtype();
+  auto gu = a.gu.mat(N, 2 * I);
+  const auto h_staged = a.h.staging(N, d, dt, staging);
+  rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
+  w.gate_up.forward(a.h.keep(h_staged, dt), gu);
+  const auto s_staged = a.s.staging(N, I, dt, staging);  // h is kept: the staging is free again
+  swiglu_forward_packed(gu, s_staged);
+  const GemmOperand s = a.s.keep(s_staged, dt);  // backward's dWd reads s as the down projection saw it
+  if (out.extent(0) == 0) return;
   if (out.data() != x.data()) Kokkos::deep_copy(out, x);
   w.down.forward_add(s, out);
 }
 
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b) {
+                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, GrowingBuffer& staging) {
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
-  auto h = a.h.mat(N, d), gu = a.gu.mat(N, 2 * I), s = a.s.mat(N, I);
-  w.down.backward(s, dx, s, 0.f, g.down);  // s now holds ds
-  swiglu_backward_packed_inplace(gu, s);  // gu now holds [dg | du]
+  const ComputeDtype dt = w.down.dtype();
+  auto gu = a.gu.mat(N, 2 * I);
+  const GemmOperand h = a.h.kept(N, d, dt);
+  const auto ds = a.s.reusable(N, I, dt, staging);  // fp32: s's own buffer, read by dWd before dx is written
+  w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
+  swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
   w.gate_up.backward_input(gu, dh, 0.f);
   if (g.up.data() == g.gate.data() + I * d) {
     w.gate_up.backward_weight(h, gu, {Unmanaged2<float>(g.gate.data(), 2 * I, d), {}});

@@ -23,9 +23,10 @@ struct MlpGrads {
   LinearGrads down;
 };
 
-// What forward keeps for backward.
+// What forward keeps for backward; h and s are GEMM inputs, bf16 in bf16 compute.
 struct MlpActivations {
-  GrowingBuffer h{"mlp_h"}, rstd{"mlp_rstd"}, gu{"gu"}, s{"s"};
+  LinearInput h{"mlp_h"}, s{"s"};
+  GrowingBuffer rstd{"mlp_rstd"}, gu{"gu"};
 };
 
 // Backward's scratch: the [gate; up] gradient, used only when the two gradients are not adjacent.
@@ -47,12 +48,15 @@ MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const 
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P);
 
 // out = x + MLP(RMSNorm(x)); out may be x's own buffer. An empty out (recomputing for backward) stops
-// before the down projection, whose output backward does not need.
-void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out);
+// before the down projection, whose output backward does not need. staging: fp32 scratch shared by the
+// layers (LinearInput), here and in backward.
+void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
+                       GrowingBuffer& staging);
 
 // dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.
-// a's gu and s are overwritten by their gradients. dh is [tokens, hidden] scratch.
+// a's gu is overwritten by its gradient, and ds goes over s (fp32) or into staging (bf16). dh is
+// [tokens, hidden] scratch.
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b);
+                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, GrowingBuffer& staging);
 
 }  // namespace shardft
