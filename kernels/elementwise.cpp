@@ -47,6 +47,16 @@ void round_to_bf16(Unmanaged1<const float> src, Unmanaged1<float> dst) {
       "round_to_bf16", Range(0, src.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = round_to_bf16(src(i)); });
 }
 
+void to_bf16(Unmanaged1<const float> src, Unmanaged1<bf16> dst) {
+  Kokkos::parallel_for(
+      "to_bf16", Range(0, src.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = bf16(src(i)); });
+}
+
+void to_f32(Unmanaged1<const bf16> src, Unmanaged1<float> dst) {
+  Kokkos::parallel_for(
+      "to_f32", Range(0, src.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = static_cast<float>(src(i)); });
+}
+
 bool all_finite(Unmanaged1<const float> x) {
   std::int64_t bad = 0;
   Kokkos::parallel_reduce(

@@ -1,5 +1,6 @@
 #pragma once
 // Small elementwise kernels over flat fp32 buffers.
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
@@ -12,6 +13,10 @@ void scale_inplace(Unmanaged1<float> x, float c);
 double sum_squares(Unmanaged1<const float> x);
 // dst[i] = bf16(src[i]) as fp32: what a bf16 copy of src holds
 void round_to_bf16(Unmanaged1<const float> src, Unmanaged1<float> dst);
+// dst[i] = bf16(src[i]): the bf16 copy itself, half the bytes (round to nearest even)
+void to_bf16(Unmanaged1<const float> src, Unmanaged1<bf16> dst);
+// dst[i] = src[i] widened to fp32 (exact)
+void to_f32(Unmanaged1<const bf16> src, Unmanaged1<float> dst);
 // true when every element is finite
 bool all_finite(Unmanaged1<const float> x);
 

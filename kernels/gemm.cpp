@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -32,6 +33,100 @@ static_assert(kGemmOnCublas || Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem
               "gemm: views must be host-accessible (BLAS) or, in a CUDA build, device-accessible (cuBLAS)");
 
 std::string shape(std::size_t r, std::size_t c) { return "[" + std::to_string(r) + "," + std::to_string(c) + "]"; }
+
+#if defined(SHARDFT_GEMM_CUBLAS)
+// cuBLAS runs on the stream of Kokkos' default CUDA instance, so GEMMs and Kokkos kernels (the widening
+// below included) stay in issue order without a fence.
+void bind_cublas_stream() {
+  static std::once_flag bound;
+  std::call_once(bound, [] { cuda::set_compute_stream(Kokkos::Cuda().cuda_stream()); });
+}
+#endif
+
+// Every fp32 product: cuBLAS for device views (GPU build), BLAS for host views.
+void sgemm_raw(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+               float beta, float* c, int ldc) {
+#if defined(SHARDFT_GEMM_CUBLAS)
+  if constexpr (kGemmOnCublas) {
+    bind_cublas_stream();
+    cuda::sgemm(op_a == Op::T, op_b == Op::T, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
+  cblas_sgemm(CblasRowMajor, op_a == Op::N ? CblasNoTrans : CblasTrans, op_b == Op::N ? CblasNoTrans : CblasTrans, m,
+              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// ---- bf16 operands -----------------------------------------------------------------------------------
+
+std::int64_t g_tile_elements = std::int64_t{1} << 20;
+
+// The widening scratch, one buffer per operand, grown on demand and freed by Kokkos::finalize (a view
+// must not outlive Kokkos). Used from the host thread that issues GEMMs, one GEMM at a time.
+struct WidenScratch {
+  View1<float> a, b;
+  bool hooked = false;
+};
+WidenScratch& widen_scratch() {
+  static WidenScratch s;
+  return s;
+}
+float* scratch(View1<float> WidenScratch::*which, std::int64_t n) {
+  WidenScratch& s = widen_scratch();
+  if (!s.hooked) {
+    Kokkos::push_finalize_hook([] {
+      widen_scratch().a = View1<float>();
+      widen_scratch().b = View1<float>();
+    });
+    s.hooked = true;
+  }
+  View1<float>& v = s.*which;
+  if (static_cast<std::int64_t>(v.extent(0)) < n) {
+    v = View1<float>();
+    v = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("gemm_bf16_widened")), n);
+  }
+  return v.data();
+}
+
+// dst [R, C] row-major = src[r0 : r0 + R, c0 : c0 + C] of a row-major bf16 matrix with row stride ld.
+void widen_block(const bf16* src, std::int64_t ld, std::int64_t r0, std::int64_t c0, std::int64_t R, std::int64_t C,
+                 float* dst) {
+  Kokkos::parallel_for(
+      "gemm_widen_bf16", Range(0, R * C), KOKKOS_LAMBDA(const std::int64_t idx) {
+        const std::int64_t i = idx / C, j = idx - i * C;
+        dst[idx] = bf16::to_float(src[(r0 + i) * ld + c0 + j].bits);
+      });
+}
+
+// Rows [m0, m0 + rows) of op(A) over all of K as BLAS takes them: A's own memory when it is fp32, else
+// the widened block (op N: A's rows; op T: A's columns, for every row of A).
+struct Panel {
+  const float* p;
+  int ld;
+};
+Panel a_panel(Op op, const GemmOperand& a, std::int64_t m0, std::int64_t rows, std::int64_t k) {
+  const std::int64_t ld = static_cast<std::int64_t>(a.extent(1));
+  if (!a.is_bf16) return {a.f32.data() + (op == Op::N ? m0 * ld : m0), static_cast<int>(ld)};
+  float* dst = scratch(&WidenScratch::a, rows * k);
+  if (op == Op::N) {
+    widen_block(a.b16.data(), ld, m0, 0, rows, k, dst);
+    return {dst, static_cast<int>(k)};
+  }
+  widen_block(a.b16.data(), ld, 0, m0, k, rows, dst);
+  return {dst, static_cast<int>(rows)};
+}
+// Columns [n0, n0 + cols) of op(B) over all of K, the same way (op N: B's columns; op T: B's rows).
+Panel b_panel(Op op, const GemmOperand& b, std::int64_t n0, std::int64_t cols, std::int64_t k) {
+  const std::int64_t ld = static_cast<std::int64_t>(b.extent(1));
+  if (!b.is_bf16) return {b.f32.data() + (op == Op::N ? n0 : n0 * ld), static_cast<int>(ld)};
+  float* dst = scratch(&WidenScratch::b, cols * k);
+  if (op == Op::N) {
+    widen_block(b.b16.data(), ld, 0, n0, k, cols, dst);
+    return {dst, static_cast<int>(cols)};
+  }
+  widen_block(b.b16.data(), ld, n0, 0, cols, k, dst);
+  return {dst, static_cast<int>(k)};
+}
 }  // namespace
 
 void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<const float> b, float beta,
@@ -45,22 +140,9 @@ void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<c
                                 ", C " + shape(c.extent(0), c.extent(1)));
   }
   if (m == 0 || n == 0) return;
-#if defined(SHARDFT_GEMM_CUBLAS)
-  if constexpr (kGemmOnCublas) {
-    // cuBLAS runs on the stream of Kokkos' default CUDA instance, so GEMMs and Kokkos kernels stay in
-    // issue order without a fence.
-    static std::once_flag bound;
-    std::call_once(bound, [] { cuda::set_compute_stream(Kokkos::Cuda().cuda_stream()); });
-    cuda::sgemm(op_a == Op::T, op_b == Op::T, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
-                a.data(), static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
-                static_cast<int>(c.extent(1)));
-    return;
-  }
-#endif
-  cblas_sgemm(CblasRowMajor, op_a == Op::N ? CblasNoTrans : CblasTrans, op_b == Op::N ? CblasNoTrans : CblasTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a.data(),
-              static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
-              static_cast<int>(c.extent(1)));
+  sgemm_raw(op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a.data(),
+            static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
+            static_cast<int>(c.extent(1)));
 }
 
 void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
@@ -69,6 +151,75 @@ void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a,
   cblas_sgemm(CblasRowMajor, op_a == Op::N ? CblasNoTrans : CblasTrans, op_b == Op::N ? CblasNoTrans : CblasTrans, m,
               n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+
+void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                Unmanaged2<float> c) {
+  if (!a.is_bf16 && !b.is_bf16) {
+    gemm(op_a, op_b, alpha, a.f32, b.f32, beta, c);
+    return;
+  }
+  const std::int64_t m = op_a == Op::N ? a.extent(0) : a.extent(1);
+  const std::int64_t k = op_a == Op::N ? a.extent(1) : a.extent(0);
+  const std::int64_t kb = op_b == Op::N ? b.extent(0) : b.extent(1);
+  const std::int64_t n = op_b == Op::N ? b.extent(1) : b.extent(0);
+  if (k != kb || static_cast<std::int64_t>(c.extent(0)) != m || static_cast<std::int64_t>(c.extent(1)) != n) {
+    throw std::invalid_argument("gemm: shapes do not match: op(A) " + shape(m, k) + ", op(B) " + shape(kb, n) +
+                                ", C " + shape(c.extent(0), c.extent(1)));
+  }
+  if (m == 0 || n == 0) return;
+#if defined(SHARDFT_GEMM_CUBLAS)
+  if constexpr (kGemmOnCublas) {
+    if (a.is_bf16 && b.is_bf16) {
+      bind_cublas_stream();
+      cuda::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                          alpha, reinterpret_cast<const std::uint16_t*>(a.b16.data()), static_cast<int>(a.extent(1)),
+                          reinterpret_cast<const std::uint16_t*>(b.b16.data()), static_cast<int>(b.extent(1)), beta,
+                          c.data(), static_cast<int>(c.extent(1)));
+      return;
+    }
+  }
+#endif
+  static_assert(sizeof(bf16) == sizeof(std::uint16_t), "bf16 is its 16 bits");
+  // A fp32 operand is never tiled; a bf16 one in whole rows (columns) of K, as many as fit a tile.
+  const std::int64_t per_tile = std::max<std::int64_t>(1, g_tile_elements / std::max<std::int64_t>(k, 1));
+  const std::int64_t mt = a.is_bf16 ? std::min(m, per_tile) : m;
+  const std::int64_t nt = b.is_bf16 ? std::min(n, per_tile) : n;
+  const std::int64_t ldc = n;
+  // Each operand is widened once per tile of the other; the outer loop runs over the operand whose
+  // repeated widening would cost more.
+  const std::int64_t m_tiles = (m + mt - 1) / mt, n_tiles = (n + nt - 1) / nt;
+  const std::int64_t a_cost = a.is_bf16 ? m * k : 0, b_cost = b.is_bf16 ? n * k : 0;
+  const bool outer_m = b_cost * m_tiles <= a_cost * n_tiles;
+  auto product = [&](std::int64_t m0, std::int64_t rows, const Panel& pa, std::int64_t n0, std::int64_t cols,
+                     const Panel& pb) {
+    // A widened panel keeps its operand's orientation, so op_a and op_b stand.
+    sgemm_raw(op_a, op_b, static_cast<int>(rows),
+              static_cast<int>(cols), static_cast<int>(k), alpha, pa.p, pa.ld, pb.p, pb.ld, beta,
+              c.data() + m0 * ldc + n0, static_cast<int>(ldc));
+  };
+  if (outer_m) {
+    for (std::int64_t m0 = 0; m0 < m; m0 += mt) {
+      const std::int64_t rows = std::min(mt, m - m0);
+      const Panel pa = a_panel(op_a, a, m0, rows, k);
+      for (std::int64_t n0 = 0; n0 < n; n0 += nt) {
+        const std::int64_t cols = std::min(nt, n - n0);
+        product(m0, rows, pa, n0, cols, b_panel(op_b, b, n0, cols, k));
+      }
+    }
+  } else {
+    for (std::int64_t n0 = 0; n0 < n; n0 += nt) {
+      const std::int64_t cols = std::min(nt, n - n0);
+      const Panel pb = b_panel(op_b, b, n0, cols, k);
+      for (std::int64_t m0 = 0; m0 < m; m0 += mt) {
+        const std::int64_t rows = std::min(mt, m - m0);
+        product(m0, rows, a_panel(op_a, a, m0, rows, k), n0, cols, pb);
+      }
+    }
+  }
+}
+
+void gemm_set_bf16_tile_elements(std::int64_t n) { g_tile_elements = std::max<std::int64_t>(1, n); }
+std::int64_t gemm_bf16_tile_elements() { return g_tile_elements; }
 
 void gemm_set_num_threads(int n) { openblas_set_num_threads(n); }
 

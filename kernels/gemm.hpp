@@ -3,6 +3,9 @@
 //   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C[M,N]      (row-major, fp32 accumulate)
 // op(X) is X or X^T. A linear layer y = x W^T with W [out,in] is gemm(N, T, 1, x, W, 0, y).
 // CPU build: OpenBLAS sgemm. The cuBLAS path is selected by the memory space (GPU build).
+#include <cstdint>
+
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
@@ -18,6 +21,29 @@ void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<c
 // Host memory only (BLAS sgemm); no shape checks beyond what BLAS does. Used by the tiled attention.
 void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
              float beta, float* c, int ldc);
+
+// A GEMM operand as it is stored: fp32, or bf16 (bf16 compute: half the bytes). Row-major, contiguous.
+struct GemmOperand {
+  GemmOperand(Unmanaged2<const float> v) : f32(v) {}                  // NOLINT: implicit, like the view
+  GemmOperand(Unmanaged2<const bf16> v) : b16(v), is_bf16(true) {}  // NOLINT
+  std::size_t extent(int i) const { return is_bf16 ? b16.extent(i) : f32.extent(i); }
+
+  Unmanaged2<const float> f32;
+  Unmanaged2<const bf16> b16;
+  bool is_bf16 = false;
+};
+
+// The same product with operands of either storage; C is fp32 and every product accumulates in fp32.
+// Both fp32: gemm() above. Both bf16 on the GPU: cuBLAS's bf16 GEMM (cuda::gemm_bf16_f32). Otherwise
+// (the CPU, and mixed operands on the GPU) each bf16 operand is widened to fp32 a tile at a time (whole
+// rows of op(A), whole columns of op(B), at most gemm_bf16_tile_elements() each) into scratch, and each
+// tile of C is one sgemm over all of K. Widening is exact, so the products are those of the bf16 values.
+void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                Unmanaged2<float> c);
+// The widening scratch: elements per operand tile (default 1M, 4 MB of fp32; at least one row or column
+// of K is always taken). Held from the first mixed GEMM until Kokkos::finalize.
+void gemm_set_bf16_tile_elements(std::int64_t n);
+std::int64_t gemm_bf16_tile_elements();
 
 // BLAS threads per process; shardft runs one rank per core, so 1 unless told otherwise.
 void gemm_set_num_threads(int n);

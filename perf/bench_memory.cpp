@@ -1,7 +1,7 @@
 // Peak memory of one training step at sequence length 2048, unfused vs fused (issue: memory-efficient
 // kernels and activation checkpointing).
 //
-// One Trainer step on one rank (SelfCommunicator, ZeRO stage 0, fp32) of a Llama-shaped model:
+// One Trainer step on one rank (SelfCommunicator, ZeRO stage 0, fp32 unless _bf16) of a Llama-shaped model:
 // hidden 512, intermediate 1536, 8 heads / 4 kv heads (head_dim 64), 4 layers, one micro-batch of
 // B x 2048 random tokens, every position a target. Two vocabularies:
 //   V272    shardft's byte-level tokenizer (the default task), tied embedding: the step's memory is
@@ -15,6 +15,8 @@
 //   mea           + memory-efficient attention (log-sum-exp per query row instead of probabilities)
 //   mea_chunked   + LM head and cross-entropy fused in chunks (logits_chunk_tokens' default, 256)
 //   fused         + activation checkpointing: only layer inputs kept, each layer recomputed in backward
+//   <variant>_bf16  the same with `bf16: true` (bf16 compute weights and GEMM inputs; master weights,
+//                 gradients and AdamW state fp32)
 //
 // Counters (bytes of Kokkos allocations, perf/memory_tracker.hpp; lower is better):
 //   peak_bytes        the high-water mark during the step, model state included
@@ -39,6 +41,7 @@ constexpr int kSeq = 2048;
 struct Variant {
   const char* name;
   bool memory_efficient_attention, chunked_logits, checkpointing;
+  bool bf16 = false;
 };
 
 TrainConfig long_context_config(const Variant& v, int batch, int vocab) {
@@ -56,6 +59,7 @@ TrainConfig long_context_config(const Variant& v, int batch, int vocab) {
   cfg.attn_implementation = v.memory_efficient_attention ? "memory_efficient" : "eager";
   if (!v.chunked_logits) cfg.logits_chunk_tokens = 0;  // else the default chunk
   cfg.gradient_checkpointing = v.checkpointing;
+  cfg.bf16 = v.bf16;
   return cfg;
 }
 
@@ -111,7 +115,9 @@ const bool registered = [] {
   const Variant variants[] = {{"unfused", false, false, false},
                               {"mea", true, false, false},
                               {"mea_chunked", true, true, false},
-                              {"fused", true, true, true}};
+                              {"fused", true, true, true},
+                              {"mea_chunked_bf16", true, true, false, true},
+                              {"fused_bf16", true, true, true, true}};
   // The byte vocabulary in every variant (what each saving is worth); Llama 2's only unfused vs fused.
   for (const Variant& v : variants) {
     const std::string name = std::string("memory/step_h512_L4_V272/B1_T2048/") + v.name;
@@ -122,7 +128,7 @@ const bool registered = [] {
         ->Iterations(1)
         ->Repetitions(1);
   }
-  for (const Variant& v : {variants[0], variants[3]}) {
+  for (const Variant& v : {variants[0], variants[3], variants[5]}) {
     const std::string name = std::string("memory/step_h512_L4_V32000/B1_T2048/") + v.name;
     benchmark::RegisterBenchmark(name.c_str(), step_peak_memory, v, 1, 32000)
         ->Unit(benchmark::kMillisecond)

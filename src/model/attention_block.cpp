@@ -41,11 +41,15 @@ AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, co
 }
 
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                             AttentionActivations& a, Unmanaged2<float> out, const LayerKvCache* cache) {
+                             AttentionActivations& a, Unmanaged2<float> out, GrowingBuffer& staging,
+                             const LayerKvCache* cache) {
   const std::int64_t N = t.num_tokens(), d = x.extent(1);
-  const std::int64_t qd = w.q.weight().extent(0), kvd = w.k.weight().extent(0);
-  auto h = a.h.mat(N, d), q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd), o = a.o.mat(N, qd);
-  rmsnorm_forward(x, w.norm, w.norm_eps, h, a.rstd.vec(N));
+  const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
+  const ComputeDtype dt = w.q.dtype();
+  auto q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd);
+  const auto h_staged = a.h.staging(N, d, dt, staging);
+  rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
+  const GemmOperand h = a.h.keep(h_staged, dt);
   w.q.forward(h, q);
   w.k.forward(h, k);
   w.v.forward(h, v);
@@ -54,22 +58,26 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
     scatter_rows(k, cache->dest, cache->k);
     scatter_rows(v, cache->dest, cache->v);
   }
-  attend(t, q, k, v, a, o, cache);
+  const auto o_staged = a.o.staging(N, qd, dt, staging);  // h is kept: the staging is free again
+  attend(t, q, k, v, a, o_staged, cache);
   if (out.data() != x.data()) Kokkos::deep_copy(out, x);
-  w.o.forward_add(o, out);
+  w.o.forward_add(a.o.keep(o_staged, dt), out);
 }
 
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
                               Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
-                              Unmanaged2<float> dh, AttentionGradBuffers& b) {
+                              Unmanaged2<float> dh, AttentionGradBuffers& b, GrowingBuffer& staging) {
   const std::int64_t N = t.num_tokens(), d = x.extent(1);
-  const std::int64_t qd = w.q.weight().extent(0), kvd = w.k.weight().extent(0);
-  auto h = a.h.mat(N, d), q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd), o = a.o.mat(N, qd);
+  const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
+  const ComputeDtype dt = w.q.dtype();
+  auto q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd);
+  const GemmOperand h = a.h.kept(N, d, dt);
   auto dattn = b.dattn.mat(N, qd), dq = b.dq.mat(N, qd), dk = b.dk.mat(N, kvd), dv = b.dv.mat(N, kvd);
-  w.o.backward(o, dx, dattn, 0.f, g.o);
+  w.o.backward(a.o.kept(N, qd, dt), dx, dattn, 0.f, g.o);
   if (t.memory_efficient) {
     const std::int64_t rows = rows_times_heads(t.shape);
-    attention_backward_lse(t.shape, q, k, v, t.seq_ids, o, a.lse.vec(rows), dattn, dq, dk, dv, b.delta.vec(rows));
+    attention_backward_lse(t.shape, q, k, v, t.seq_ids, a.o.values(N, qd, dt, staging), a.lse.vec(rows), dattn, dq,
+                           dk, dv, b.delta.vec(rows));
   } else {
     attention_backward(t.shape, q, k, v, a.probs.vec(t.shape.probs_size()), dattn, dq, dk, dv,
                        b.dscores.vec(t.shape.probs_size()));

@@ -57,9 +57,10 @@ struct LayerKvCache {
   const KvCacheReads* reads = nullptr;   // null (prefill): the step's tokens attend among themselves
 };
 
-// What forward keeps for backward.
+// What forward keeps for backward; h and o are GEMM inputs, bf16 in bf16 compute.
 struct AttentionActivations {
-  GrowingBuffer h{"attn_h"}, rstd{"attn_rstd"}, q{"q"}, k{"k"}, v{"v"}, probs{"probs"}, lse{"lse"}, o{"o"};
+  LinearInput h{"attn_h"}, o{"o"};
+  GrowingBuffer rstd{"attn_rstd"}, q{"q"}, k{"k"}, v{"v"}, probs{"probs"}, lse{"lse"};
 };
 
 // Backward's scratch, shared by every layer.
@@ -68,14 +69,15 @@ struct AttentionGradBuffers {
 };
 
 // out = x + Attention(RMSNorm(x)); out may be x's own buffer. With a cache, the step's keys and values
-// are appended to it first.
+// are appended to it first. staging: fp32 scratch shared by the layers (LinearInput), here and in backward.
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                             AttentionActivations& a, Unmanaged2<float> out, const LayerKvCache* cache = nullptr);
+                             AttentionActivations& a, Unmanaged2<float> out, GrowingBuffer& staging,
+                             const LayerKvCache* cache = nullptr);
 
 // dx holds d loss / d out on entry and d loss / d x on return (the residual passes dx through and the
 // branch adds to it); the weights' gradients are added into g. dh is [tokens, hidden] scratch.
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
                               Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
-                              Unmanaged2<float> dh, AttentionGradBuffers& b);
+                              Unmanaged2<float> dh, AttentionGradBuffers& b, GrowingBuffer& staging);
 
 }  // namespace shardft

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/embedding.hpp"
+#include "kernels/rows.hpp"
 #include "model/decoder_layer.hpp"
 #include "model/lm_head.hpp"
 
@@ -19,9 +20,11 @@ struct Decoder::Activations {
   // One layer's intermediates: rebuilt layer by layer in backward under checkpointing, and the scratch of
   // forward-only runs.
   LayerActivations scratch;
-  GrowingBuffer gate_up_copy{"gate_up_copy"}, dx{"dx"};
+  GateUpCopy gate_up_copy;
+  GrowingBuffer dx{"dx"};
   HeadBuffers head;
   LayerGradBuffers grad_buffers;
+  LayerStaging staging;
   RopeTable rope;
 };
 
@@ -51,9 +54,19 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
   return {shape, in.position_ids, in.seq_ids, &rope, memory_efficient_attention_};
 }
 
+void embed_tokens(ParamSource& params, const ParamLayout& layout, Unmanaged1<const std::int32_t> ids,
+                  Unmanaged2<float> x) {
+  const Unmanaged2<const bf16> table16 = weight_matrix_bf16(params, layout, layout.embed_tokens());
+  if (table16.extent(0) > 0) {
+    gather_rows(table16, ids, x);  // bf16 storage: the rows widened (exact)
+  } else {
+    embedding_forward(ids, weight_matrix(params, layout, layout.embed_tokens()), x);
+  }
+}
+
 void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float> x) const {
   params.acquire(0);
-  embedding_forward(in.input_ids, weight_matrix(params, layout_, layout_.embed_tokens()), x);
+  embed_tokens(params, layout_, in.input_ids, x);
   params.release(0);
 }
 
@@ -71,7 +84,7 @@ LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, G
   embed(in, params, input_of(0));
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1);
-    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1));
+    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging);
     params.release(l + 1);
   }
 
@@ -87,8 +100,11 @@ LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, G
   for (int l = L - 1; l >= 0; --l) {
     params.acquire(l + 1);
     const LayerWeights w = weights_of(l);
-    if (checkpointing_) decoder_layer_forward(w, t, input_of(l), A.scratch, {});  // forward kept only its input
-    decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, input_of(l), saved_of(l), dx, A.grad_buffers);
+    if (checkpointing_) {
+      decoder_layer_forward(w, t, input_of(l), A.scratch, {}, A.staging);  // forward kept only its input
+    }
+    decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, input_of(l), saved_of(l), dx, A.grad_buffers,
+                           A.staging);
     grads.block_done(l + 1);
     params.release(l + 1);
   }
@@ -105,7 +121,8 @@ Unmanaged2<const float> Decoder::forward_layers(const ModelInputs& in, ParamSour
   embed(in, params, x);
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     params.acquire(l + 1);
-    decoder_layer_forward(layer_weights_of(params, layout_, cfg_, l, dtype_, A.gate_up_copy), t, x, A.scratch, x);
+    decoder_layer_forward(layer_weights_of(params, layout_, cfg_, l, dtype_, A.gate_up_copy), t, x, A.scratch, x,
+                          A.staging);
     params.release(l + 1);
   }
   return x;

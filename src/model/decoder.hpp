@@ -106,6 +106,10 @@ class Decoder {
   std::unique_ptr<Activations> acts_;
 };
 
+// x = the embedding rows of ids (block 0 acquired), from the weights in the storage the source holds.
+void embed_tokens(ParamSource& params, const ParamLayout& layout, Unmanaged1<const std::int32_t> ids,
+                  Unmanaged2<float> x);
+
 // Deterministic initialisation of a flat parameter buffer (layout order) from the seed: matrices
 // N(0, initializer_range) by a counter-based generator keyed on (seed, param index, element),
 // norm weights 1, biases 0. Independent of how the buffer is later sharded.

@@ -29,8 +29,10 @@ Unmanaged1<const T> upload(View1<T>& dev, const std::vector<T>& host, const char
 }  // namespace
 
 struct KvCache::Work {
-  GrowingBuffer x{"kv_x"}, gate_up_copy{"kv_gate_up_copy"};
+  GrowingBuffer x{"kv_x"};
+  GateUpCopy gate_up_copy;
   LayerActivations layer;
+  LayerStaging staging;
   HeadBuffers head;
   View1<std::int32_t> ids, pos, seq_ids, slot, len, logit_rows;
   View1<std::int64_t> dest;
@@ -91,13 +93,13 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
   }
   const auto x = w.x.mat(N, cfg.hidden_size);
   params.acquire(0);
-  embedding_forward(t.ids, weight_matrix(params, layout, layout.embed_tokens()), x);
+  embed_tokens(params, layout, t.ids, x);
   params.release(0);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     params.acquire(l + 1);
     const LayerKvCache layer_cache{cache.layer_k(l), cache.layer_v(l), t.dest, t.reads};
     decoder_layer_forward(layer_weights_of(params, layout, cfg, l, model.dtype(), w.gate_up_copy), t.attention, x,
-                          w.layer, x, &layer_cache);
+                          w.layer, x, w.staging, &layer_cache);
     params.release(l + 1);
   }
   params.acquire(layout.head_block());

@@ -3,7 +3,7 @@
 namespace shardft {
 
 LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, int layer,
-                              ComputeDtype dtype, GrowingBuffer& gate_up_copy) {
+                              ComputeDtype dtype, GateUpCopy& gate_up_copy) {
   const LayerParams& P = layout.layer(layer);
   const float eps = static_cast<float>(cfg.rms_norm_eps);
   return {attention_weights_of(params, layout, P, eps, dtype),
@@ -16,19 +16,20 @@ LayerGrads layer_grads_of(GradSink& grads, const ParamLayout& layout, int layer)
 }
 
 void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                           LayerActivations& a, Unmanaged2<float> out, const LayerKvCache* cache) {
+                           LayerActivations& a, Unmanaged2<float> out, LayerStaging& s, const LayerKvCache* cache) {
   const bool in_place = out.data() != nullptr && out.data() == x.data();
   const Unmanaged2<float> x_mid = in_place ? out : a.x_mid.mat(x.extent(0), x.extent(1));
-  attention_block_forward(w.attention, t, x, a.attention, x_mid, cache);
-  mlp_block_forward(w.mlp, x_mid, a.mlp, out);
+  attention_block_forward(w.attention, t, x, a.attention, x_mid, s.staging, cache);
+  mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.staging);
 }
 
 void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,
-                            Unmanaged2<const float> x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b) {
+                            Unmanaged2<const float> x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b,
+                            LayerStaging& s) {
   const std::int64_t N = x.extent(0), d = x.extent(1);
   const auto dh = b.dh.mat(N, d);
-  mlp_block_backward(w.mlp, g.mlp, a.x_mid.mat(N, d), a.mlp, dx, dh, b.mlp);
-  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dh, b.attention);
+  mlp_block_backward(w.mlp, g.mlp, a.x_mid.mat(N, d), a.mlp, dx, dh, b.mlp, s.staging);
+  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dh, b.attention, s.staging);
 }
 
 }  // namespace shardft

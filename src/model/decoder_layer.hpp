@@ -22,7 +22,7 @@ struct LayerGrads {
 // Layer `layer`'s weights (its block acquired) and where its gradients go. gate_up_copy: see
 // mlp_weights_of.
 LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, int layer,
-                              ComputeDtype dtype, GrowingBuffer& gate_up_copy);
+                              ComputeDtype dtype, GateUpCopy& gate_up_copy);
 LayerGrads layer_grads_of(GradSink& grads, const ParamLayout& layout, int layer);
 
 // What forward keeps for backward.
@@ -30,6 +30,12 @@ struct LayerActivations {
   AttentionActivations attention;
   GrowingBuffer x_mid{"x_mid"};
   MlpActivations mlp;
+};
+
+// Scratch shared by every layer: where bf16 compute stages its GEMM inputs in fp32 before keeping them
+// as bf16, and backward's fp32 copies of them (model/linear.hpp LinearInput). Unused in fp32.
+struct LayerStaging {
+  GrowingBuffer staging{"gemm_input_staging"};
 };
 
 // Backward's scratch, shared by every layer.
@@ -42,10 +48,12 @@ struct LayerGradBuffers {
 // out = layer(x). out may be x's own buffer: the residual stream is then updated in place and x_mid is
 // not kept (runs without backward). An empty out rebuilds only what backward needs (checkpointing).
 void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                           LayerActivations& a, Unmanaged2<float> out, const LayerKvCache* cache = nullptr);
+                           LayerActivations& a, Unmanaged2<float> out, LayerStaging& s,
+                           const LayerKvCache* cache = nullptr);
 
 // dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.
 void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,
-                            Unmanaged2<const float> x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b);
+                            Unmanaged2<const float> x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b,
+                            LayerStaging& s);
 
 }  // namespace shardft

@@ -3,6 +3,7 @@
 // lengths, and decode steps of shrinking batches, reuse the same memory.
 #include <string>
 
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
@@ -10,26 +11,30 @@ namespace shardft {
 // mat / vec grow the buffer when asked for more than it holds, which invalidates earlier views. Within
 // one step each buffer is asked for one size only, so the views a step hands from forward to backward
 // stay put.
-class GrowingBuffer {
+template <class T>
+class GrowingBufferOf {
  public:
-  explicit GrowingBuffer(const char* name) : name_(name) {}
+  explicit GrowingBufferOf(const char* name) : name_(name) {}
   void reserve(std::int64_t n) {
     if (static_cast<std::int64_t>(data_.extent(0)) < n) {
-      data_ = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name_)), n);
+      data_ = View1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name_)), n);
     }
   }
-  Unmanaged2<float> mat(std::int64_t rows, std::int64_t cols) {
+  Unmanaged2<T> mat(std::int64_t rows, std::int64_t cols) {
     reserve(rows * cols);
-    return Unmanaged2<float>(data_.data(), rows, cols);
+    return Unmanaged2<T>(data_.data(), rows, cols);
   }
-  Unmanaged1<float> vec(std::int64_t n) {
+  Unmanaged1<T> vec(std::int64_t n) {
     reserve(n);
-    return Unmanaged1<float>(data_.data(), n);
+    return Unmanaged1<T>(data_.data(), n);
   }
 
  private:
   const char* name_;
-  View1<float> data_;
+  View1<T> data_;
 };
+
+using GrowingBuffer = GrowingBufferOf<float>;
+using GrowingBufferBf16 = GrowingBufferOf<bf16>;  // bf16 compute: weights and GEMM inputs as bf16
 
 }  // namespace shardft

@@ -5,53 +5,94 @@
 
 #include "kernels/bias.hpp"
 #include "kernels/elementwise.hpp"
-#include "kernels/gemm.hpp"
 
 namespace shardft {
 
-Linear::Linear(Unmanaged2<const float> weight, Unmanaged1<const float> bias, ComputeDtype dtype)
-    : weight_(weight), bias_(bias), dtype_(dtype) {
-  if (bias.extent(0) != 0 && bias.extent(0) != weight.extent(0)) {
-    throw std::invalid_argument("Linear: a bias of " + std::to_string(bias.extent(0)) + " entries for " +
-                                std::to_string(weight.extent(0)) + " outputs");
+namespace {
+void check_bias(std::size_t bias, std::size_t out) {
+  if (bias != 0 && bias != out) {
+    throw std::invalid_argument("Linear: a bias of " + std::to_string(bias) + " entries for " + std::to_string(out) +
+                                " outputs");
   }
 }
+}  // namespace
 
-void Linear::round_input(Unmanaged2<float> x) const {
-  if (dtype_ == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
+Linear::Linear(Unmanaged2<const float> weight, Unmanaged1<const float> bias, ComputeDtype dtype)
+    : weight_(weight), bias_(bias), dtype_(dtype) {
+  check_bias(bias.extent(0), weight.extent(0));
+}
+
+Linear::Linear(Unmanaged2<const bf16> weight, Unmanaged1<const float> bias)
+    : weight_(weight), bias_(bias), dtype_(ComputeDtype::bf16) {
+  check_bias(bias.extent(0), weight.extent(0));
 }
 
 void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
-  round_input(x);
-  gemm(Op::N, Op::T, 1.f, x, weight_, 0.f, y);
+  if (dtype_ == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
+  forward(GemmOperand(Unmanaged2<const float>(x)), y);
+}
+
+void Linear::forward(const GemmOperand& x, Unmanaged2<float> y) const {
+  gemm_mixed(Op::N, Op::T, 1.f, x, weight_, 0.f, y);
   if (bias_.extent(0) > 0) bias_forward(y, bias_);
 }
 
-void Linear::forward_add(Unmanaged2<float> x, Unmanaged2<float> y) const {
-  round_input(x);
-  gemm(Op::N, Op::T, 1.f, x, weight_, 1.f, y);
+void Linear::forward_add(const GemmOperand& x, Unmanaged2<float> y) const {
+  gemm_mixed(Op::N, Op::T, 1.f, x, weight_, 1.f, y);
   if (bias_.extent(0) > 0) bias_forward(y, bias_);
 }
 
-void Linear::backward_weight(Unmanaged2<const float> x, Unmanaged2<const float> dy, const LinearGrads& grads,
+void Linear::backward_weight(const GemmOperand& x, Unmanaged2<const float> dy, const LinearGrads& grads,
                              float dw_beta) const {
-  gemm(Op::T, Op::N, 1.f, dy, x, dw_beta, grads.weight);
+  gemm_mixed(Op::T, Op::N, 1.f, dy, x, dw_beta, grads.weight);
   if (bias_.extent(0) > 0) bias_backward(dy, grads.bias);
 }
 
 void Linear::backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const {
-  gemm(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
+  gemm_mixed(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
 }
 
-void Linear::backward(Unmanaged2<const float> x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
+void Linear::backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
                       const LinearGrads& grads) const {
   backward_weight(x, dy, grads);
   backward_input(dy, dx, dx_beta);
 }
 
+Unmanaged2<float> LinearInput::staging(std::int64_t rows, std::int64_t cols, ComputeDtype dtype,
+                                       GrowingBuffer& scratch) {
+  return dtype == ComputeDtype::bf16 ? scratch.mat(rows, cols) : f32_.mat(rows, cols);
+}
+
+GemmOperand LinearInput::keep(Unmanaged2<float> staged, ComputeDtype dtype) {
+  if (dtype != ComputeDtype::bf16) return Unmanaged2<const float>(staged);
+  const auto kept = bf16_.mat(staged.extent(0), staged.extent(1));
+  to_bf16(flat(Unmanaged2<const float>(staged)), flat(kept));
+  return Unmanaged2<const bf16>(kept);
+}
+
+GemmOperand LinearInput::kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype) {
+  if (dtype != ComputeDtype::bf16) return Unmanaged2<const float>(f32_.mat(rows, cols));
+  return Unmanaged2<const bf16>(bf16_.mat(rows, cols));
+}
+
+Unmanaged2<const float> LinearInput::values(std::int64_t rows, std::int64_t cols, ComputeDtype dtype,
+                                            GrowingBuffer& scratch) {
+  if (dtype != ComputeDtype::bf16) return f32_.mat(rows, cols);
+  const auto out = scratch.mat(rows, cols);
+  to_f32(flat(Unmanaged2<const bf16>(bf16_.mat(rows, cols))), flat(out));
+  return out;
+}
+
+Unmanaged2<float> LinearInput::reusable(std::int64_t rows, std::int64_t cols, ComputeDtype dtype,
+                                        GrowingBuffer& scratch) {
+  return dtype == ComputeDtype::bf16 ? scratch.mat(rows, cols) : f32_.mat(rows, cols);
+}
+
 Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype) {
-  return Linear(weight_matrix(params, layout, weight), bias >= 0 ? params.weight(bias) : Unmanaged1<const float>(),
-                dtype);
+  const Unmanaged1<const float> b = bias >= 0 ? params.weight(bias) : Unmanaged1<const float>();
+  const Unmanaged2<const bf16> w16 = weight_matrix_bf16(params, layout, weight);
+  if (w16.extent(0) > 0) return Linear(w16, b);
+  return Linear(weight_matrix(params, layout, weight), b, dtype);
 }
 
 LinearGrads linear_grads_of(GradSink& grads, const ParamLayout& layout, int weight, int bias) {

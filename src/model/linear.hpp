@@ -2,11 +2,15 @@
 // A linear layer y = x W^T (+ b), W [out, in] row-major as HF stores it: every matmul of the decoder
 // with a weight goes through it, and so does the compute dtype.
 //
-// bf16 compute keeps bf16 values in fp32 buffers: the weights arrive rounded (ParamSource), and a
-// linear layer rounds its input in place before the GEMM. In place, because backward's dW = dy^T x
-// must see the x forward multiplied; rounding is idempotent, so layers sharing one input (q, k, v)
-// each round it and get the same values. This is the only place the model rounds to bf16.
+// bf16 compute: the weights arrive rounded (ParamSource), as bf16 storage where the source keeps them so
+// (the sharding engine: half the bytes) or as bf16 values in fp32 buffers. A layer's input is rounded
+// once and kept as the GEMMs read it: the blocks keep their layers' inputs for backward in a
+// LinearInput, which in bf16 holds them as bf16 (half the bytes; backward's dW = dy^T x sees exactly
+// the x forward multiplied), and a plain fp32 input (the LM head's) is rounded in place. Every GEMM
+// accumulates in fp32 (kernels/gemm.hpp). This is the only place the model rounds to bf16.
+#include "kernels/gemm.hpp"
 #include "kernels/types.hpp"
+#include "model/growing_buffer.hpp"
 #include "model/param_layout.hpp"
 #include "model/param_source.hpp"
 
@@ -25,30 +29,57 @@ class Linear {
   Linear() = default;
   // bias empty: no bias. Throws std::invalid_argument when the bias does not have `out` entries.
   Linear(Unmanaged2<const float> weight, Unmanaged1<const float> bias, ComputeDtype dtype);
+  // bf16 weights as the source stores them (bf16 compute): the GEMMs read them without an fp32 copy.
+  Linear(Unmanaged2<const bf16> weight, Unmanaged1<const float> bias);
 
-  // y = x W^T + b
+  // y = x W^T + b on an fp32 input, first rounded in place in bf16 compute (x as the GEMM sees it)
   void forward(Unmanaged2<float> x, Unmanaged2<float> y) const;
+  // y = x W^T + b on an input as LinearInput::keep made it (already in compute precision)
+  void forward(const GemmOperand& x, Unmanaged2<float> y) const;
   // y += x W^T + b: a residual branch added into the stream
-  void forward_add(Unmanaged2<float> x, Unmanaged2<float> y) const;
-  // x as the GEMM sees it (bf16 values in bf16 mode), for a recompute that keeps x for backward but
-  // skips the product.
-  void round_input(Unmanaged2<float> x) const;
+  void forward_add(const GemmOperand& x, Unmanaged2<float> y) const;
 
   // dW += dy^T x and db += sum_n dy, then dx = dy W + dx_beta dx. Weights first, so dx may be x's
-  // own buffer (the MLP writes ds over s).
-  void backward(Unmanaged2<const float> x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
+  // own buffer. x as forward multiplied it.
+  void backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
                 const LinearGrads& grads) const;
   // The two halves of backward: dW = dw_beta dW + dy^T x (and db += sum_n dy); dx = dy W + dx_beta dx.
-  void backward_weight(Unmanaged2<const float> x, Unmanaged2<const float> dy, const LinearGrads& grads,
+  void backward_weight(const GemmOperand& x, Unmanaged2<const float> dy, const LinearGrads& grads,
                        float dw_beta = 1.f) const;
   void backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const;
 
-  Unmanaged2<const float> weight() const { return weight_; }
+  ComputeDtype dtype() const { return dtype_; }
+  std::int64_t out_features() const { return static_cast<std::int64_t>(weight_.extent(0)); }
+  std::int64_t in_features() const { return static_cast<std::int64_t>(weight_.extent(1)); }
 
  private:
-  Unmanaged2<const float> weight_;
+  GemmOperand weight_{Unmanaged2<const float>()};
   Unmanaged1<const float> bias_;
   ComputeDtype dtype_ = ComputeDtype::fp32;
+};
+
+// A linear layer's input as forward keeps it for backward, in compute precision: an fp32 buffer (fp32
+// compute), or a bf16 one (bf16 compute: half the bytes, exactly the rounded values the GEMM reads).
+// Whatever produces the input (a norm, attention, SwiGLU) writes it in fp32 into staging(); keep() turns
+// that into the GEMM input. In bf16 the staging is `scratch`, shared by every layer and needed only
+// until keep(). Each buffer is asked for one shape per step (model/growing_buffer.hpp).
+class LinearInput {
+ public:
+  explicit LinearInput(const char* name) : f32_(name), bf16_(name) {}
+  Unmanaged2<float> staging(std::int64_t rows, std::int64_t cols, ComputeDtype dtype, GrowingBuffer& scratch);
+  // The staged input as the GEMMs read it: itself (fp32), or rounded into the kept bf16 buffer.
+  GemmOperand keep(Unmanaged2<float> staged, ComputeDtype dtype);
+  // The kept input again (backward): rows x cols as forward kept it.
+  GemmOperand kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype);
+  // Its fp32 values, for a kernel that is not a GEMM: the kept buffer (fp32), or widened into scratch.
+  Unmanaged2<const float> values(std::int64_t rows, std::int64_t cols, ComputeDtype dtype, GrowingBuffer& scratch);
+  // An fp32 buffer of its shape that backward may overwrite once the input has been read for the last
+  // time: the kept buffer itself (fp32), or scratch.
+  Unmanaged2<float> reusable(std::int64_t rows, std::int64_t cols, ComputeDtype dtype, GrowingBuffer& scratch);
+
+ private:
+  GrowingBuffer f32_;
+  GrowingBufferBf16 bf16_;
 };
 
 // The linear layer of parameter `weight` (and `bias`, -1: none) of an acquired block, and where its

@@ -20,7 +20,7 @@ Unmanaged2<float> final_norm(const HeadWeights& w, Unmanaged2<const float> x, He
 CrossEntropySums chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unmanaged2<const float> x,
                               Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
                               HeadBuffers& b, Unmanaged2<float> dh) {
-  const std::int64_t N = x.extent(0), d = x.extent(1), V = w.lm_head.weight().extent(0);
+  const std::int64_t N = x.extent(0), d = x.extent(1), V = w.lm_head.out_features();
   const auto h = final_norm(w, x, b);
   const std::int64_t per_chunk = chunk > 0 ? std::min(chunk, N) : N;
   CrossEntropySums sums;
@@ -34,7 +34,10 @@ CrossEntropySums chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unma
                                         : cross_entropy_forward(logits, targets_c);
     sums.loss_sum += part.loss_sum;
     sums.count += part.count;
-    if (grads) w.lm_head.backward(h_c, logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f, grads->lm_head);
+    if (grads) {
+      w.lm_head.backward(Unmanaged2<const float>(h_c), logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f,
+                         grads->lm_head);
+    }
   }
   return sums;
 }

@@ -6,21 +6,36 @@
 
 namespace shardft {
 
+namespace {
+
+// [a; b] as one buffer: a view when b follows a in memory, else a copy into `copy`.
+template <class T>
+const T* fused_pair(Unmanaged1<const T> a, Unmanaged1<const T> b, GrowingBufferOf<T>& copy) {
+  const std::int64_t n = static_cast<std::int64_t>(a.extent(0));
+  if (b.data() == a.data() + n) return a.data();
+  auto both = copy.vec(2 * n);
+  Kokkos::deep_copy(Unmanaged1<T>(both.data(), n), a);
+  Kokkos::deep_copy(Unmanaged1<T>(both.data() + n, n), b);
+  return both.data();
+}
+
+}  // namespace
+
 MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P, float norm_eps,
-                          ComputeDtype dtype, GrowingBuffer& gate_up_copy) {
+                          ComputeDtype dtype, GateUpCopy& gate_up_copy) {
   const auto& shape = layout.params()[P.gate_proj].shape;
   const std::int64_t I = shape[0], d = shape[1];
-  auto gate = params.weight(P.gate_proj), up = params.weight(P.up_proj);
-  const float* gate_up = gate.data();
-  if (up.data() != gate.data() + I * d) {
-    auto both = gate_up_copy.vec(2 * I * d);
-    Kokkos::deep_copy(Unmanaged1<float>(both.data(), I * d), gate);
-    Kokkos::deep_copy(Unmanaged1<float>(both.data() + I * d, I * d), up);
-    gate_up = both.data();
+  const Unmanaged1<const float> norm = params.weight(P.post_attention_layernorm);
+  const Linear down = linear_of(params, layout, P.down_proj, -1, dtype);
+  const auto gate16 = params.weight_bf16(P.gate_proj);
+  if (gate16.extent(0) > 0) {  // bf16 storage
+    const auto up16 = params.weight_bf16(P.up_proj);
+    return {norm, norm_eps, Linear(Unmanaged2<const bf16>(fused_pair(gate16, up16, gate_up_copy.b16), 2 * I, d), {}),
+            down};
   }
-  return {params.weight(P.post_attention_layernorm), norm_eps,
-          Linear(Unmanaged2<const float>(gate_up, 2 * I, d), {}, dtype),
-          linear_of(params, layout, P.down_proj, -1, dtype)};
+  const auto gate = params.weight(P.gate_proj), up = params.weight(P.up_proj);
+  return {norm, norm_eps, Linear(Unmanaged2<const float>(fused_pair(gate, up, gate_up_copy.f32), 2 * I, d), {}, dtype),
+          down};
 }
 
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
@@ -28,26 +43,31 @@ MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerPar
           linear_grads_of(grads, layout, P.down_proj, -1)};
 }
 
-void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out) {
-  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.weight().extent(1);
-  auto h = a.h.mat(N, d), gu = a.gu.mat(N, 2 * I), s = a.s.mat(N, I);
-  rmsnorm_forward(x, w.norm, w.norm_eps, h, a.rstd.vec(N));
-  w.gate_up.forward(h, gu);
-  swiglu_forward_packed(gu, s);
-  if (out.extent(0) == 0) {
-    w.down.round_input(s);  // backward's dWd reads s as the down projection saw it
-    return;
-  }
+void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
+                       GrowingBuffer& staging) {
+  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
+  const ComputeDtype dt = w.down.dtype();
+  auto gu = a.gu.mat(N, 2 * I);
+  const auto h_staged = a.h.staging(N, d, dt, staging);
+  rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
+  w.gate_up.forward(a.h.keep(h_staged, dt), gu);
+  const auto s_staged = a.s.staging(N, I, dt, staging);  // h is kept: the staging is free again
+  swiglu_forward_packed(gu, s_staged);
+  const GemmOperand s = a.s.keep(s_staged, dt);  // backward's dWd reads s as the down projection saw it
+  if (out.extent(0) == 0) return;
   if (out.data() != x.data()) Kokkos::deep_copy(out, x);
   w.down.forward_add(s, out);
 }
 
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b) {
-  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.weight().extent(1);
-  auto h = a.h.mat(N, d), gu = a.gu.mat(N, 2 * I), s = a.s.mat(N, I);
-  w.down.backward(s, dx, s, 0.f, g.down);  // s now holds ds
-  swiglu_backward_packed_inplace(gu, s);  // gu now holds [dg | du]
+                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, GrowingBuffer& staging) {
+  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
+  const ComputeDtype dt = w.down.dtype();
+  auto gu = a.gu.mat(N, 2 * I);
+  const GemmOperand h = a.h.kept(N, d, dt);
+  const auto ds = a.s.reusable(N, I, dt, staging);  // fp32: s's own buffer, read by dWd before dx is written
+  w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
+  swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
   w.gate_up.backward_input(gu, dh, 0.f);
   if (g.up.data() == g.gate.data() + I * d) {
     w.gate_up.backward_weight(h, gu, {Unmanaged2<float>(g.gate.data(), 2 * I, d), {}});

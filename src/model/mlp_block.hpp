@@ -23,9 +23,10 @@ struct MlpGrads {
   LinearGrads down;
 };
 
-// What forward keeps for backward.
+// What forward keeps for backward; h and s are GEMM inputs, bf16 in bf16 compute.
 struct MlpActivations {
-  GrowingBuffer h{"mlp_h"}, rstd{"mlp_rstd"}, gu{"gu"}, s{"s"};
+  LinearInput h{"mlp_h"}, s{"s"};
+  GrowingBuffer rstd{"mlp_rstd"}, gu{"gu"};
 };
 
 // Backward's scratch: the [gate; up] gradient, used only when the two gradients are not adjacent.
@@ -33,20 +34,29 @@ struct MlpGradBuffers {
   GrowingBuffer gate_up_dw{"gate_up_dw"};
 };
 
+// Where [Wg; Wu] is copied when the two are not adjacent, in the storage the ParamSource holds.
+struct GateUpCopy {
+  GrowingBuffer f32{"gate_up_copy"};
+  GrowingBufferBf16 b16{"gate_up_copy_bf16"};
+};
+
 // The MLP of layer P of an acquired block. The gate and up weights are adjacent in the layout (and in
 // every unit of the sharding engine), so [Wg; Wu] is normally a view; otherwise it is copied into
 // `gate_up_copy`.
 MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P, float norm_eps,
-                          ComputeDtype dtype, GrowingBuffer& gate_up_copy);
+                          ComputeDtype dtype, GateUpCopy& gate_up_copy);
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P);
 
 // out = x + MLP(RMSNorm(x)); out may be x's own buffer. An empty out (recomputing for backward) stops
-// before the down projection, whose output backward does not need.
-void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out);
+// before the down projection, whose output backward does not need. staging: fp32 scratch shared by the
+// layers (LinearInput), here and in backward.
+void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
+                       GrowingBuffer& staging);
 
 // dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.
-// a's gu and s are overwritten by their gradients. dh is [tokens, hidden] scratch.
+// a's gu is overwritten by its gradient, and ds goes over s (fp32) or into staging (bf16). dh is
+// [tokens, hidden] scratch.
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b);
+                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, GrowingBuffer& staging);
 
 }  // namespace shardft

@@ -7,6 +7,13 @@ Unmanaged2<const float> weight_matrix(ParamSource& params, const ParamLayout& la
   return Unmanaged2<const float>(params.weight(param).data(), shape.at(0), shape.at(1));
 }
 
+Unmanaged2<const bf16> weight_matrix_bf16(ParamSource& params, const ParamLayout& layout, int param) {
+  const Unmanaged1<const bf16> w = params.weight_bf16(param);
+  if (w.extent(0) == 0) return {};
+  const auto& shape = layout.params()[param].shape;
+  return Unmanaged2<const bf16>(w.data(), shape.at(0), shape.at(1));
+}
+
 Unmanaged2<float> grad_matrix(GradSink& grads, const ParamLayout& layout, int param) {
   const auto& shape = layout.params()[param].shape;
   return Unmanaged2<float>(grads.grad(param).data(), shape.at(0), shape.at(1));

@@ -2,6 +2,7 @@
 // How the model reaches its weights and hands back its gradients, block by block, without knowing
 // where they live. The sharding engine (parallel/) implements both with gathers and reductions;
 // LocalParams is the single-rank implementation: everything resident, nothing to communicate.
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 #include "model/param_layout.hpp"
 
@@ -12,8 +13,13 @@ class ParamSource {
   virtual ~ParamSource() = default;
   // Makes the weights of `block` readable until release(block); may communicate.
   virtual void acquire(int block) = 0;
-  // A parameter of an acquired block, in compute precision (bf16-rounded values in bf16 mode).
+  // A parameter of an acquired block, in compute precision (bf16-rounded values in bf16 mode), as fp32.
   virtual Unmanaged1<const float> weight(int param) = 0;
+  // The same parameter as bf16 storage, where the source keeps its compute weights as bf16 (the sharding
+  // engine with bf16 compute: half the bytes); empty where it keeps them as fp32. Where it is set the
+  // model reads its matrices here, and weight() only for norm weights and biases (a bf16 source widens
+  // those into an fp32 copy).
+  virtual Unmanaged1<const bf16> weight_bf16(int /*param*/) { return {}; }
   virtual void release(int block) = 0;
 };
 
@@ -29,6 +35,8 @@ class GradSink {
 // A parameter of an acquired block as its row-major matrix (a weight [out, in], the embedding
 // [vocab, hidden]), and its gradient buffer the same way.
 Unmanaged2<const float> weight_matrix(ParamSource& params, const ParamLayout& layout, int param);
+// The same as bf16 storage; empty where the source keeps fp32 (ParamSource::weight_bf16).
+Unmanaged2<const bf16> weight_matrix_bf16(ParamSource& params, const ParamLayout& layout, int param);
 Unmanaged2<float> grad_matrix(GradSink& grads, const ParamLayout& layout, int param);
 
 // Single rank: one flat fp32 buffer of weights and one of gradients, in layout order.

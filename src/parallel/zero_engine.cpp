@@ -74,12 +74,20 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   master_ = zeros("zero_master", owned_numel_);
   exp_avg_ = zeros("zero_exp_avg", owned_numel_);
   exp_avg_sq_ = zeros("zero_exp_avg_sq", owned_numel_);
+  // qwZ's int8 gathers dequantize into fp32 (values that are not bf16), so its weights stay fp32.
+  bf16_weights_ = cfg.dtype == ComputeDtype::bf16 && !cfg.quantized_weights;
   if (cfg.stage == 0 && cfg.dtype == ComputeDtype::fp32) {
     // Stage 0 owns every unit at its full offset, so in fp32 the compute weights are the master
     // weights themselves: one copy of the model fewer (16 bytes a parameter, as PyTorch DDP + Adam).
     full_weights_ = master_;
   } else if (cfg.stage < 3) {
-    full_weights_ = zeros("zero_full_weights", part_.full_numel());
+    if (bf16_weights_) {
+      full_weights_bf16_ = View1<bf16>("zero_full_weights_bf16", part_.full_numel());
+    } else {
+      full_weights_ = zeros("zero_full_weights", part_.full_numel());
+    }
+  } else if (bf16_weights_) {
+    shard_weights_bf16_ = View1<bf16>("zero_shard_weights_bf16", part_.shard_numel());
   } else {
     shard_weights_ = zeros("zero_shard_weights", part_.shard_numel());
   }
@@ -89,6 +97,9 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   for (const FlatUnit& u : units) max_shard = std::max(max_shard, u.shard);
   if (cfg.quantized_gradients) scratch_shard_ = zeros("zero_scratch_shard", max_shard);  // qgZ's blocking reduction
   gathered_.resize(units.size());
+  gathered_bf16_.resize(units.size());
+  widened_.resize(layout.params().size());
+  secondary_bf16_.resize(units.size());
   pending_.resize(units.size());
   refcount_.assign(units.size(), 0);
   unit_grads_.resize(units.size());
@@ -132,21 +143,23 @@ void ZeroEngine::load_weights(const WeightSliceReader& read) {
 }
 
 void ZeroEngine::refresh_compute_weights() {
-  auto to_compute = [&](Unmanaged1<const float> src, Unmanaged1<float> dst) {
-    if (cfg_.dtype == ComputeDtype::bf16) {
-      round_to_bf16(src, dst);
+  for (View1<float>& w : widened_) pool_.give(w);  // copies of the old weights
+  auto to_compute = [&](Unmanaged1<const float> src, std::int64_t dst_offset) {
+    if (bf16_weights_) {
+      to_bf16(src, Unmanaged1<bf16>((cfg_.stage == 3 ? shard_weights_bf16_ : full_weights_bf16_).data() + dst_offset,
+                                    src.extent(0)));
+    } else if (cfg_.dtype == ComputeDtype::bf16) {
+      round_to_bf16(src, slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)));
     } else {
-      Kokkos::deep_copy(dst, src);
+      Kokkos::deep_copy(slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)), src);
     }
   };
   if (cfg_.stage == 3) {
-    to_compute(master_, shard_weights_);
+    to_compute(master_, 0);
     return;
   }
   if (full_weights_.data() != master_.data()) {
-    for (const OwnedSegment& o : owned_) {
-      to_compute(slice(master_, o.owned_offset, o.length), slice(full_weights_, o.full_offset, o.length));
-    }
+    for (const OwnedSegment& o : owned_) to_compute(slice(master_, o.owned_offset, o.length), o.full_offset);
   }
   if (cfg_.stage == 0) return;
   // Every rank updated its shard; gather the rest in place, with up to allgather_bucket_elements in
@@ -155,11 +168,16 @@ void ZeroEngine::refresh_compute_weights() {
   std::deque<std::int64_t> sizes;
   std::int64_t in_flight = 0;
   for (const FlatUnit& u : part_.units()) {
-    float* unit = full_weights_.data() + u.full_offset;
     const std::size_t shard = static_cast<std::size_t>(u.shard);
-    // bf16 weights already are bf16 values: half the bytes, no loss.
-    inflight.push_back(cfg_.dtype == ComputeDtype::bf16 ? iall_gather_as_bf16(group_, unit + rank_ * u.shard, shard, unit)
-                                                        : group_.iall_gather(unit + rank_ * u.shard, unit, shard, DType::f32));
+    if (bf16_weights_) {
+      bf16* unit = full_weights_bf16_.data() + u.full_offset;
+      inflight.push_back(group_.iall_gather(unit + rank_ * u.shard, unit, shard, DType::bf16));
+    } else {
+      float* unit = full_weights_.data() + u.full_offset;
+      // bf16 values held as fp32 (qwZ): they travel as bf16, half the bytes, no loss.
+      inflight.push_back(cfg_.dtype == ComputeDtype::bf16 ? iall_gather_as_bf16(group_, unit + rank_ * u.shard, shard, unit)
+                                                          : group_.iall_gather(unit + rank_ * u.shard, unit, shard, DType::f32));
+    }
     sizes.push_back(u.padded);
     in_flight += u.padded;
     while (!inflight.empty() && in_flight > cfg_.allgather_bucket_elements) {
@@ -313,11 +331,12 @@ std::vector<float> ZeroEngine::gather_master() { return owned_to_layout(master_)
 std::vector<float> ZeroEngine::gather_grads() { return owned_to_layout(grad_owned_); }
 
 void ZeroEngine::track_peaks() {
-  std::int64_t g = 0, ug = 0;
-  for (const auto& v : gathered_) g += static_cast<std::int64_t>(v.extent(0));
+  std::int64_t g = 0, ug = 0;  // g in bytes
+  for (const auto& v : gathered_) g += 4 * static_cast<std::int64_t>(v.extent(0));
+  for (const auto& v : gathered_bf16_) g += 2 * static_cast<std::int64_t>(v.extent(0));
   for (const auto& v : unit_grads_) ug += static_cast<std::int64_t>(v.extent(0));
   if (buckets_) ug += buckets_->held_elements();
-  peak_gathered_ = std::max(peak_gathered_, 4 * g);
+  peak_gathered_ = std::max(peak_gathered_, g);
   peak_unit_grads_ = std::max(peak_unit_grads_, 4 * ug);
 }
 
@@ -348,12 +367,13 @@ bool ZeroEngine::writes_checkpoint() const {
 MemoryReport ZeroEngine::memory() const {
   MemoryReport m;
   const bool aliased = full_weights_.data() == master_.data();  // counted once, as optimizer state
-  m.weights = 4 * static_cast<std::int64_t>((aliased ? 0 : full_weights_.extent(0)) + shard_weights_.extent(0));
+  m.weights = 4 * static_cast<std::int64_t>((aliased ? 0 : full_weights_.extent(0)) + shard_weights_.extent(0)) +
+              2 * static_cast<std::int64_t>(full_weights_bf16_.extent(0) + shard_weights_bf16_.extent(0));
   m.grads = 4 * static_cast<std::int64_t>(full_grads_.extent(0) + (cfg_.stage == 0 ? 0 : grad_owned_.extent(0)));
   m.optimizer = 4 * static_cast<std::int64_t>(master_.extent(0) + exp_avg_.extent(0) + exp_avg_sq_.extent(0));
   m.peak_gathered = peak_gathered_;
   m.peak_unit_grads = peak_unit_grads_;
-  m.pooled = 4 * pool_.held_elements();
+  m.pooled = pool_.held_bytes();
   return m;
 }
 

@@ -11,6 +11,10 @@
 //            before its backward (the next block, or more within prefetch_elements, prefetched with
 //            nonblocking gathers), released after.
 // Every rank computes the same step as one rank processing the whole global batch.
+// Compute weights (the stage 0-2 copy, stage 3's shards and gathered units) are held in the compute
+// dtype: bf16 compute keeps them as bf16 (half the bytes; the model's GEMMs read them as they are),
+// except with qwZ, whose int8 gathers dequantize into fp32. Master weights, gradients and AdamW state
+// are fp32 always.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -83,7 +87,8 @@ class ZeroEngine : public ParamSource, public GradSink {
 
   // ParamSource
   void acquire(int block) override;
-  Unmanaged1<const float> weight(int param) override;
+  Unmanaged1<const float> weight(int param) override;  // bf16 weights: a widened copy (norms, biases)
+  Unmanaged1<const bf16> weight_bf16(int param) override;
   void release(int block) override;
   // GradSink
   Unmanaged1<float> grad(int param) override;
@@ -142,6 +147,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   void all_reduce_grads(Communicator& group, View1<float> buf);
   std::vector<float> owned_to_layout(View1<float> owned);
   void track_peaks();
+  bool is_gathered(int unit) const;
+  void give_back_gathered(int unit);
+  void check_acquired(int param) const;
 
   const ParamLayout& layout_;
   ZeroConfig cfg_;
@@ -154,19 +162,24 @@ class ZeroEngine : public ParamSource, public GradSink {
   std::vector<OptSegment> opt_segments_;
   std::int64_t owned_numel_ = 0;
 
-  View1<float> full_weights_;   // stages 0-2: every unit, compute precision
-  View1<float> shard_weights_;  // stage 3: this rank's shard of every unit
+  bool bf16_weights_ = false;   // compute weights stored as bf16 (bf16 compute without qwZ)
+  View1<float> full_weights_;   // stages 0-2: every unit, compute precision (fp32 storage)
+  View1<float> shard_weights_;  // stage 3: this rank's shard of every unit (fp32 storage)
+  View1<bf16> full_weights_bf16_, shard_weights_bf16_;  // the same, bf16 storage
   View1<float> full_grads_;     // stages 0-1: the step's whole gradient
   View1<float> grad_owned_;     // the reduced gradient of the owned region (aliases full_grads_ at stage 0)
   View1<float> master_, exp_avg_, exp_avg_sq_;
   View1<float> scratch_shard_;  // qgZ: receives one unit's reduce-scatter
 
   BufferPool pool_;                        // gathered units, unit gradients, bucket staging (before buckets_)
-  std::vector<View1<float>> gathered_;     // stage 3: per unit, while acquired or prefetched
+  std::vector<View1<float>> gathered_;     // stage 3: per unit, while acquired or prefetched (fp32 storage)
+  std::vector<View1<bf16>> gathered_bf16_; // the same, bf16 storage
+  std::vector<View1<float>> widened_;      // bf16 storage: per param, weight()'s fp32 copy while valid
   std::vector<RequestPtr> pending_;        // stage 3: per unit, a prefetch in flight
   std::vector<int> refcount_;
   std::vector<View1<float>> unit_grads_;   // stages 2-3: per unit, during its block's backward
   std::vector<View1<float>> secondary_;    // hpZ: per unit, this rank's slice of the secondary partition
+  std::vector<View1<bf16>> secondary_bf16_;
   std::unique_ptr<GradBuckets> buckets_;   // stages 1-3 without qgZ: the overlapped gradient reduction
   std::vector<char> bucketed_;             // stage 1: units handed to buckets_ this step
   bool last_micro_batch_ = true, forward_ = true;
