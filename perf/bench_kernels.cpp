@@ -10,12 +10,15 @@
 // kernel/attention_lse/... is the memory-efficient kernel (kernels/attention_lse.hpp: log-sum-exp saved,
 // probabilities recomputed in backward) counted with the same FLOPs, so the two families compare directly
 // (its backward really does one more S = q k^T per tile than the count: 5 products instead of 4).
+// kernel/attention_flash/... is the Kokkos-team FlashAttention kernel (kernels/attention_flash.hpp), the one a
+// GPU build's dispatcher runs, called directly so its host numbers sit beside the sgemm-tiled kernel's.
 #include <cmath>
 #include <string>
 
 #include "bench_util.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/attention_flash.hpp"
 #include "kernels/attention_lse.hpp"
 #include "kernels/bias.hpp"
 #include "kernels/cross_entropy.hpp"
@@ -104,15 +107,19 @@ void rope_bwd(benchmark::State& st) {
 // ---- attention ----------------------------------------------------------------------------------
 // The exact kernel (lse = false) stores probabilities [B,H,T,T]; the memory-efficient one (lse = true)
 // only a log-sum-exp and a delta per query row and head [B*H*T].
+enum class AttnKernel { exact, lse, flash };
+
 struct AttnBuffers {
   AttentionShape s;
+  AttnKernel kernel;
   bool lse_kernel;
   std::int64_t N, qd, kvd;
   View1<float> q, k, v, o, probs, dout, dq, dk, dv, dscores, lse, delta;
   View1<std::int32_t> seq_ids;
-  AttnBuffers(const AttentionShape& shape, bool lse_kernel_)
+  AttnBuffers(const AttentionShape& shape, AttnKernel kernel_)
       : s(shape),
-        lse_kernel(lse_kernel_),
+        kernel(kernel_),
+        lse_kernel(kernel_ != AttnKernel::exact),
         N(static_cast<std::int64_t>(shape.batch) * shape.seq),
         qd(static_cast<std::int64_t>(shape.heads) * shape.head_dim),
         kvd(static_cast<std::int64_t>(shape.kv_heads) * shape.head_dim),
@@ -130,7 +137,10 @@ struct AttnBuffers {
         delta("delta", lse_kernel ? N * shape.heads : 0),
         seq_ids("seq_ids", N) {}  // one sample per row, as collate() makes them
   void forward() {
-    if (lse_kernel) {
+    if (kernel == AttnKernel::flash) {
+      attention_forward_lse_flash(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids), mat(o, N, qd),
+                                  vec(lse));
+    } else if (lse_kernel) {
       attention_forward_lse(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids), mat(o, N, qd),
                             vec(lse));
     } else {
@@ -139,7 +149,11 @@ struct AttnBuffers {
     }
   }
   void backward() {
-    if (lse_kernel) {
+    if (kernel == AttnKernel::flash) {
+      attention_backward_lse_flash(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids),
+                                   cmat(o, N, qd), cvec(lse), cmat(dout, N, qd), mat(dq, N, qd), mat(dk, N, kvd),
+                                   mat(dv, N, kvd), vec(delta));
+    } else if (lse_kernel) {
       attention_backward_lse(s, cmat(q, N, qd), cmat(k, N, kvd), cmat(v, N, kvd), cids(seq_ids), cmat(o, N, qd),
                              cvec(lse), cmat(dout, N, qd), mat(dq, N, qd), mat(dk, N, kvd), mat(dv, N, kvd),
                              vec(delta));
@@ -153,8 +167,8 @@ struct AttnBuffers {
   }
 };
 
-void attention_fwd(benchmark::State& st, AttentionShape shape, bool lse_kernel) {
-  AttnBuffers a(shape, lse_kernel);
+void attention_fwd(benchmark::State& st, AttentionShape shape, AttnKernel kernel) {
+  AttnBuffers a(shape, kernel);
   for (auto _ : st) {
     a.forward();
     Kokkos::fence();
@@ -163,8 +177,8 @@ void attention_fwd(benchmark::State& st, AttentionShape shape, bool lse_kernel) 
   report_items(st, static_cast<double>(a.N));
 }
 
-void attention_bwd(benchmark::State& st, AttentionShape shape, bool lse_kernel) {
-  AttnBuffers a(shape, lse_kernel);
+void attention_bwd(benchmark::State& st, AttentionShape shape, AttnKernel kernel) {
+  AttnBuffers a(shape, kernel);
   a.forward();
   for (auto _ : st) {
     a.backward();
@@ -307,22 +321,25 @@ const bool registered = [] {
   reg("kernel/rope/fwd/N384_H4_hd32", rope_fwd);
   reg("kernel/rope/bwd/N384_H4_hd32", rope_bwd);
   reg("kernel/rope/rotate_qk/N384_H4_G2_hd32", rope_rotate_qk_bench);
-  auto reg_attention = [](const std::string& family, const AttentionShape& s, bool lse_kernel) {
+  auto reg_attention = [](const std::string& family, const AttentionShape& s, AttnKernel kernel) {
     benchmark::RegisterBenchmark(("kernel/" + family + "/fwd/" + attn_name(s)).c_str(),
-                                 [s, lse_kernel](benchmark::State& st) { attention_fwd(st, s, lse_kernel); })
+                                 [s, kernel](benchmark::State& st) { attention_fwd(st, s, kernel); })
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("kernel/" + family + "/bwd/" + attn_name(s)).c_str(),
-                                 [s, lse_kernel](benchmark::State& st) { attention_bwd(st, s, lse_kernel); })
+                                 [s, kernel](benchmark::State& st) { attention_bwd(st, s, kernel); })
         ->Unit(benchmark::kMicrosecond);
   };
   for (const AttentionShape s : {AttentionShape{16, 32, 4, 2, 32}, AttentionShape{2, 256, 4, 2, 32}}) {
-    reg_attention("attention", s, false);
+    reg_attention("attention", s, AttnKernel::exact);
   }
   // The memory-efficient kernel at the exact kernel's shapes and at the wide step's (h512: 8 / 4 heads of 64)
   // over 512 and 2048 tokens.
   for (const AttentionShape s : {AttentionShape{16, 32, 4, 2, 32}, AttentionShape{2, 256, 4, 2, 32},
                                  AttentionShape{1, 512, 8, 4, 64}, AttentionShape{1, 2048, 8, 4, 64}}) {
-    reg_attention("attention_lse", s, true);
+    reg_attention("attention_lse", s, AttnKernel::lse);
+  }
+  for (const AttentionShape s : {AttentionShape{2, 256, 4, 2, 32}, AttentionShape{1, 2048, 8, 4, 64}}) {
+    reg_attention("attention_flash", s, AttnKernel::flash);
   }
   reg("kernel/swiglu/fwd/N384_I384", swiglu_fwd);
   reg("kernel/swiglu/bwd/N384_I384", swiglu_bwd);
