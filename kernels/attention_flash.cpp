@@ -122,6 +122,21 @@ KOKKOS_INLINE_FUNCTION void load_tile(const Team& team, const Unmanaged2<const f
   });
 }
 
+// Key tile j0 .. j0 + nk - 1 of kv head g (nk up to Bk, ending at last_key) staged into Ks, Vs, unless its
+// seq ids cannot meet the query tile's [qlo, qhi]. Returns nk, or 0 for a skipped tile (nothing loaded).
+KOKKOS_INLINE_FUNCTION int stage_key_tile(const Team& team, const Ids& seq_ids, const Unmanaged2<const float>& k,
+                                          const Unmanaged2<const float>& v, std::int64_t base, int j0, int last_key,
+                                          int Bk, int g, int hd, int qlo, int qhi, const Scratch& Ks,
+                                          const Scratch& Vs) {
+  const int nk = last_key + 1 - j0 < Bk ? last_key + 1 - j0 : Bk;
+  int klo = 0, khi = 0;
+  seq_range(team, seq_ids, base + j0, nk, klo, khi);
+  if (khi < qlo || klo > qhi) return 0;
+  load_tile(team, k, base + j0, nk, g * hd, hd, 1.f, Ks);
+  load_tile(team, v, base + j0, nk, g * hd, hd, 1.f, Vs);
+  return nk;
+}
+
 }  // namespace
 
 FlashTilePlan flash_tile_plan(int head_dim) {
@@ -159,12 +174,8 @@ void attention_forward_lse_flash(const AttentionShape& s, Unmanaged2<const float
         team.team_barrier();
         const int last_key = i0 + nq - 1;  // keys after the tile's last query are never visible
         for (int j0 = 0; j0 <= last_key; j0 += Bk) {
-          const int nk = last_key + 1 - j0 < Bk ? last_key + 1 - j0 : Bk;
-          int klo = 0, khi = 0;
-          seq_range(team, seq_ids, base + j0, nk, klo, khi);
-          if (khi < qlo || klo > qhi) continue;
-          load_tile(team, k, base + j0, nk, g * hd, hd, 1.f, Ks);
-          load_tile(team, v, base + j0, nk, g * hd, hd, 1.f, Vs);
+          const int nk = stage_key_tile(team, seq_ids, k, v, base, j0, last_key, Bk, g, hd, qlo, qhi, Ks, Vs);
+          if (nk == 0) continue;
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * nk), [&](const int x) {
             const int r = x / nk, c = x % nk, i = i0 + r, j = j0 + c;
@@ -254,12 +265,8 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
           team.team_barrier();
           const int last_key = i0 + nq - 1;
           for (int j0 = 0; j0 <= last_key; j0 += Bk) {
-            const int nk = last_key + 1 - j0 < Bk ? last_key + 1 - j0 : Bk;
-            int klo = 0, khi = 0;
-            seq_range(team, seq_ids, base + j0, nk, klo, khi);
-            if (khi < qlo || klo > qhi) continue;
-            load_tile(team, k, base + j0, nk, g * hd, hd, 1.f, Ks);
-            load_tile(team, v, base + j0, nk, g * hd, hd, 1.f, Vs);
+            const int nk = stage_key_tile(team, seq_ids, k, v, base, j0, last_key, Bk, g, hd, qlo, qhi, Ks, Vs);
+            if (nk == 0) continue;
             team.team_barrier();
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * nk), [&](const int x) {
               const int r = x / nk, c = x % nk, i = i0 + r, j = j0 + c;
