@@ -122,6 +122,18 @@ KOKKOS_INLINE_FUNCTION void load_tile(const Team& team, const Unmanaged2<const f
   });
 }
 
+// The query tile a team of the forward or dq kernel owns: league rank = (b * H + h) * query_tiles + qt.
+struct QueryTile {
+  int h, g, i0, nq;
+  std::int64_t base, lse_base;  // first row of sample b in q / o; first (b, h) entry of lse / delta
+};
+KOKKOS_INLINE_FUNCTION QueryTile query_tile(int league_rank, int query_tiles, int H, int T, int group, int Bq) {
+  const int qt = league_rank % query_tiles, h = (league_rank / query_tiles) % H;
+  const std::int64_t b = league_rank / (query_tiles * H);
+  const int i0 = qt * Bq;
+  return {h, h / group, i0, T - i0 < Bq ? T - i0 : Bq, b * T, (b * H + h) * T};
+}
+
 // Key tile j0 .. j0 + nk - 1 of kv head g (nk up to Bk, ending at last_key) staged into Ks, Vs, unless its
 // seq ids cannot meet the query tile's [qlo, qhi]. Returns nk, or 0 for a skipped tile (nothing loaded).
 KOKKOS_INLINE_FUNCTION int stage_key_tile(const Team& team, const Ids& seq_ids, const Unmanaged2<const float>& k,
@@ -154,11 +166,9 @@ void attention_forward_lse_flash(const AttentionShape& s, Unmanaged2<const float
   const TeamPolicy policy = team_policy(s.batch * H * query_tiles, t, forward_scratch(t, hd));
   Kokkos::parallel_for(
       "attention_forward_lse_flash", policy, KOKKOS_LAMBDA(const Team& team) {
-        const int qt = team.league_rank() % query_tiles;
-        const int h = (team.league_rank() / query_tiles) % H;
-        const std::int64_t base = static_cast<std::int64_t>(team.league_rank() / (query_tiles * H)) * T;
-        const std::int64_t lse_base = (base / T * H + h) * T;
-        const int g = h / group, i0 = qt * Bq, nq = T - i0 < Bq ? T - i0 : Bq;
+        const QueryTile tile = query_tile(team.league_rank(), query_tiles, H, T, group, Bq);
+        const int h = tile.h, g = tile.g, i0 = tile.i0, nq = tile.nq;
+        const std::int64_t base = tile.base, lse_base = tile.lse_base;
         Scratch Qs(team.team_scratch(0), Bq * ld), Ks(team.team_scratch(0), Bk * ld),
             Vs(team.team_scratch(0), Bk * ld), S(team.team_scratch(0), Bq * Bk), m(team.team_scratch(0), Bq),
             l(team.team_scratch(0), Bq), a(team.team_scratch(0), Bq);
@@ -244,11 +254,9 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
     const TeamPolicy policy = team_policy(s.batch * H * query_tiles, tq, dq_scratch(tq, hd));
     Kokkos::parallel_for(
         "attention_backward_lse_flash_dq", policy, KOKKOS_LAMBDA(const Team& team) {
-          const int qt = team.league_rank() % query_tiles;
-          const int h = (team.league_rank() / query_tiles) % H;
-          const std::int64_t base = static_cast<std::int64_t>(team.league_rank() / (query_tiles * H)) * T;
-          const std::int64_t lse_base = (base / T * H + h) * T;
-          const int g = h / group, i0 = qt * Bq, nq = T - i0 < Bq ? T - i0 : Bq;
+          const QueryTile tile = query_tile(team.league_rank(), query_tiles, H, T, group, Bq);
+          const int h = tile.h, g = tile.g, i0 = tile.i0, nq = tile.nq;
+          const std::int64_t base = tile.base, lse_base = tile.lse_base;
           Scratch Qs(team.team_scratch(0), Bq * ld), dOs(team.team_scratch(0), Bq * ld),
               Ks(team.team_scratch(0), Bk * ld), Vs(team.team_scratch(0), Bk * ld), dS(team.team_scratch(0), Bq * Bk),
               L(team.team_scratch(0), Bq), D(team.team_scratch(0), Bq);
