@@ -46,16 +46,14 @@
 
 #include "kernels/attention_lse.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/kernel_scratch.hpp"
 
 namespace shardft {
 
 namespace {
 
-using HostBuffer = Kokkos::View<float*, Kokkos::HostSpace>;
-
-HostBuffer host_scratch(const char* label, std::size_t n) {
-  return HostBuffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
-}
+// The tiles' scratch, kept from call to call (kernels/kernel_scratch.hpp).
+float* host_scratch(const char* label, std::size_t n) { return kernel_scratch<float, HostSpace>(label, n).data(); }
 
 // e^x for any float x: 0 below -87 (masked scores are -inf), saturating at e^88; max relative error
 // 1e-7 over [-87, 88]. x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), e^r = 1 + r + r^2 p(r) (Cephes expf),
@@ -130,8 +128,7 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const std::int64_t ldq = q.stride_0(), ldk = k.stride_0(), ldv = v.stride_0(), ldo = o.stride_0();
   // St [Bk, Bq], then per query of the tile: running max m, sum l, and this key tile's max / sum / shift / rescale
-  HostBuffer scratch = host_scratch("attention_lse_forward_tiles", static_cast<std::size_t>(Bk) * Bq + 6 * Bq);
-  float* St = scratch.data();
+  float* St = host_scratch("attention_lse_forward_tiles", static_cast<std::size_t>(Bk) * Bq + 6 * Bq);
   float *m = St + static_cast<std::size_t>(Bk) * Bq, *l = m + Bq, *mt = l + Bq, *lt = mt + Bq, *shift = lt + Bq,
         *corr = shift + Bq;
   for (int b = 0; b < s.batch; ++b) {
@@ -226,8 +223,7 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
   zero_rows(dq);
   zero_rows(dk);
   zero_rows(dv);
-  HostBuffer scratch = host_scratch("attention_lse_backward_tiles", 2 * static_cast<std::size_t>(Bk) * Bq);
-  float* Pt = scratch.data();
+  float* Pt = host_scratch("attention_lse_backward_tiles", 2 * static_cast<std::size_t>(Bk) * Bq);
   float* dSt = Pt + static_cast<std::size_t>(Bk) * Bq;
   for (int b = 0; b < s.batch; ++b) {
     const std::int64_t row0 = static_cast<std::int64_t>(b) * T;

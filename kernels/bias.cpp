@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 
+#include "kernels/kernel_scratch.hpp"
 #include "kernels/rows.hpp"
 
 namespace shardft {
@@ -34,7 +35,7 @@ void bias_backward(Unmanaged2<const float> dy, Unmanaged1<float> db) {
   const int cols = static_cast<int>(dy.extent(1));
   if (rows == 0) return;
   const int blocks = static_cast<int>((rows + kRowsPerTeam - 1) / kRowsPerTeam);
-  View2<float> partial(Kokkos::view_alloc(Kokkos::WithoutInitializing, "bias_db_partial"), blocks, cols);
+  const auto partial = kernel_scratch<float>("bias_db_partial", blocks, cols);
   Kokkos::parallel_for(
       "bias_backward_rows", Team(blocks, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int blk = m.league_rank();

@@ -17,6 +17,9 @@
 // Precondition: every id in [0, V) (check_token_ids, on the host, where batches are built).
 #include "kernels/embedding.hpp"
 
+#include "kernels/device_traffic.hpp"
+#include "kernels/kernel_scratch.hpp"
+
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -43,11 +46,11 @@ constexpr std::int64_t kWindow = 32;
 // integer atomics, whose result does not depend on the order the threads run in.
 void radix_pass(Unmanaged1<const std::int32_t> key_in, Unmanaged1<const std::int32_t> pos_in, bool first_pass,
                 int shift, int digit_bits, Unmanaged1<std::int32_t> key_out, Unmanaged1<std::int32_t> pos_out,
-                View1<std::int32_t> rank, View1<std::int32_t> counts) {
+                Unmanaged1<std::int32_t> rank, Unmanaged1<std::int32_t> counts) {
   const std::int64_t n = static_cast<std::int64_t>(key_in.extent(0));
   const std::int64_t blocks = (n + kSortBlock - 1) / kSortBlock;
   const std::int32_t mask = (std::int32_t{1} << digit_bits) - 1;
-  Kokkos::deep_copy(counts, 0);
+  Kokkos::deep_copy(ExecSpace(), counts, 0);
   Kokkos::parallel_for(
       "embedding_sort_rank", Range(0, n), KOKKOS_LAMBDA(const std::int64_t i) {
         const std::int32_t digit = (key_in(i) >> shift) & mask;
@@ -90,16 +93,15 @@ void sort_tokens_by_id(Unmanaged1<const std::int32_t> ids, int vocab, Unmanaged1
   const int passes = (bits + kMaxDigitBits - 1) / kMaxDigitBits;
   const int digit_bits = (bits + passes - 1) / passes;
   const std::int64_t blocks = (n + kSortBlock - 1) / kSortBlock;
-  const auto uninit = [](const char* label) {
-    return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
-  };
-  View1<std::int32_t> rank(uninit("embedding_sort_rank"), n);
-  View1<std::int32_t> counts(uninit("embedding_sort_counts"), (std::int64_t{1} << digit_bits) * blocks);
+  const auto rank = kernel_scratch<std::int32_t>("embedding_sort_rank", n);
+  const auto counts = kernel_scratch<std::int32_t>("embedding_sort_counts", (std::size_t{1} << digit_bits) * blocks);
   // Passes ping-pong between two scratch buffers; the last one writes the outputs.
-  View1<std::int32_t> key_tmp[2], pos_tmp[2];
+  static const char* const kKeyNames[2] = {"embedding_sort_ids_0", "embedding_sort_ids_1"};
+  static const char* const kPosNames[2] = {"embedding_sort_pos_0", "embedding_sort_pos_1"};
+  Unmanaged1<std::int32_t> key_tmp[2], pos_tmp[2];
   for (int p = 0; p + 1 < passes && p < 2; ++p) {
-    key_tmp[p] = View1<std::int32_t>(uninit("embedding_sort_ids"), n);
-    pos_tmp[p] = View1<std::int32_t>(uninit("embedding_sort_pos"), n);
+    key_tmp[p] = kernel_scratch<std::int32_t>(kKeyNames[p], n);
+    pos_tmp[p] = kernel_scratch<std::int32_t>(kPosNames[p], n);
   }
   Unmanaged1<const std::int32_t> key_in = ids, pos_in;
   for (int p = 0; p < passes; ++p) {
@@ -120,8 +122,8 @@ void add_sorted_rows(View1<std::int32_t> ids, View1<std::int32_t> pos, Unmanaged
   const std::int64_t n = static_cast<std::int64_t>(ids.extent(0));
   const int d = static_cast<int>(dtable.extent(1));
   const int windows = static_cast<int>((n + kWindow - 1) / kWindow);
-  View2<float> head(Kokkos::view_alloc(Kokkos::WithoutInitializing, "embedding_grad_head"), windows, d);
-  View2<float> tail(Kokkos::view_alloc(Kokkos::WithoutInitializing, "embedding_grad_tail"), windows, d);
+  const auto head = kernel_scratch<float>("embedding_grad_head", windows, d);
+  const auto tail = kernel_scratch<float>("embedding_grad_tail", windows, d);
   Kokkos::parallel_for(
       "embedding_backward_windows", Team(windows, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int w = m.league_rank();
@@ -182,8 +184,8 @@ void embedding_backward(Unmanaged1<const std::int32_t> ids, Unmanaged2<const flo
   }
   if (ids.extent(0) == 0 || dtable.extent(1) == 0) return;
   const std::size_t n = ids.extent(0);
-  View1<std::int32_t> sorted_ids(Kokkos::view_alloc(Kokkos::WithoutInitializing, "embedding_sorted_ids"), n);
-  View1<std::int32_t> positions(Kokkos::view_alloc(Kokkos::WithoutInitializing, "embedding_sorted_pos"), n);
+  const auto sorted_ids = kernel_scratch<std::int32_t>("embedding_sorted_ids", n);
+  const auto positions = kernel_scratch<std::int32_t>("embedding_sorted_pos", n);
   sort_tokens_by_id(ids, static_cast<int>(dtable.extent(0)), sorted_ids, positions);
   add_sorted_rows(sorted_ids, positions, dout, dtable);
 }
@@ -199,6 +201,8 @@ void check_token_ids(const std::int32_t* ids, std::size_t n, int vocab) {
 
 void check_token_ids(Unmanaged1<const std::int32_t> ids, int vocab) {
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ids);
+  count_device_copy("token ids checked on the host", ids.extent(0) * sizeof(std::int32_t));
+  count_host_sync("token ids checked on the host");
   check_token_ids(host.data(), host.extent(0), vocab);
 }
 

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/kernel_scratch.hpp"
+
 // The GPU build's dispatch: views the GPU can read go to cuBLAS (kernels/cuda/cublas_gemm). It needs
 // both the CUDA toolkit (SHARDFT_HAVE_CUDA: the cuBLAS module is compiled) and a CUDA-enabled Kokkos
 // (KOKKOS_ENABLE_CUDA: views can live in CudaSpace). With a Serial Kokkos, as in the CPU build, every
@@ -61,32 +63,6 @@ void sgemm_raw(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* 
 
 std::int64_t g_tile_elements = std::int64_t{1} << 20;
 
-// The widening scratch, one buffer per operand, grown on demand and freed by Kokkos::finalize (a view
-// must not outlive Kokkos). Used from the host thread that issues GEMMs, one GEMM at a time.
-struct WidenScratch {
-  View1<float> a, b;
-  bool hooked = false;
-};
-WidenScratch& widen_scratch() {
-  static WidenScratch s;
-  return s;
-}
-float* scratch(View1<float> WidenScratch::*which, std::int64_t n) {
-  WidenScratch& s = widen_scratch();
-  if (!s.hooked) {
-    Kokkos::push_finalize_hook([] {
-      widen_scratch().a = View1<float>();
-      widen_scratch().b = View1<float>();
-    });
-    s.hooked = true;
-  }
-  View1<float>& v = s.*which;
-  if (static_cast<std::int64_t>(v.extent(0)) < n) {
-    v = View1<float>();
-    v = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("gemm_bf16_widened")), n);
-  }
-  return v.data();
-}
 
 // dst [R, C] row-major = src[r0 : r0 + R, c0 : c0 + C] of a row-major bf16 matrix with row stride ld.
 void widen_block(const bf16* src, std::int64_t ld, std::int64_t r0, std::int64_t c0, std::int64_t R, std::int64_t C,
@@ -107,7 +83,7 @@ struct Panel {
 Panel a_panel(Op op, const GemmOperand& a, std::int64_t m0, std::int64_t rows, std::int64_t k) {
   const std::int64_t ld = static_cast<std::int64_t>(a.extent(1));
   if (!a.is_bf16) return {a.f32.data() + (op == Op::N ? m0 * ld : m0), static_cast<int>(ld)};
-  float* dst = scratch(&WidenScratch::a, rows * k);
+  float* dst = kernel_scratch<float>("gemm_bf16_widened_a", rows * k).data();
   if (op == Op::N) {
     widen_block(a.b16.data(), ld, m0, 0, rows, k, dst);
     return {dst, static_cast<int>(k)};
@@ -119,7 +95,7 @@ Panel a_panel(Op op, const GemmOperand& a, std::int64_t m0, std::int64_t rows, s
 Panel b_panel(Op op, const GemmOperand& b, std::int64_t n0, std::int64_t cols, std::int64_t k) {
   const std::int64_t ld = static_cast<std::int64_t>(b.extent(1));
   if (!b.is_bf16) return {b.f32.data() + (op == Op::N ? n0 : n0 * ld), static_cast<int>(ld)};
-  float* dst = scratch(&WidenScratch::b, cols * k);
+  float* dst = kernel_scratch<float>("gemm_bf16_widened_b", cols * k).data();
   if (op == Op::N) {
     widen_block(b.b16.data(), ld, 0, n0, k, cols, dst);
     return {dst, static_cast<int>(cols)};

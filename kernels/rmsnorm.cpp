@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "kernels/math.hpp"
+#include "kernels/kernel_scratch.hpp"
 #include "kernels/rows.hpp"
 
 namespace shardft {
@@ -44,7 +45,7 @@ void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unma
   }
   if (rows == 0) return;
   const int blocks = static_cast<int>((rows + kRowsPerTeam - 1) / kRowsPerTeam);
-  View2<float> partial(Kokkos::view_alloc(Kokkos::WithoutInitializing, "rmsnorm_dw_partial"), blocks, d);
+  const auto partial = kernel_scratch<float>("rmsnorm_dw_partial", blocks, d);
   Kokkos::parallel_for(
       "rmsnorm_backward_rows", Team(blocks, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int blk = m.league_rank(), threads = m.team_size();

@@ -1,0 +1,34 @@
+#pragma once
+// Scratch a kernel needs during one call, kept from call to call under its name: the first call of a
+// size allocates, later calls of that size or less reuse the memory. A training step after its first
+// then allocates nothing (on a GPU an allocation is a cudaMalloc, and freeing it fences the whole
+// device). Freed when Kokkos finalizes.
+//
+// One buffer per name and memory space: a caller must not hold two views of one name at once, and a
+// view is valid until the next request of that name for more. Host thread only, like kernel launches.
+#include <cstddef>
+#include <type_traits>
+
+#include "kernels/types.hpp"
+
+namespace shardft {
+
+namespace scratch_detail {
+// `bytes` (8-byte aligned) of the named buffer in device (MemSpace) or host memory.
+void* named_scratch(const char* name, std::size_t bytes, bool host);
+}  // namespace scratch_detail
+
+template <class T, class Space = MemSpace>
+Kokkos::View<T*, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> kernel_scratch(
+    const char* name, std::size_t n) {
+  constexpr bool host = std::is_same<Space, HostSpace>::value && !std::is_same<MemSpace, HostSpace>::value;
+  using Result = Kokkos::View<T*, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  return Result(static_cast<T*>(scratch_detail::named_scratch(name, n * sizeof(T), host)), n);
+}
+
+template <class T>
+Unmanaged2<T> kernel_scratch(const char* name, std::size_t rows, std::size_t cols) {
+  return Unmanaged2<T>(static_cast<T*>(scratch_detail::named_scratch(name, rows * cols * sizeof(T), false)), rows, cols);
+}
+
+}  // namespace shardft
