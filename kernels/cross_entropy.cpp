@@ -11,6 +11,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/device_traffic.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/kernel_scratch.hpp"
 #include "kernels/math.hpp"
 
 namespace shardft {
@@ -54,6 +57,7 @@ std::int64_t count_targets(Unmanaged1<const std::int32_t> targets) {
   Kokkos::parallel_reduce(
       "cross_entropy_count", Range(0, targets.extent(0)),
       KOKKOS_LAMBDA(const std::int64_t n, std::int64_t& acc) { acc += targets(n) == kIgnoreIndex ? 0 : 1; }, count);
+  count_host_sync("cross_entropy target count");
   return count;
 }
 
@@ -67,10 +71,11 @@ void check_shapes(const char* name, std::size_t rows, std::size_t vocab, std::si
 
 }  // namespace
 
-CrossEntropySums cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets) {
+void cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets,
+                           Unmanaged1<double> loss_sum) {
   check_shapes("cross_entropy_forward", logits.extent(0), logits.extent(1), targets.extent(0));
   const int vocab = static_cast<int>(logits.extent(1));
-  CrossEntropySums out;
+  const auto part = kernel_scratch<double>("cross_entropy_loss_part", 1);
   Kokkos::parallel_reduce(
       "cross_entropy_forward", Team(static_cast<int>(logits.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& m, double& acc) {
@@ -81,16 +86,15 @@ CrossEntropySums cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged
         const float lse = team_row_logsumexp(m, z, vocab);
         Kokkos::single(Kokkos::PerTeam(m), [&]() { acc += static_cast<double>(lse - z[t]); });
       },
-      out.loss_sum);
-  out.count = count_targets(targets);
-  return out;
+      Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(part.data()));
+  add_scalar(loss_sum, part);
 }
 
-CrossEntropySums cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
-                                                float grad_scale) {
+void cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
+                                    float grad_scale, Unmanaged1<double> loss_sum) {
   check_shapes("cross_entropy_forward_backward", logits.extent(0), logits.extent(1), targets.extent(0));
   const int vocab = static_cast<int>(logits.extent(1));
-  CrossEntropySums out;
+  const auto part = kernel_scratch<double>("cross_entropy_loss_part", 1);
   Kokkos::parallel_reduce(
       "cross_entropy_forward_backward", Team(static_cast<int>(logits.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& m, double& acc) {
@@ -113,9 +117,36 @@ CrossEntropySums cross_entropy_forward_backward(Unmanaged2<float> logits, Unmana
           z[v] = v == t ? g - grad_scale : g;
         });
       },
-      out.loss_sum);
+      Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(part.data()));
+  add_scalar(loss_sum, part);
+}
+
+namespace {
+
+CrossEntropySums read_sums(Unmanaged1<double> sum, Unmanaged1<const std::int32_t> targets) {
+  CrossEntropySums out;
+  out.loss_sum = read_scalar(sum, "cross_entropy loss");
   out.count = count_targets(targets);
   return out;
+}
+
+}  // namespace
+
+std::int64_t cross_entropy_target_count(Unmanaged1<const std::int32_t> targets) { return count_targets(targets); }
+
+CrossEntropySums cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets) {
+  const auto sum = kernel_scratch<double>("cross_entropy_host_sum", 1);
+  Kokkos::deep_copy(ExecSpace(), sum, 0.0);
+  cross_entropy_forward(logits, targets, sum);
+  return read_sums(sum, targets);
+}
+
+CrossEntropySums cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
+                                                float grad_scale) {
+  const auto sum = kernel_scratch<double>("cross_entropy_host_sum", 1);
+  Kokkos::deep_copy(ExecSpace(), sum, 0.0);
+  cross_entropy_forward_backward(logits, targets, grad_scale, sum);
+  return read_sums(sum, targets);
 }
 
 }  // namespace shardft

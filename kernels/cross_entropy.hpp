@@ -13,11 +13,23 @@ struct CrossEntropySums {
   std::int64_t count = 0;
 };
 
+// Device-resident forms (a training step's): the loss sum of these rows is ADDED into loss_sum(0), a
+// device scalar, and nothing is read back. Deterministic: the rows' sum is a reduction, then one add.
+void cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets,
+                           Unmanaged1<double> loss_sum);
+void cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
+                                    float grad_scale, Unmanaged1<double> loss_sum);
+
+// Host-returning forms (evaluation, tests): the same, then the sums are read back (a host sync each,
+// counted in kernels/device_traffic.hpp).
 // Loss only; logits unchanged.
 CrossEntropySums cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets);
 
 // Loss, then the logits buffer is overwritten by its gradient times grad_scale (saves a [N,V] buffer).
 CrossEntropySums cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
                                                 float grad_scale);
+
+// The number of targets other than -100, read back to the host (a host sync).
+std::int64_t cross_entropy_target_count(Unmanaged1<const std::int32_t> targets);
 
 }  // namespace shardft

@@ -2,6 +2,8 @@
 #include "kernels/math.hpp"
 
 #include "kernels/bf16.hpp"
+#include "kernels/device_traffic.hpp"
+#include "kernels/kernel_scratch.hpp"
 
 namespace shardft {
 
@@ -16,13 +18,12 @@ void scale_inplace(Unmanaged1<float> x, float c) {
 // Blocks of kBlock elements, each summed in kLanes independent double accumulators: one running
 // double sum is a chain of dependent adds (latency-bound, about 1.4 GB/s); independent lanes vectorise
 // and run at memory speed. Still double precision throughout, only the order of the additions changes.
-double sum_squares(Unmanaged1<const float> x) {
+void sum_squares(Unmanaged1<const float> x, Unmanaged1<double> out) {
   constexpr std::int64_t kBlock = 4096;
   constexpr int kLanes = 32;
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
   const float* data = x.data();
-  double s = 0.0;
   Kokkos::parallel_reduce(
       "sum_squares", Range(0, blocks),
       KOKKOS_LAMBDA(const std::int64_t b, double& acc) {
@@ -38,8 +39,36 @@ double sum_squares(Unmanaged1<const float> x) {
         for (; i < len; ++i) sum += static_cast<double>(p[i]) * p[i];
         acc += sum;
       },
-      s);
-  return s;
+      Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(out.data()));
+}
+
+double sum_squares(Unmanaged1<const float> x) {
+  const auto out = kernel_scratch<double>("sum_squares_host", 1);
+  sum_squares(x, out);
+  return read_scalar(out, "sum_squares");
+}
+
+void clip_to_norm(Unmanaged1<float> g, Unmanaged1<const double> norm_sq, double max_norm) {
+  if (!(max_norm > 0)) return;
+  Kokkos::parallel_for(
+      "clip_to_norm", Range(0, g.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+        const double norm = kmath::sqrt(norm_sq(0));
+        if (norm > max_norm) g(i) *= static_cast<float>(max_norm / (norm + 1e-6));
+      });
+}
+
+void add_scalar(Unmanaged1<double> acc, Unmanaged1<const double> x) {
+  Kokkos::parallel_for(
+      "add_scalar", Range(0, 1), KOKKOS_LAMBDA(const std::int64_t) { acc(0) += x(0); });
+}
+
+double read_scalar(Unmanaged1<const double> x, const char* what) {
+  double value = 0.0;
+  Kokkos::deep_copy(Kokkos::View<double, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(&value),
+                    Kokkos::View<const double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(x.data()));
+  count_device_copy(what, sizeof(double));
+  count_host_sync(what);
+  return value;
 }
 
 void round_to_bf16(Unmanaged1<const float> src, Unmanaged1<float> dst) {
@@ -62,6 +91,7 @@ bool all_finite(Unmanaged1<const float> x) {
   Kokkos::parallel_reduce(
       "all_finite", Range(0, x.extent(0)),
       KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& acc) { acc += kmath::isfinite(x(i)) ? 0 : 1; }, bad);
+  count_host_sync("all_finite");
   return bad == 0;
 }
 

@@ -9,8 +9,18 @@ namespace shardft {
 void add_inplace(Unmanaged1<float> y, Unmanaged1<const float> x);
 // x[i] *= c
 void scale_inplace(Unmanaged1<float> x, float c);
-// sum_i x[i]^2, accumulated in double
+// out(0) = sum_i x[i]^2, accumulated in double, left on the device
+void sum_squares(Unmanaged1<const float> x, Unmanaged1<double> out);
+// The same read back to the host (a host sync)
 double sum_squares(Unmanaged1<const float> x);
+// Gradient clipping by a global norm held on the device (norm = sqrt(norm_sq(0))): when max_norm > 0 and
+// norm > max_norm, g[i] *= max_norm / (norm + 1e-6), the factor computed in double and applied in fp32
+// (torch.nn.utils.clip_grad_norm_). The host never sees the norm.
+void clip_to_norm(Unmanaged1<float> g, Unmanaged1<const double> norm_sq, double max_norm);
+// acc(0) += x(0), on the device
+void add_scalar(Unmanaged1<double> acc, Unmanaged1<const double> x);
+// x(0) on the host: a copy and a host sync, counted as `what` (kernels/device_traffic.hpp)
+double read_scalar(Unmanaged1<const double> x, const char* what);
 // dst[i] = bf16(src[i]) as fp32: what a bf16 copy of src holds
 void round_to_bf16(Unmanaged1<const float> src, Unmanaged1<float> dst);
 // dst[i] = bf16(src[i]): the bf16 copy itself, half the bytes (round to nearest even)

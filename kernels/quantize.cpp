@@ -1,5 +1,6 @@
 #include "kernels/quantize.hpp"
 
+#include "kernels/device_traffic.hpp"
 #include "kernels/math.hpp"
 
 namespace shardft {
@@ -45,6 +46,7 @@ std::int64_t quantize_int8(Unmanaged1<const float> x, int block, Unmanaged1<std:
         for (std::int64_t i = b; i < e; ++i) q(i) = static_cast<std::int8_t>(quantize_one(x(i), scale, 127));
       },
       bad_total);
+  count_host_sync("quantize_int8 non-finite count");
   return bad_total;
 }
 
@@ -67,6 +69,7 @@ std::int64_t quantize_int4(Unmanaged1<const float> x, int block, Unmanaged1<std:
         bad_sum += bad;
       },
       bad_total);
+  count_host_sync("quantize_int4 non-finite count");
   // Pairs in parallel: a byte's two nibbles may come from two blocks when the block size is odd.
   Kokkos::parallel_for(
       "quantize_int4_pack", Range(0, int4_bytes(n)), KOKKOS_LAMBDA(const std::int64_t j) {

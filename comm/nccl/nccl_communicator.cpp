@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cuda/cublas_gemm.hpp"
+#include "kernels/device_traffic.hpp"
 
 namespace shardft {
 
@@ -45,6 +46,7 @@ bool is_device_memory(const void* p) {
 // limit aborts the NCCL communicator, which frees the GPU of the kernel waiting for the missing peer,
 // and reports the timeout.
 void wait_for_event(cudaEvent_t event, ncclComm_t comm, const WaitSite& site) {
+  count_host_sync((std::string("nccl ") + site.collective + " waited on the host").c_str());
   wait_until(
       [&] {
         const cudaError_t r = cudaEventQuery(event);
@@ -155,6 +157,7 @@ NcclCommunicator::Operands NcclCommunicator::stage(const void* send, std::size_t
   Operands ops{send, recv, false, false};
   if (host_send) {
     check(cudaMemcpyAsync(dsend, send, send_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (stage in)");
+    count_device_copy("nccl host operand staged in", send_bytes);
     ops.send = dsend;
     ops.staged_send = true;
   }
@@ -168,6 +171,7 @@ NcclCommunicator::Operands NcclCommunicator::stage(const void* send, std::size_t
 RequestPtr NcclCommunicator::finish(const Operands& ops, void* recv, std::size_t recv_bytes, const char* collective) {
   if (ops.staged_recv) {
     check(cudaMemcpyAsync(recv, ops.recv, recv_bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (stage out)");
+    count_device_copy("nccl host operand staged out", recv_bytes);
   }
   auto r = std::make_unique<CudaEventRequest>(stream_, comm_, wait_site(collective));
   if (ops.staged_send || ops.staged_recv) {

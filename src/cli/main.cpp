@@ -11,6 +11,7 @@
 #include "config/train_config.hpp"
 #include "data/sft_data.hpp"
 #include "io/safetensors.hpp"
+#include "kernels/device_traffic.hpp"
 #include "kernels/gemm.hpp"
 
 namespace {
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     Kokkos::ScopeGuard kokkos;
+    shardft::install_device_traffic_hooks();  // the step's host<->device traffic in the log
     shardft::gemm_set_num_threads(1);  // one rank per core
     const shardft::cli::Invocation inv = shardft::cli::parse_invocation(args);
     if (command == "train") {

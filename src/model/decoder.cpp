@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/rows.hpp"
 #include "model/decoder_layer.hpp"
@@ -26,6 +27,7 @@ struct Decoder::Activations {
   LayerGradBuffers grad_buffers;
   LayerStaging staging;
   RopeTable rope;
+  GrowingBufferOf<double> loss_sum{"loss_sum"};  // forward_backward's, when the caller reads it back
 };
 
 Decoder::Decoder(const ModelConfig& cfg, ComputeDtype dtype)
@@ -72,6 +74,14 @@ void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float
 
 LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads,
                                    double loss_normalizer) {
+  const auto sum = acts_->loss_sum.vec(1);
+  Kokkos::deep_copy(ExecSpace(), sum, 0.0);
+  forward_backward(in, params, grads, loss_normalizer, sum);
+  return {read_scalar(sum, "training loss"), cross_entropy_target_count(in.targets)};
+}
+
+void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads, double loss_normalizer,
+                               Unmanaged1<double> loss_sum) {
   if (!(loss_normalizer > 0)) throw std::invalid_argument("forward_backward: loss_normalizer must be > 0");
   const AttentionTokens t = attention_tokens(in);
   const std::int64_t N = t.num_tokens(), d = cfg_.hidden_size;
@@ -90,10 +100,9 @@ LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, G
 
   const auto dx = A.dx.mat(N, d);
   params.acquire(head);
-  const CrossEntropySums loss =
-      head_loss_backward(head_weights_of(params, layout_, cfg_, dtype_), head_grads_of(grads, layout_), input_of(L),
-                         in.targets, logits_chunk_, static_cast<float>(1.0 / loss_normalizer), A.head,
-                         A.grad_buffers.dh.mat(N, d), dx);
+  head_loss_backward(head_weights_of(params, layout_, cfg_, dtype_), head_grads_of(grads, layout_), input_of(L),
+                     in.targets, logits_chunk_, static_cast<float>(1.0 / loss_normalizer), A.head,
+                     A.grad_buffers.dh.mat(N, d), dx, loss_sum);
   grads.block_done(head);
   params.release(head);
 
@@ -111,7 +120,6 @@ LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, G
   // The embedding's backward is a scatter-add of dx: it needs no weights, so block 0 is not acquired.
   embedding_backward(in.input_ids, dx, grad_matrix(grads, layout_, layout_.embed_tokens()));
   grads.block_done(0);
-  return {loss.loss_sum, loss.count};
 }
 
 Unmanaged2<const float> Decoder::forward_layers(const ModelInputs& in, ParamSource& params) {

@@ -9,6 +9,7 @@
 
 #include "config/model_config.hpp"
 #include "kernels/types.hpp"
+#include "model/growing_buffer.hpp"
 #include "model/linear.hpp"
 #include "model/param_layout.hpp"
 #include "model/param_source.hpp"
@@ -36,6 +37,15 @@ struct ModelInputs {
 ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
                           const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,
                           const std::vector<std::int32_t>& targets, int vocab_size);
+// Device buffers a trainer keeps for its micro-batches' inputs: the uploads reuse them, so a step
+// allocates nothing (a batch no larger than any before it).
+struct InputBuffers {
+  GrowingBufferOf<std::int32_t> input_ids{"input_ids"}, position_ids{"position_ids"}, seq_ids{"seq_ids"},
+      targets{"targets"};
+};
+ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
+                          const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,
+                          const std::vector<std::int32_t>& targets, int vocab_size, InputBuffers& buffers);
 // Unchecked: the decoder then checks input_ids itself on every call, through a copy to the host.
 ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
                           const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,
@@ -69,6 +79,11 @@ class Decoder {
   // Forward and backward of one micro-batch. Gradients are ADDED into the sink, as the gradient of
   // loss = (sum of CE over this micro-batch's targets) / loss_normalizer; with loss_normalizer = the
   // number of targets in the whole optimizer step, summing micro-batches gives the step's gradient.
+  // The micro-batch's loss sum is added into loss_sum(0) on the device: nothing is read back (a
+  // training step).
+  void forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads, double loss_normalizer,
+                        Unmanaged1<double> loss_sum);
+  // The same, with the loss sum and target count read back to the host (tests; two host syncs).
   LossSums forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads, double loss_normalizer);
 
   // Forward only: the summed loss, nothing kept for backward.

@@ -28,6 +28,12 @@ class GrowingBufferOf {
     reserve(n);
     return Unmanaged1<T>(data_.data(), n);
   }
+  // The first n elements as a view that shares ownership of the memory (it stays valid if the buffer
+  // grows later).
+  View1<T> shared_vec(std::int64_t n) {
+    reserve(n);
+    return Kokkos::subview(data_, std::make_pair(std::int64_t{0}, n));
+  }
 
  private:
   const char* name_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/elementwise.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rows.hpp"
 
@@ -16,30 +17,33 @@ Unmanaged2<float> final_norm(const HeadWeights& w, Unmanaged2<const float> x, He
   return h;
 }
 
-// The loss chunk by chunk; with grads, each chunk's logits become their gradient and flow back into dh.
-CrossEntropySums chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unmanaged2<const float> x,
-                              Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
-                              HeadBuffers& b, Unmanaged2<float> dh) {
+// The loss chunk by chunk, summed on the device into b.loss (returned); with grads, each chunk's logits
+// become their gradient and flow back into dh.
+Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unmanaged2<const float> x,
+                                Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
+                                HeadBuffers& b, Unmanaged2<float> dh) {
   const std::int64_t N = x.extent(0), d = x.extent(1), V = w.lm_head.out_features();
   const auto h = final_norm(w, x, b);
   const std::int64_t per_chunk = chunk > 0 ? std::min(chunk, N) : N;
-  CrossEntropySums sums;
+  const auto sum = b.loss.vec(1);
+  Kokkos::deep_copy(ExecSpace(), sum, 0.0);
   for (std::int64_t c0 = 0; c0 < N; c0 += per_chunk) {
     const std::int64_t rows = std::min(per_chunk, N - c0);
     const Unmanaged2<float> h_c(h.data() + c0 * d, rows, d);
     const Unmanaged1<const std::int32_t> targets_c(targets.data() + c0, rows);
     const auto logits = b.logits.mat(rows, V);
     w.lm_head.forward(h_c, logits);
-    const CrossEntropySums part = grads ? cross_entropy_forward_backward(logits, targets_c, grad_scale)
-                                        : cross_entropy_forward(logits, targets_c);
-    sums.loss_sum += part.loss_sum;
-    sums.count += part.count;
+    if (grads) {
+      cross_entropy_forward_backward(logits, targets_c, grad_scale, sum);
+    } else {
+      cross_entropy_forward(logits, targets_c, sum);
+    }
     if (grads) {
       w.lm_head.backward(Unmanaged2<const float>(h_c), logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f,
                          grads->lm_head);
     }
   }
-  return sums;
+  return sum;
 }
 
 }  // namespace
@@ -68,16 +72,19 @@ void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<con
 
 CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> targets,
                            std::int64_t chunk, HeadBuffers& b) {
-  return chunked_loss(w, nullptr, x, targets, chunk, 0.f, b, {});
+  const auto sum = chunked_loss(w, nullptr, x, targets, chunk, 0.f, b, {});
+  CrossEntropySums sums;
+  sums.loss_sum = read_scalar(sum, "evaluation loss");
+  sums.count = cross_entropy_target_count(targets);
+  return sums;
 }
 
-CrossEntropySums head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<const float> x,
-                                    Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
-                                    HeadBuffers& b, Unmanaged2<float> dh, Unmanaged2<float> dx) {
-  const CrossEntropySums sums = chunked_loss(w, &g, x, targets, chunk, grad_scale, b, dh);
-  Kokkos::deep_copy(dx, 0.f);
+void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<const float> x,
+                        Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
+                        Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged1<double> loss_sum) {
+  add_scalar(loss_sum, chunked_loss(w, &g, x, targets, chunk, grad_scale, b, dh));
+  Kokkos::deep_copy(ExecSpace(), dx, 0.f);
   rmsnorm_backward(x, w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm);
-  return sums;
 }
 
 }  // namespace shardft

@@ -30,20 +30,22 @@ HeadGrads head_grads_of(GradSink& grads, const ParamLayout& layout);
 
 struct HeadBuffers {
   GrowingBuffer h{"head_h"}, rstd{"head_rstd"}, picked{"head_picked"}, logits{"logits"};
+  GrowingBufferOf<double> loss{"head_loss_sum"};  // one call's loss sum, on the device
 };
 
 // logits [R, vocab] at the R tokens `rows` of x (flat indices; empty: every token, R = x's rows).
 void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> rows,
                  HeadBuffers& b, Unmanaged2<float> logits);
 
-// The summed cross-entropy over x's targets (-100 takes none).
+// The summed cross-entropy over x's targets (-100 takes none), read back to the host.
 CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> targets,
                            std::int64_t chunk, HeadBuffers& b);
 
-// The same loss, and the backward of grad_scale * loss: the weights' gradients added into g, dx
-// overwritten by d (grad_scale * loss) / d x. dh is [tokens, hidden] scratch.
-CrossEntropySums head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<const float> x,
-                                    Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
-                                    HeadBuffers& b, Unmanaged2<float> dh, Unmanaged2<float> dx);
+// The same loss, added into loss_sum(0) on the device (nothing is read back), and the backward of
+// grad_scale * loss: the weights' gradients added into g, dx overwritten by d (grad_scale * loss) / d x.
+// dh is [tokens, hidden] scratch.
+void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<const float> x,
+                        Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
+                        Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged1<double> loss_sum);
 
 }  // namespace shardft

@@ -45,7 +45,7 @@ void GradBuckets::launch() {
     for (const Piece& p : open_) {
       const std::int64_t s = part_.units()[p.unit].shard;
       for (int r = 0; r < group_.size(); ++r) {
-        Kokkos::deep_copy(Unmanaged1<float>(b.send.data() + r * shard_total + at, s),
+        Kokkos::deep_copy(ExecSpace(), Unmanaged1<float>(b.send.data() + r * shard_total + at, s),
                           Unmanaged1<const float>(p.grad + r * s, s));
       }
       at += s;

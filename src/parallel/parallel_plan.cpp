@@ -107,7 +107,7 @@ ParallelPlan ParallelPlan::over(Communicator& group) {
   p.dims_.world = p.dims_.shard = p.dims_.ranks_per_node = group.size();
   p.topo_.world_size = p.topo_.ranks_per_node = group.size();
   p.topo_.world_rank = p.topo_.local_rank = group.rank();
-  p.world_ = p.shard_ = &group;
+  p.world_ = p.host_world_ = p.shard_ = &group;
   return p;
 }
 
@@ -137,8 +137,10 @@ ParallelPlan ParallelPlan::create(MPI_Comm world, const TrainConfig& cfg) {
   mpi_world->set_collective_timeout(cfg.collective_timeout_s);
   const int r = topo.world_rank;
   // Every rank calls every split (MPI_Comm_split is collective), also for groups it will not use.
+  Communicator* last_mpi_group = nullptr;
   auto split = [&](int color, const char* name) -> Communicator* {
     std::shared_ptr<MpiCommunicator> group = mpi_world->split(color, r, name);
+    last_mpi_group = group.get();
     int lo = topo.node, hi = topo.node;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, group->comm());
     MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, group->comm());
@@ -149,6 +151,7 @@ ParallelPlan ParallelPlan::create(MPI_Comm world, const TrainConfig& cfg) {
     return c.get();
   };
   p.world_ = split(0, "world");
+  p.host_world_ = last_mpi_group;
   p.shard_ = split(r / d.shard, "shard");
   Communicator* replica = split(r % d.shard, "replica");
   if (d.replicas > 1) p.replica_ = replica;
@@ -163,7 +166,7 @@ ParallelPlan ParallelPlan::create(MPI_Comm world, const TrainConfig& cfg) {
 
 std::vector<Communicator*> ParallelPlan::communicators() const {
   std::vector<Communicator*> all;
-  for (Communicator* c : {world_, shard_, replica_, hpz_, qgz_intra_, qgz_cross_}) {
+  for (Communicator* c : {world_, host_world_, shard_, replica_, hpz_, qgz_intra_, qgz_cross_}) {
     if (c && std::find(all.begin(), all.end(), c) == all.end()) all.push_back(c);
   }
   return all;

@@ -54,6 +54,9 @@ class ParallelPlan {
   const ParallelDims& dims() const { return dims_; }
   const Topology& topology() const { return topo_; }
   Communicator& world() const { return *world_; }
+  // The world on MPI even where collectives run on NCCL: for values the host holds (token counts, the
+  // stop flag), which NCCL would have to copy to the device and back.
+  Communicator& host_world() const { return *host_world_; }
   Communicator& shard() const { return *shard_; }
   Communicator* replica() const { return replica_; }      // nullptr with one model copy
   Communicator* hpz() const { return hpz_; }              // nullptr unless hpZ is on
@@ -68,6 +71,7 @@ class ParallelPlan {
   ParallelDims dims_;
   Topology topo_;
   Communicator* world_ = nullptr;
+  Communicator* host_world_ = nullptr;
   Communicator* shard_ = nullptr;
   Communicator* replica_ = nullptr;
   Communicator* hpz_ = nullptr;

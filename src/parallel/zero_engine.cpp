@@ -151,7 +151,8 @@ void ZeroEngine::refresh_compute_weights() {
     } else if (cfg_.dtype == ComputeDtype::bf16) {
       round_to_bf16(src, slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)));
     } else {
-      Kokkos::deep_copy(slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)), src);
+      Kokkos::deep_copy(ExecSpace(), slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)),
+                        src);
     }
   };
   if (cfg_.stage == 3) {
@@ -195,8 +196,8 @@ void ZeroEngine::refresh_compute_weights() {
 void ZeroEngine::begin_step() {
   if (buckets_) buckets_->finish();  // nothing should be in flight; never leave a collective behind
   std::fill(bucketed_.begin(), bucketed_.end(), 0);
-  if (full_grads_.extent(0) > 0) Kokkos::deep_copy(full_grads_, 0.f);
-  Kokkos::deep_copy(grad_owned_, 0.f);
+  if (full_grads_.extent(0) > 0) Kokkos::deep_copy(ExecSpace(), full_grads_, 0.f);
+  Kokkos::deep_copy(ExecSpace(), grad_owned_, 0.f);
 }
 
 void ZeroEngine::begin_micro_batch(bool last) { last_micro_batch_ = last; }
@@ -243,12 +244,10 @@ void ZeroEngine::reduce_unit_grad_int4(int unit, const float* full_unit_grad) {
   add_inplace(slice(grad_owned_, u.shard_offset, u.shard), tmp);
 }
 
-double ZeroEngine::clip_grad_norm(double max_norm) {
-  double sq = sum_squares(grad_owned_);
-  if (cfg_.stage >= 1) group_.all_reduce(&sq, &sq, 1, DType::f64, ReduceOp::sum);
-  const double norm = std::sqrt(sq);
-  if (max_norm > 0 && norm > max_norm) scale_inplace(grad_owned_, static_cast<float>(max_norm / (norm + 1e-6)));
-  return norm;
+void ZeroEngine::clip_grad_norm(double max_norm, Unmanaged1<double> norm_sq) {
+  sum_squares(grad_owned_, norm_sq);
+  if (cfg_.stage >= 1) group_.all_reduce(norm_sq.data(), norm_sq.data(), 1, DType::f64, ReduceOp::sum);
+  clip_to_norm(grad_owned_, norm_sq, max_norm);
 }
 
 void ZeroEngine::optimizer_step(double lr) {
@@ -277,7 +276,7 @@ Unmanaged1<float> ZeroEngine::grad(int param) {
   if (cfg_.stage <= 1) return Unmanaged1<float>(full_grads_.data() + part_.units()[u].full_offset + off, n);
   if (unit_grads_[u].extent(0) == 0) {
     unit_grads_[u] = pool_.take(part_.units()[u].padded, "zero_unit_grad");
-    Kokkos::deep_copy(unit_grads_[u], 0.f);  // backward accumulates into it
+    Kokkos::deep_copy(ExecSpace(), unit_grads_[u], 0.f);  // backward accumulates into it
     track_peaks();
   }
   return Unmanaged1<float>(unit_grads_[u].data() + off, n);

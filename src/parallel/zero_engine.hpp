@@ -82,7 +82,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   void begin_step();
   void begin_micro_batch(bool last);
   void end_micro_batch();
-  double clip_grad_norm(double max_norm);  // global norm over every shard, before clipping
+  // The global gradient norm over every shard, squared, into norm_sq(0) (a device scalar), then the
+  // gradient clipped to max_norm (<= 0: not clipped), all on the device: nothing is read back.
+  void clip_grad_norm(double max_norm, Unmanaged1<double> norm_sq);
   void optimizer_step(double lr);
 
   // ParamSource

@@ -128,14 +128,14 @@ void ZeroEngine::keep_secondary_copy(int unit) {
       secondary_bf16_[unit] =
           View1<bf16>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("hpz_secondary_bf16")), piece);
     }
-    Kokkos::deep_copy(secondary_bf16_[unit],
+    Kokkos::deep_copy(ExecSpace(), secondary_bf16_[unit],
                       Unmanaged1<const bf16>(gathered_bf16_[unit].data() + sec.rank() * piece, piece));
     return;
   }
   if (secondary_[unit].extent(0) == 0) {
     secondary_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("hpz_secondary")), piece);
   }
-  Kokkos::deep_copy(secondary_[unit], Unmanaged1<const float>(gathered_[unit].data() + sec.rank() * piece, piece));
+  Kokkos::deep_copy(ExecSpace(), secondary_[unit], Unmanaged1<const float>(gathered_[unit].data() + sec.rank() * piece, piece));
 }
 
 void ZeroEngine::check_acquired(int param) const {

@@ -259,6 +259,13 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       }
     }
     const StepStats st = tr.step(micro);
+    if (s - first_step < 2) {
+      // The first step sizes every buffer; the second shows what each later one moves (kernels/device_traffic.hpp).
+      if (bar) bar->clear();
+      log << "host<->device traffic of step " << s + 1 << (s == first_step ? " (first: sizes the buffers)" : "")
+          << ", forward to weight refresh: " << tr.last_step_traffic().describe(s == first_step ? 0 : 12)
+          << "; then 1 read-back of the loss and gradient norm" << std::endl;
+    }
     if (!std::isfinite(st.loss)) throw std::runtime_error("step " + std::to_string(s + 1) + ": loss is not finite");
     window_loss += st.loss;
     total_loss += st.loss;
@@ -299,7 +306,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     }
     // A signal on any rank (SLURM's --signal, a scheduler's SIGTERM) stops every rank at this step.
     int stop = preemption_requested() ? 1 : 0;
-    world.all_reduce(&stop, &stop, 1, DType::i32, ReduceOp::max);
+    parallel.host_world().all_reduce(&stop, &stop, 1, DType::i32, ReduceOp::max);
     preempted = stop != 0;
     const bool periodic = cfg.save_steps > 0 && (s + 1) % cfg.save_steps == 0;
     if (periodic || preempted || s + 1 == plan.total_steps) {

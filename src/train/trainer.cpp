@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "config/zero_buckets.hpp"
 #include "train/pretrained.hpp"
@@ -10,6 +11,10 @@ namespace shardft {
 
 ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size) {
   return upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets, vocab_size);
+}
+
+ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size, InputBuffers& buffers) {
+  return upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets, vocab_size, buffers);
 }
 
 ModelInputs to_model_inputs(const TokenBatch& b) {
@@ -73,36 +78,49 @@ Trainer::LedgerTotals Trainer::ledger_totals() const {
   return t;
 }
 
+// The step stays on the device from its first upload to its weight refresh: the loss accumulates in a
+// device scalar, is summed over ranks there, and the gradient norm is computed and applied there; the
+// host reads both back once, at the end. The token counts the loss is normalised by come from the
+// batches on the host and are summed over the host's (MPI) world.
 StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
   const LedgerTotals before = ledger_totals();
+  const DeviceTraffic traffic_before = device_traffic();
   StepStats st;
   std::int64_t counts[2] = {0, 0};  // targets, tokens: known before any backward, summed over ranks
   for (const auto& mb : micro_batches) {
     counts[0] += mb.num_targets();
     counts[1] += mb.real_tokens;  // from the samples' lengths: no pad id needed
   }
-  group_.all_reduce(counts, counts, 2, DType::i64, ReduceOp::sum);
+  plan_.host_world().all_reduce(counts, counts, 2, DType::i64, ReduceOp::sum);
   st.targets = counts[0];
   st.tokens = counts[1];
 
+  const Unmanaged1<double> loss_sum(step_sums_.data(), 1), grad_norm_sq(step_sums_.data() + 1, 1);
+  Kokkos::deep_copy(ExecSpace(), step_sums_, 0.0);
   engine_.begin_step();
-  double loss_sum = 0.0;
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     engine_.begin_micro_batch(m + 1 == micro_batches.size());
     // Every micro-batch's loss is divided by the global step's target count, so the accumulated and
     // reduced gradient is that of one big batch, however it is split over ranks and micro-batches.
     if (st.targets > 0) {
-      const ModelInputs in = to_model_inputs(micro_batches[m], model_.config().vocab_size);
-      loss_sum += model_.forward_backward(in, engine_, engine_, static_cast<double>(st.targets)).loss_sum;
+      const ModelInputs in = to_model_inputs(micro_batches[m], model_.config().vocab_size, inputs_);
+      model_.forward_backward(in, engine_, engine_, static_cast<double>(st.targets), loss_sum);
     }
     engine_.end_micro_batch();
   }
-  group_.all_reduce(&loss_sum, &loss_sum, 1, DType::f64, ReduceOp::sum);
-  st.loss = st.targets > 0 ? loss_sum / static_cast<double>(st.targets) : 0.0;
-  st.grad_norm = engine_.clip_grad_norm(cfg_.max_grad_norm);
+  group_.all_reduce(loss_sum.data(), loss_sum.data(), 1, DType::f64, ReduceOp::sum);
+  engine_.clip_grad_norm(cfg_.max_grad_norm, grad_norm_sq);
   st.learning_rate = schedule_.at(engine_.steps_taken());
   engine_.optimizer_step(st.learning_rate);
+  last_step_traffic_ = device_traffic().since(traffic_before);
+
+  double sums[2] = {0.0, 0.0};
+  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 2), step_sums_);
+  count_device_copy("step loss and gradient norm", sizeof(sums));
+  count_host_sync("step loss and gradient norm");
+  st.loss = st.targets > 0 ? sums[0] / static_cast<double>(st.targets) : 0.0;
+  st.grad_norm = std::sqrt(sums[1]);
   const LedgerTotals after = ledger_totals();
   st.comm_bytes = after.total - before.total;
   st.comm_bytes_intra_node = after.intra - before.intra;

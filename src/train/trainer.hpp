@@ -8,6 +8,7 @@
 #include "comm/communicator.hpp"
 #include "config/train_config.hpp"
 #include "data/sft_data.hpp"
+#include "kernels/device_traffic.hpp"
 #include "model/decoder.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "parallel/zero_engine.hpp"
@@ -40,6 +41,10 @@ class Trainer {
   const LrSchedule& schedule() const { return schedule_; }
   const ParallelPlan& plan() const { return plan_; }
   long steps_done() const { return engine_.steps_taken(); }
+  // What the last step's hot path moved between host and device (kernels/device_traffic.hpp): from its
+  // first upload to its weight refresh, before the one read-back of its loss and gradient norm. After
+  // the first step: no copies, syncs or allocations; the inputs' uploads only.
+  const DeviceTraffic& last_step_traffic() const { return last_step_traffic_; }
 
  private:
   struct LedgerTotals {
@@ -53,11 +58,15 @@ class Trainer {
   Decoder model_;
   ZeroEngine engine_;
   LrSchedule schedule_;
+  InputBuffers inputs_;
+  View1<double> step_sums_{"step_sums", 2};  // on the device: the step's loss sum, its squared gradient norm
+  DeviceTraffic last_step_traffic_;
 };
 
 // The batch on the device, its ids and targets checked against vocab_size on the host first (see
 // upload_inputs); without vocab_size the decoder checks the ids itself through a copy back to the host.
 ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size);
+ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size, InputBuffers& buffers);
 ModelInputs to_model_inputs(const TokenBatch& b);
 ZeroConfig zero_config(const TrainConfig& cfg);
 

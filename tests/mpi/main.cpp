@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "kernels/device_traffic.hpp"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
@@ -16,6 +18,7 @@ int main(int argc, char** argv) {
   int result = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
+    shardft::install_device_traffic_hooks();
     result = RUN_ALL_TESTS();
   }
   // Every rank's verdict decides: a failure seen only on rank 1 still fails rank 0's summary line.

@@ -1,0 +1,141 @@
+// The training step is device-resident: after the first step has sized every buffer, a step's hot
+// path (forward, backward, reduction, clipping, optimizer, weight refresh) makes no host<->device copy,
+// no host sync and no allocation; only the batch's inputs go up. On Serial, "device" memory is host
+// memory: the counters see the call sites that would copy or wait on a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "comm/self_communicator.hpp"
+#include "data/sft_data.hpp"
+#include "kernels/device_traffic.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/kernel_scratch.hpp"
+#include "train/trainer.hpp"
+
+namespace shardft {
+namespace {
+
+SelfCommunicator& self() {
+  static SelfCommunicator c;
+  return c;
+}
+
+TrainConfig tiny_config() {
+  TrainConfig c;
+  c.model.vocab_size = ByteTokenizer::kVocabSize;
+  c.model.hidden_size = 32;
+  c.model.num_hidden_layers = 2;
+  c.model.num_attention_heads = 4;
+  c.model.num_key_value_heads = 2;
+  c.model.intermediate_size = 48;
+  c.learning_rate = 1e-2;
+  c.lr_scheduler_type = "constant";
+  c.max_grad_norm = 0.5;  // clipping on: its norm must stay on the device too
+  c.logits_chunk_tokens = 16;
+  c.seed = 5;
+  return c;
+}
+
+std::vector<TokenBatch> micro_batches() {
+  ByteTokenizer tok;
+  std::vector<TokenizedSample> s;
+  s.push_back(apply_chat_template(tok, {{"user", "upper: abc"}, {"assistant", "ABC"}}, 48));
+  s.push_back(apply_chat_template(tok, {{"user", "upper: qwerty"}, {"assistant", "QWERTY"}}, 48));
+  return {collate(s, {0, 1}), collate(s, {1, 0})};
+}
+
+struct Variant {
+  const char* name;
+  int stage;
+  bool bf16, checkpointing;
+  const char* attention;
+};
+
+class StepTraffic : public testing::TestWithParam<Variant> {};
+
+TEST_P(StepTraffic, StepsAfterTheFirstMoveOnlyTheirInputs) {
+  install_device_traffic_hooks();
+  const Variant v = GetParam();
+  TrainConfig cfg = tiny_config();
+  cfg.zero_stage = v.stage;
+  cfg.bf16 = v.bf16;
+  cfg.gradient_checkpointing = v.checkpointing;
+  cfg.attn_implementation = v.attention;
+  Trainer tr(cfg, 10, self());
+  const auto batches = micro_batches();
+  std::int64_t input_bytes = 0;
+  for (const TokenBatch& b : batches) input_bytes += 4 * static_cast<std::int64_t>(b.input_ids.size() * sizeof(std::int32_t));
+
+  tr.step(batches);
+  EXPECT_GT(tr.last_step_traffic().allocations, 0) << "the first step sizes the buffers";
+  for (int step = 2; step <= 3; ++step) {
+    const DeviceTraffic before = device_traffic();
+    const StepStats st = tr.step(batches);
+    const DeviceTraffic& hot = tr.last_step_traffic();
+    EXPECT_TRUE(hot.none_but_uploads()) << v.name << " step " << step << ": " << hot.describe();
+    EXPECT_EQ(hot.uploads, 4 * static_cast<std::int64_t>(batches.size())) << hot.describe();
+    EXPECT_EQ(hot.upload_bytes, input_bytes);
+    // The whole step adds exactly its read-back of the loss and gradient norm to the hot path.
+    const DeviceTraffic whole = device_traffic().since(before);
+    EXPECT_EQ(whole.copies, 1) << whole.describe();
+    EXPECT_EQ(whole.syncs, 1) << whole.describe();
+    EXPECT_EQ(whole.copy_bytes, 2 * static_cast<std::int64_t>(sizeof(double)));
+    EXPECT_TRUE(std::isfinite(st.loss) && st.loss > 0);
+    EXPECT_GT(st.grad_norm, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, StepTraffic,
+                         testing::Values(Variant{"fp32_stage0", 0, false, false, "memory_efficient"},
+                                         Variant{"fp32_stage2_eager", 2, false, false, "eager"},
+                                         Variant{"bf16_stage3_checkpointing", 3, true, true, "memory_efficient"},
+                                         Variant{"bf16_stage1", 1, true, false, "memory_efficient"}),
+                         [](const testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
+
+TEST(DeviceTraffic, CountsReadBacksAndHostReductions) {
+  View1<float> x("x", 1000);
+  Kokkos::deep_copy(x, 2.f);
+  View1<double> s("s", 1);
+  DeviceTraffic before = device_traffic();
+  sum_squares(x, s);  // stays on the device
+  EXPECT_EQ(device_traffic().since(before).syncs, 0);
+  EXPECT_DOUBLE_EQ(read_scalar(s, "test read"), 4000.0);
+  DeviceTraffic d = device_traffic().since(before);
+  EXPECT_EQ(d.copies, 1);
+  EXPECT_EQ(d.syncs, 1);
+  EXPECT_EQ(d.sites.at("copy test read"), 1);
+  before = device_traffic();
+  EXPECT_DOUBLE_EQ(sum_squares(x), 4000.0);  // the host-returning form: a sync
+  EXPECT_EQ(device_traffic().since(before).syncs, 1);
+  EXPECT_NE(device_traffic().since(before).describe().find("sum_squares"), std::string::npos);
+}
+
+TEST(DeviceTraffic, EvaluationReadsItsLossBack) {
+  Trainer tr(tiny_config(), 10, self());
+  const auto batches = micro_batches();
+  const DeviceTraffic before = device_traffic();
+  const LossSums ls = tr.model().forward_loss(to_model_inputs(batches[0], ByteTokenizer::kVocabSize), tr.engine());
+  const DeviceTraffic d = device_traffic().since(before);
+  EXPECT_GT(ls.num_targets, 0);
+  EXPECT_GE(d.syncs, 2) << "loss and target count read back: " << d.describe();
+  EXPECT_EQ(d.uploads, 4);
+}
+
+TEST(KernelScratch, ReusesItsBufferUntilAskedForMore) {
+  install_device_traffic_hooks();
+  const auto a = kernel_scratch<float>("test_scratch", 100);
+  DeviceTraffic before = device_traffic();
+  const auto b = kernel_scratch<float>("test_scratch", 60);
+  EXPECT_EQ(a.data(), b.data());
+  EXPECT_EQ(b.extent(0), 60u);
+  EXPECT_EQ(device_traffic().since(before).allocations, 0);
+  const auto c = kernel_scratch<float>("test_scratch", 1000);
+  EXPECT_EQ(c.extent(0), 1000u);
+  EXPECT_EQ(device_traffic().since(before).allocations, 1);
+  const auto other = kernel_scratch<std::int32_t>("test_scratch_other", 10);
+  EXPECT_NE(static_cast<void*>(other.data()), static_cast<void*>(c.data()));
+}
+
+}  // namespace
+}  // namespace shardft
