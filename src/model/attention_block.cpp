@@ -97,8 +97,8 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   w.o.backward(a.o.kept(N, qd, dt), dx, dattn, 0.f, g.o);
   if (t.memory_efficient) {
     const std::int64_t rows = rows_times_heads(t.shape);
-    attention_backward_lse(t.shape, q, k, v, t.seq_ids, a.o.values(N, qd, dt, scratch.gemm_input), a.lse.vec(rows), dattn, dq,
-                           dk, dv, b.delta.vec(rows));
+    attention_backward_lse(t.shape, q, k, v, t.seq_ids, a.o.values(N, qd, dt, scratch.gemm_input), a.lse.vec(rows),
+                           dattn, dq, dk, dv, b.delta.vec(rows));
   } else {
     attention_backward(t.shape, q, k, v, a.probs.vec(t.shape.probs_size()), dattn, dq, dk, dv,
                        b.dscores.vec(t.shape.probs_size()));
