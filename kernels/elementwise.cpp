@@ -81,6 +81,15 @@ void to_bf16(Unmanaged1<const float> src, Unmanaged1<bf16> dst) {
       "to_bf16", Range(0, src.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = bf16(src(i)); });
 }
 
+void round_and_copy_to_bf16(Unmanaged1<float> x, Unmanaged1<bf16> kept) {
+  Kokkos::parallel_for(
+      "round_and_copy_to_bf16", Range(0, x.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+        const bf16 b(x(i));
+        kept(i) = b;
+        x(i) = static_cast<float>(b);
+      });
+}
+
 void to_f32(Unmanaged1<const bf16> src, Unmanaged1<float> dst) {
   Kokkos::parallel_for(
       "to_f32", Range(0, src.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = static_cast<float>(src(i)); });

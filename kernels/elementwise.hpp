@@ -25,6 +25,8 @@ double read_scalar(Unmanaged1<const double> x, const char* what);
 void round_to_bf16(Unmanaged1<const float> src, Unmanaged1<float> dst);
 // dst[i] = bf16(src[i]): the bf16 copy itself, half the bytes (round to nearest even)
 void to_bf16(Unmanaged1<const float> src, Unmanaged1<bf16> dst);
+// kept[i] = bf16(x[i]) and x[i] = its value: the copy and the fp32 buffer then hold the same numbers
+void round_and_copy_to_bf16(Unmanaged1<float> x, Unmanaged1<bf16> kept);
 // dst[i] = src[i] widened to fp32 (exact)
 void to_f32(Unmanaged1<const bf16> src, Unmanaged1<float> dst);
 // true when every element is finite

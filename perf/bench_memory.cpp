@@ -15,8 +15,8 @@
 //   mea           + memory-efficient attention (log-sum-exp per query row instead of probabilities)
 //   mea_chunked   + LM head and cross-entropy fused in chunks (logits_chunk_tokens' default, 256)
 //   fused         + activation checkpointing: only layer inputs kept, each layer recomputed in backward
-//   <variant>_bf16  the same with `bf16: true` (bf16 compute weights and GEMM inputs; master weights,
-//                 gradients and AdamW state fp32)
+//   <variant>_bf16  the same with `bf16: true` (bf16 compute weights and activations kept for backward;
+//                 master weights, gradients and AdamW state fp32)
 //
 // Counters (bytes of Kokkos allocations, perf/memory_tracker.hpp; lower is better):
 //   peak_bytes        the high-water mark during the step, model state included

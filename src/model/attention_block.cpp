@@ -25,6 +25,23 @@ void attend(const AttentionTokens& t, Unmanaged2<const float> q, Unmanaged2<cons
   }
 }
 
+struct Qkv {
+  Unmanaged2<float> q, k, v;
+};
+
+// Where forward writes q, k, v (widen: backward's copies of them, as forward kept them): their own
+// buffers, or, held as bf16, side by side in the shared scratch.
+Qkv qkv_of(AttentionActivations& a, std::int64_t N, std::int64_t qd, std::int64_t kvd, Kept how,
+           GrowingBuffer& scratch, bool widen) {
+  if (how == Kept::bf16) scratch.reserve(N * (qd + 2 * kvd));  // one allocation: the views stay put
+  if (widen) {
+    return {a.q.values(N, qd, how, scratch), a.k.values(N, kvd, how, scratch, N * qd),
+            a.v.values(N, kvd, how, scratch, N * (qd + kvd))};
+  }
+  return {a.q.staging(N, qd, how, scratch), a.k.staging(N, kvd, how, scratch, N * qd),
+          a.v.staging(N, kvd, how, scratch, N * (qd + kvd))};
+}
+
 }  // namespace
 
 AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P,
@@ -41,24 +58,28 @@ AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, co
 }
 
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                             AttentionActivations& a, Unmanaged2<float> out, GrowingBuffer& staging,
+                             AttentionActivations& a, Unmanaged2<float> out, ActivationScratch& scratch,
                              const LayerKvCache* cache) {
   const std::int64_t N = t.num_tokens(), d = x.extent(1);
   const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   const ComputeDtype dt = w.q.dtype();
-  auto q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd);
-  const auto h_staged = a.h.staging(N, d, dt, staging);
+  const Kept how = kept_as(dt, a.every_layer);
+  const auto [q, k, v] = qkv_of(a, N, qd, kvd, how, scratch.kept, false);
+  const auto h_staged = a.h.staging(N, d, dt, scratch.gemm_input);
   rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
   const GemmOperand h = a.h.keep(h_staged, dt);
   w.q.forward(h, q);
   w.k.forward(h, k);
   w.v.forward(h, v);
   rope_rotate_qk(q, k, t.positions, *t.rope, false);
+  a.q.keep(q, how);
+  a.k.keep(k, how);
+  a.v.keep(v, how);
   if (cache != nullptr) {
     scatter_rows(k, cache->dest, cache->k);
     scatter_rows(v, cache->dest, cache->v);
   }
-  const auto o_staged = a.o.staging(N, qd, dt, staging);  // h is kept: the staging is free again
+  const auto o_staged = a.o.staging(N, qd, dt, scratch.gemm_input);  // h is kept: the staging is free again
   attend(t, q, k, v, a, o_staged, cache);
   if (out.data() != x.data()) Kokkos::deep_copy(out, x);
   w.o.forward_add(a.o.keep(o_staged, dt), out);
@@ -66,18 +87,18 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
 
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
                               Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
-                              Unmanaged2<float> dh, AttentionGradBuffers& b, GrowingBuffer& staging) {
+                              Unmanaged2<float> dh, AttentionGradBuffers& b, ActivationScratch& scratch) {
   const std::int64_t N = t.num_tokens(), d = x.extent(1);
   const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   const ComputeDtype dt = w.q.dtype();
-  auto q = a.q.mat(N, qd), k = a.k.mat(N, kvd), v = a.v.mat(N, kvd);
+  const auto [q, k, v] = qkv_of(a, N, qd, kvd, kept_as(dt, a.every_layer), scratch.kept, true);
   const GemmOperand h = a.h.kept(N, d, dt);
   auto dattn = b.dattn.mat(N, qd), dq = b.dq.mat(N, qd), dk = b.dk.mat(N, kvd), dv = b.dv.mat(N, kvd);
   w.o.backward(a.o.kept(N, qd, dt), dx, dattn, 0.f, g.o);
   if (t.memory_efficient) {
     const std::int64_t rows = rows_times_heads(t.shape);
-    attention_backward_lse(t.shape, q, k, v, t.seq_ids, a.o.values(N, qd, dt, staging), a.lse.vec(rows), dattn, dq,
-                           dk, dv, b.delta.vec(rows));
+    attention_backward_lse(t.shape, q, k, v, t.seq_ids, a.o.values(N, qd, dt, scratch.gemm_input), a.lse.vec(rows),
+                           dattn, dq, dk, dv, b.delta.vec(rows));
   } else {
     attention_backward(t.shape, q, k, v, a.probs.vec(t.shape.probs_size()), dattn, dq, dk, dv,
                        b.dscores.vec(t.shape.probs_size()));

@@ -57,10 +57,13 @@ struct LayerKvCache {
   const KvCacheReads* reads = nullptr;   // null (prefill): the step's tokens attend among themselves
 };
 
-// What forward keeps for backward; h and o are GEMM inputs, bf16 in bf16 compute.
+// What forward keeps for backward; h and o are GEMM inputs, bf16 in bf16 compute. q, k, v (after RoPE)
+// are the attention kernel's inputs, which its backward reads again: kept_as(dtype, every_layer).
 struct AttentionActivations {
+  bool every_layer = false;  // one of every layer's, kept together until backward (model/linear.hpp Kept)
   LinearInput h{"attn_h"}, o{"o"};
-  GrowingBuffer rstd{"attn_rstd"}, q{"q"}, k{"k"}, v{"v"}, probs{"probs"}, lse{"lse"};
+  KeptActivation q{"q"}, k{"k"}, v{"v"};
+  GrowingBuffer rstd{"attn_rstd"}, probs{"probs"}, lse{"lse"};
 };
 
 // Backward's scratch, shared by every layer.
@@ -69,15 +72,16 @@ struct AttentionGradBuffers {
 };
 
 // out = x + Attention(RMSNorm(x)); out may be x's own buffer. With a cache, the step's keys and values
-// are appended to it first. staging: fp32 scratch shared by the layers (LinearInput), here and in backward.
+// are appended to it first (rounded as q, k, v are kept, into the fp32 cache). scratch: shared by the
+// layers, here and in backward.
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                             AttentionActivations& a, Unmanaged2<float> out, GrowingBuffer& staging,
+                             AttentionActivations& a, Unmanaged2<float> out, ActivationScratch& scratch,
                              const LayerKvCache* cache = nullptr);
 
 // dx holds d loss / d out on entry and d loss / d x on return (the residual passes dx through and the
 // branch adds to it); the weights' gradients are added into g. dh is [tokens, hidden] scratch.
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
                               Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
-                              Unmanaged2<float> dh, AttentionGradBuffers& b, GrowingBuffer& staging);
+                              Unmanaged2<float> dh, AttentionGradBuffers& b, ActivationScratch& scratch);
 
 }  // namespace shardft

@@ -14,9 +14,9 @@ namespace shardft {
 
 // The buffers of a step, kept from step to step.
 struct Decoder::Activations {
-  GrowingBuffer embedded{"embedded"};  // the first layer's input
-  // Each layer's output, the next layer's input: backward reads every layer's input.
-  std::vector<GrowingBuffer> outputs;
+  // Each layer's input (the embedding's output, then each layer's output): backward reads every one
+  // again. The last entry is the last layer's output, which only the head reads, right after forward.
+  std::vector<KeptActivation> inputs;
   std::vector<LayerActivations> saved;  // each layer's intermediates for backward (no checkpointing)
   // One layer's intermediates: rebuilt layer by layer in backward under checkpointing, and the scratch of
   // forward-only runs.
@@ -32,8 +32,8 @@ struct Decoder::Activations {
 
 Decoder::Decoder(const ModelConfig& cfg, ComputeDtype dtype)
     : cfg_(cfg), layout_(cfg), dtype_(dtype), acts_(std::make_unique<Activations>()) {
-  acts_->outputs.resize(cfg.num_hidden_layers, GrowingBuffer("layer_output"));
-  acts_->saved.resize(cfg.num_hidden_layers);
+  acts_->inputs.resize(cfg.num_hidden_layers + 1, KeptActivation("layer_input"));
+  acts_->saved.resize(cfg.num_hidden_layers, LayerActivations(/*every_layer=*/true));
 }
 
 Decoder::~Decoder() = default;
@@ -87,14 +87,19 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   const std::int64_t N = t.num_tokens(), d = cfg_.hidden_size;
   const int L = cfg_.num_hidden_layers, head = layout_.head_block();
   Activations& A = *acts_;
-  auto input_of = [&](int l) { return l == 0 ? A.embedded.mat(N, d) : A.outputs[l - 1].mat(N, d); };
+  // Where layer l's input is written: its own buffer, or, kept as bf16, the scratch where every layer
+  // updates the residual stream in place.
+  const Kept inputs_as = kept_as(dtype_, true);
+  auto input_of = [&](int l) { return A.inputs[l].staging(N, d, inputs_as, A.staging.input); };
   auto saved_of = [&](int l) -> LayerActivations& { return checkpointing_ ? A.scratch : A.saved[l]; };
   auto weights_of = [&](int l) { return layer_weights_of(params, layout_, cfg_, l, dtype_, A.gate_up_copy); };
 
   embed(in, params, input_of(0));
+  A.inputs[0].keep(input_of(0), inputs_as);
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1);
     decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging);
+    if (l + 1 < L) A.inputs[l + 1].keep(input_of(l + 1), inputs_as);
     params.release(l + 1);
   }
 
@@ -109,11 +114,11 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   for (int l = L - 1; l >= 0; --l) {
     params.acquire(l + 1);
     const LayerWeights w = weights_of(l);
+    const auto x = A.inputs[l].values(N, d, inputs_as, A.staging.input);
     if (checkpointing_) {
-      decoder_layer_forward(w, t, input_of(l), A.scratch, {}, A.staging);  // forward kept only its input
+      decoder_layer_forward(w, t, x, A.scratch, {}, A.staging);  // forward kept only its input
     }
-    decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, input_of(l), saved_of(l), dx, A.grad_buffers,
-                           A.staging);
+    decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, x, saved_of(l), dx, A.grad_buffers, A.staging);
     grads.block_done(l + 1);
     params.release(l + 1);
   }
@@ -125,7 +130,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
 Unmanaged2<const float> Decoder::forward_layers(const ModelInputs& in, ParamSource& params) {
   const AttentionTokens t = attention_tokens(in);
   Activations& A = *acts_;
-  const auto x = A.embedded.mat(t.num_tokens(), cfg_.hidden_size);
+  const auto x = A.inputs[0].staging(t.num_tokens(), cfg_.hidden_size, kept_as(dtype_, true), A.staging.input);
   embed(in, params, x);
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     params.acquire(l + 1);

@@ -15,21 +15,37 @@ LayerGrads layer_grads_of(GradSink& grads, const ParamLayout& layout, int layer)
   return {attention_grads_of(grads, layout, P), mlp_grads_of(grads, layout, P)};
 }
 
+LayerActivations::LayerActivations(bool every_layer_in) : every_layer(every_layer_in) {
+  attention.every_layer = every_layer;
+  mlp.every_layer = every_layer;
+}
+
 void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                            LayerActivations& a, Unmanaged2<float> out, LayerStaging& s, const LayerKvCache* cache) {
+  const std::int64_t N = x.extent(0), d = x.extent(1);
+  const ComputeDtype dt = w.attention.q.dtype();
+  const Kept how = kept_as(dt, a.every_layer);
   const bool in_place = out.data() != nullptr && out.data() == x.data();
-  const Unmanaged2<float> x_mid = in_place ? out : a.x_mid.mat(x.extent(0), x.extent(1));
-  attention_block_forward(w.attention, t, x, a.attention, x_mid, s.staging, cache);
-  mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.staging);
+  const bool keep_x_mid = !in_place || how == Kept::bf16;
+  const Unmanaged2<float> x_mid = keep_x_mid ? a.x_mid.staging(N, d, how, s.x_mid) : out;
+  attention_block_forward(w.attention, t, x, a.attention, x_mid, s.blocks, cache);
+  if (keep_x_mid) {
+    a.x_mid.keep(x_mid, how);
+  } else {
+    round_activation(x_mid, dt);
+  }
+  mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.blocks);
+  if (out.extent(0) > 0) round_activation(out, dt);
 }
 
 void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,
                             Unmanaged2<const float> x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b,
                             LayerStaging& s) {
   const std::int64_t N = x.extent(0), d = x.extent(1);
+  const Kept how = kept_as(w.attention.q.dtype(), a.every_layer);
   const auto dh = b.dh.mat(N, d);
-  mlp_block_backward(w.mlp, g.mlp, a.x_mid.mat(N, d), a.mlp, dx, dh, b.mlp, s.staging);
-  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dh, b.attention, s.staging);
+  mlp_block_backward(w.mlp, g.mlp, a.x_mid.values(N, d, how, s.x_mid), a.mlp, dx, dh, b.mlp, s.blocks);
+  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dh, b.attention, s.blocks);
 }
 
 }  // namespace shardft

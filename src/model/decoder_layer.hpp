@@ -25,17 +25,24 @@ LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, co
                               ComputeDtype dtype, GateUpCopy& gate_up_copy);
 LayerGrads layer_grads_of(GradSink& grads, const ParamLayout& layout, int layer);
 
-// What forward keeps for backward.
+// What forward keeps for backward. every_layer: one of every layer's, kept together until backward
+// (training without checkpointing), which bf16 compute holds as bf16; else one layer's buffers that every
+// layer reuses (model/linear.hpp Kept). x_mid, the residual stream between the blocks, is rounded as it is
+// kept: the MLP block's input and residual are the kept values.
 struct LayerActivations {
+  explicit LayerActivations(bool every_layer = false);
+  bool every_layer;
   AttentionActivations attention;
-  GrowingBuffer x_mid{"x_mid"};
+  KeptActivation x_mid{"x_mid"};
   MlpActivations mlp;
 };
 
-// Scratch shared by every layer: where bf16 compute stages its GEMM inputs in fp32 before keeping them
-// as bf16, and backward's fp32 copies of them (model/linear.hpp LinearInput). Unused in fp32.
+// fp32 scratch shared by every layer, used only in bf16 compute: the blocks' (model/linear.hpp
+// ActivationScratch), x_mid's when it is held as bf16, and the decoder's for the layer inputs it keeps
+// as bf16 (the residual stream, updated there in place by each layer).
 struct LayerStaging {
-  GrowingBuffer staging{"gemm_input_staging"};
+  ActivationScratch blocks;
+  GrowingBuffer x_mid{"x_mid_staging"}, input{"layer_input_staging"};
 };
 
 // Backward's scratch, shared by every layer.
@@ -45,8 +52,11 @@ struct LayerGradBuffers {
   MlpGradBuffers mlp;
 };
 
-// out = layer(x). out may be x's own buffer: the residual stream is then updated in place and x_mid is
-// not kept (runs without backward). An empty out rebuilds only what backward needs (checkpointing).
+// out = layer(x), rounded in bf16 compute like every activation kept for backward (the caller keeps it
+// as the next layer's input). out may be x's own buffer: the residual stream is then updated in place,
+// and x_mid is not kept unless a holds every layer's as bf16 (with fp32 buffers, in place means that no
+// backward follows: forward-only runs, checkpointing's forward). An empty out rebuilds only what backward
+// needs (checkpointing).
 void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                            LayerActivations& a, Unmanaged2<float> out, LayerStaging& s,
                            const LayerKvCache* cache = nullptr);

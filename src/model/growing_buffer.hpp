@@ -20,9 +20,11 @@ class GrowingBufferOf {
       data_ = View1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name_)), n);
     }
   }
-  Unmanaged2<T> mat(std::int64_t rows, std::int64_t cols) {
-    reserve(rows * cols);
-    return Unmanaged2<T>(data_.data(), rows, cols);
+  Unmanaged2<T> mat(std::int64_t rows, std::int64_t cols) { return mat_at(0, rows, cols); }
+  // Several matrices side by side in one buffer: this one from element `offset` on.
+  Unmanaged2<T> mat_at(std::int64_t offset, std::int64_t rows, std::int64_t cols) {
+    reserve(offset + rows * cols);
+    return Unmanaged2<T>(data_.data() + offset, rows, cols);
   }
   Unmanaged1<T> vec(std::int64_t n) {
     reserve(n);

@@ -88,6 +88,33 @@ Unmanaged2<float> LinearInput::reusable(std::int64_t rows, std::int64_t cols, Co
   return dtype == ComputeDtype::bf16 ? scratch.mat(rows, cols) : f32_.mat(rows, cols);
 }
 
+Kept kept_as(ComputeDtype dtype, bool every_layer) {
+  if (dtype != ComputeDtype::bf16) return Kept::fp32;
+  return every_layer ? Kept::bf16 : Kept::bf16_values;
+}
+
+Unmanaged2<float> KeptActivation::staging(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,
+                                          std::int64_t offset) {
+  return how == Kept::bf16 ? scratch.mat_at(offset, rows, cols) : f32_.mat(rows, cols);
+}
+
+void KeptActivation::keep(Unmanaged2<float> staged, Kept how) {
+  if (how == Kept::bf16_values) round_to_bf16(flat(Unmanaged2<const float>(staged)), flat(staged));
+  if (how == Kept::bf16) round_and_copy_to_bf16(flat(staged), flat(bf16_.mat(staged.extent(0), staged.extent(1))));
+}
+
+Unmanaged2<float> KeptActivation::values(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,
+                                         std::int64_t offset) {
+  if (how != Kept::bf16) return f32_.mat(rows, cols);
+  const auto out = scratch.mat_at(offset, rows, cols);
+  to_f32(flat(Unmanaged2<const bf16>(bf16_.mat(rows, cols))), flat(out));
+  return out;
+}
+
+void round_activation(Unmanaged2<float> x, ComputeDtype dtype) {
+  if (dtype == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
+}
+
 Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype) {
   const Unmanaged1<const float> b = bias >= 0 ? params.weight(bias) : Unmanaged1<const float>();
   const Unmanaged2<const bf16> w16 = weight_matrix_bf16(params, layout, weight);

@@ -7,7 +7,10 @@
 // once and kept as the GEMMs read it: the blocks keep their layers' inputs for backward in a
 // LinearInput, which in bf16 holds them as bf16 (half the bytes; backward's dW = dy^T x sees exactly
 // the x forward multiplied), and a plain fp32 input (the LM head's) is rounded in place. Every GEMM
-// accumulates in fp32 (kernels/gemm.hpp). This is the only place the model rounds to bf16.
+// accumulates in fp32 (kernels/gemm.hpp). The other activations backward reads again (attention's q, k,
+// v, SwiGLU's gate/up, the residual stream between blocks and layers) are rounded once where they are
+// made and forward goes on with the rounded values, as under PyTorch's bf16 autocast: KeptActivation.
+// This is the only place the model rounds to bf16.
 #include "kernels/gemm.hpp"
 #include "kernels/types.hpp"
 #include "model/growing_buffer.hpp"
@@ -80,6 +83,47 @@ class LinearInput {
  private:
   GrowingBuffer f32_;
   GrowingBufferBf16 bf16_;
+};
+
+// How forward holds an activation that backward reads again (KeptActivation).
+enum class Kept {
+  fp32,         // fp32 compute: as computed, in its own buffer
+  bf16_values,  // bf16 compute, one layer's buffers that every layer reuses (forward-only runs,
+                // checkpointing's recompute): rounded in place in its own fp32 buffer, read with no copy
+  bf16,         // bf16 compute, every layer's kept until backward: held as bf16, half the bytes; its fp32
+                // values live only in scratch shared by the layers
+};
+Kept kept_as(ComputeDtype dtype, bool every_layer);
+
+// An activation that is not a GEMM's input (those are LinearInputs) kept for backward as `Kept` says. Its
+// producer writes it in fp32 into staging(); keep() rounds it there (bf16 compute) and keeps it, and
+// forward goes on reading the staging, so forward and backward use the same numbers. Each buffer is asked
+// for one shape per step (model/growing_buffer.hpp).
+class KeptActivation {
+ public:
+  explicit KeptActivation(const char* name) : f32_(name), bf16_(name) {}
+  // Its own fp32 buffer, or (Kept::bf16) `scratch` from element `offset` on.
+  Unmanaged2<float> staging(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,
+                            std::int64_t offset = 0);
+  void keep(Unmanaged2<float> staged, Kept how);
+  // Its fp32 values again (backward): its own buffer, or widened into scratch as staging() placed it.
+  // Backward may overwrite them once it has read them for the last time.
+  Unmanaged2<float> values(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,
+                           std::int64_t offset = 0);
+
+ private:
+  GrowingBuffer f32_;
+  GrowingBufferBf16 bf16_;
+};
+
+// An activation forward goes on with but does not keep, rounded in place as KeptActivation::keep would.
+void round_activation(Unmanaged2<float> x, ComputeDtype dtype);
+
+// fp32 scratch shared by every layer, used only in bf16 compute: GEMM inputs before a LinearInput keeps
+// them and backward's fp32 copies of them (gemm_input); KeptActivations held as bf16, while forward makes
+// them and when backward widens them (kept).
+struct ActivationScratch {
+  GrowingBuffer gemm_input{"gemm_input_staging"}, kept{"kept_activation_staging"};
 };
 
 // The linear layer of parameter `weight` (and `bias`, -1: none) of an acquired block, and where its

@@ -44,14 +44,16 @@ MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerPar
 }
 
 void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
-                       GrowingBuffer& staging) {
+                       ActivationScratch& scratch) {
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
-  auto gu = a.gu.mat(N, 2 * I);
-  const auto h_staged = a.h.staging(N, d, dt, staging);
+  const Kept how = kept_as(dt, a.every_layer);
+  const auto gu = a.gu.staging(N, 2 * I, how, scratch.kept);
+  const auto h_staged = a.h.staging(N, d, dt, scratch.gemm_input);
   rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
   w.gate_up.forward(a.h.keep(h_staged, dt), gu);
-  const auto s_staged = a.s.staging(N, I, dt, staging);  // h is kept: the staging is free again
+  a.gu.keep(gu, how);
+  const auto s_staged = a.s.staging(N, I, dt, scratch.gemm_input);  // h is kept: the staging is free again
   swiglu_forward_packed(gu, s_staged);
   const GemmOperand s = a.s.keep(s_staged, dt);  // backward's dWd reads s as the down projection saw it
   if (out.extent(0) == 0) return;
@@ -60,12 +62,13 @@ void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActiva
 }
 
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, GrowingBuffer& staging) {
+                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, ActivationScratch& scratch) {
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
-  auto gu = a.gu.mat(N, 2 * I);
+  const auto gu = a.gu.values(N, 2 * I, kept_as(dt, a.every_layer), scratch.kept);
   const GemmOperand h = a.h.kept(N, d, dt);
-  const auto ds = a.s.reusable(N, I, dt, staging);  // fp32: s's own buffer, read by dWd before dx is written
+  // fp32: s's own buffer, read by dWd before dx is written
+  const auto ds = a.s.reusable(N, I, dt, scratch.gemm_input);
   w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
   swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
   w.gate_up.backward_input(gu, dh, 0.f);

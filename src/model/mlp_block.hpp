@@ -23,10 +23,13 @@ struct MlpGrads {
   LinearGrads down;
 };
 
-// What forward keeps for backward; h and s are GEMM inputs, bf16 in bf16 compute.
+// What forward keeps for backward; h and s are GEMM inputs, bf16 in bf16 compute. gu, which SwiGLU's
+// backward reads again, is kept_as(dtype, every_layer).
 struct MlpActivations {
+  bool every_layer = false;  // one of every layer's, kept together until backward (model/linear.hpp Kept)
   LinearInput h{"mlp_h"}, s{"s"};
-  GrowingBuffer rstd{"mlp_rstd"}, gu{"gu"};
+  KeptActivation gu{"gu"};
+  GrowingBuffer rstd{"mlp_rstd"};
 };
 
 // Backward's scratch: the [gate; up] gradient, used only when the two gradients are not adjacent.
@@ -48,15 +51,15 @@ MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const 
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P);
 
 // out = x + MLP(RMSNorm(x)); out may be x's own buffer. An empty out (recomputing for backward) stops
-// before the down projection, whose output backward does not need. staging: fp32 scratch shared by the
-// layers (LinearInput), here and in backward.
+// before the down projection, whose output backward does not need. scratch: shared by the layers, here
+// and in backward.
 void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
-                       GrowingBuffer& staging);
+                       ActivationScratch& scratch);
 
 // dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.
-// a's gu is overwritten by its gradient, and ds goes over s (fp32) or into staging (bf16). dh is
-// [tokens, hidden] scratch.
+// gu's fp32 values are overwritten by its gradient, and ds goes over s (fp32) or into scratch (bf16). dh
+// is [tokens, hidden] scratch.
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, GrowingBuffer& staging);
+                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, ActivationScratch& scratch);
 
 }  // namespace shardft

@@ -223,6 +223,22 @@ TEST(KernelElementwise, RoundToBf16KernelMatchesScalarRounding) {
   }
 }
 
+// What an activation kept as bf16 leaves behind: the bf16 copy and the rounded fp32 values agree.
+TEST(KernelElementwise, RoundAndCopyToBf16LeavesTheSameNumbersInBoth) {
+  const std::vector<float> src = random_vector(300, 173, -50.f, 50.f);
+  auto x = to_device(src, "x");
+  View1<bf16> kept("kept", src.size());
+  View1<float> widened("widened", src.size()), want("want", src.size());
+  round_and_copy_to_bf16(x, kept);
+  to_f32(kept, widened);
+  round_to_bf16(to_device(src, "src"), want);
+  const auto got = to_host(x), got_kept = to_host(widened), expect = to_host(want);
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    EXPECT_EQ(bits_of(got[i]), bits_of(expect[i])) << i;
+    EXPECT_EQ(bits_of(got_kept[i]), bits_of(expect[i])) << i;
+  }
+}
+
 // ---- elementwise ----------------------------------------------------------------------------
 
 TEST(KernelElementwise, AddScaleAndSumSquares) {

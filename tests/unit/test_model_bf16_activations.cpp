@@ -1,0 +1,169 @@
+// bf16 compute keeps what backward reads again as bf16 (model/linear.hpp LinearInput, KeptActivation):
+// each value is rounded once where it is made and forward goes on with it, so
+//  - every layer's kept bytes are half of fp32's (rstd and the attention's log-sum-exp stay fp32), read
+//    off the Kokkos allocations one more layer adds;
+//  - checkpointing, which recomputes each layer into one set of fp32 buffers, gives the same step bit for
+//    bit as keeping every layer's activations as bf16;
+//  - the step stays near fp32's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "finite_difference.hpp"
+#include "kernels/elementwise.hpp"
+#include "model/decoder.hpp"
+
+namespace shardft {
+namespace {
+
+using namespace kernel_test;
+
+// Live bytes of every Kokkos allocation while installed.
+class LiveBytes {
+ public:
+  LiveBytes() {
+    live() = 0;
+    Kokkos::Tools::Experimental::set_allocate_data_callback(&on_allocate);
+    Kokkos::Tools::Experimental::set_deallocate_data_callback(&on_deallocate);
+  }
+  ~LiveBytes() {
+    Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+    Kokkos::Tools::Experimental::set_deallocate_data_callback(nullptr);
+  }
+  LiveBytes(const LiveBytes&) = delete;
+  LiveBytes& operator=(const LiveBytes&) = delete;
+  std::int64_t now() const { return live(); }
+
+ private:
+  static std::int64_t& live() {
+    static std::int64_t bytes = 0;
+    return bytes;
+  }
+  static void on_allocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t size) {
+    live() += static_cast<std::int64_t>(size);
+  }
+  static void on_deallocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t size) {
+    live() -= static_cast<std::int64_t>(size);
+  }
+};
+
+constexpr int kBatch = 2, kSeq = 12;
+
+ModelConfig small_model(int layers) {
+  ModelConfig cfg;
+  cfg.vocab_size = 272;
+  cfg.hidden_size = 32;
+  cfg.num_hidden_layers = layers;
+  cfg.num_attention_heads = 4;
+  cfg.num_key_value_heads = 2;
+  cfg.intermediate_size = 48;
+  cfg.max_position_embeddings = 64;
+  cfg.initializer_range = 0.2;
+  return cfg;
+}
+
+ModelInputs two_packed_rows() {
+  std::vector<std::int32_t> ids, pos, seq_ids, targets;
+  const auto r = random_vector(kBatch * kSeq, 7, 0.f, 271.f);
+  for (int i = 0; i < kBatch * kSeq; ++i) {
+    ids.push_back(static_cast<std::int32_t>(r[i]));
+    pos.push_back(i % kSeq);
+    seq_ids.push_back(i % kSeq < 5 ? 0 : 1);
+  }
+  for (int i = 0; i < kBatch * kSeq; ++i) targets.push_back(i % kSeq + 1 < kSeq ? ids[i + 1] : kIgnoreIndex);
+  return upload_inputs(kBatch, kSeq, ids, pos, seq_ids, targets);
+}
+
+struct Step {
+  double loss;
+  std::vector<float> grads;
+};
+
+// One forward_backward of a fresh model whose weights are bf16 values (as the engine hands them out).
+Step step_of(int layers, ComputeDtype dtype, bool checkpointing, bool memory_efficient) {
+  const ModelConfig cfg = small_model(layers);
+  Decoder model(cfg, dtype);
+  model.set_activation_checkpointing(checkpointing);
+  model.set_memory_efficient_attention(memory_efficient);
+  model.set_logits_chunk_tokens(7);
+  LocalParams params(model.layout());
+  init_params(model.layout(), cfg, 5, params.weights());
+  round_to_bf16(params.weights(), params.weights());
+  const double loss = model.forward_backward(two_packed_rows(), params, params, 22.0).loss_sum;
+  return {loss, to_host(params.grads())};
+}
+
+// Bytes the first step of a fresh model leaves allocated (every buffer of the step is kept for the next).
+std::int64_t step_bytes(int layers, ComputeDtype dtype, bool checkpointing) {
+  const ModelConfig cfg = small_model(layers);
+  const ModelInputs in = two_packed_rows();
+  Decoder model(cfg, dtype);
+  model.set_activation_checkpointing(checkpointing);
+  model.set_memory_efficient_attention(true);
+  LocalParams params(model.layout());
+  init_params(model.layout(), cfg, 5, params.weights());
+  Kokkos::fence();
+  LiveBytes tracker;
+  model.forward_backward(in, params, params, 22.0);
+  Kokkos::fence();
+  return tracker.now();
+}
+
+TEST(ModelBf16Activations, EachLayerKeepsHalfTheBytesOfFp32) {
+  const ModelConfig cfg = small_model(1);
+  const std::int64_t N = kBatch * kSeq, d = cfg.hidden_size, I = cfg.intermediate_size;
+  const std::int64_t qd = d, kvd = static_cast<std::int64_t>(cfg.num_key_value_heads) * cfg.head_dim();
+  // Per layer: GEMM inputs (attention h, o; MLP h, s), q, k, v, gu, x_mid and the layer's input, in the
+  // compute precision's bytes; two rstd and the log-sum-exp in fp32.
+  const std::int64_t elements = N * (d + qd + d + I) + N * (qd + 2 * kvd + 2 * I + d) + N * d;
+  const std::int64_t fp32_only = 4 * (2 * N + std::int64_t{kBatch} * cfg.num_attention_heads * kSeq);
+  for (const ComputeDtype dtype : {ComputeDtype::fp32, ComputeDtype::bf16}) {
+    step_bytes(3, dtype, false);  // the allocations a backend makes once
+    const int bytes = dtype == ComputeDtype::bf16 ? 2 : 4;
+    SCOPED_TRACE(bytes == 2 ? "bf16" : "fp32");
+    EXPECT_EQ(step_bytes(3, dtype, false) - step_bytes(2, dtype, false), bytes * elements + fp32_only);
+    // Checkpointing keeps only each layer's input.
+    EXPECT_EQ(step_bytes(3, dtype, true) - step_bytes(2, dtype, true), bytes * N * d);
+  }
+}
+
+// Recomputing each layer into fp32 buffers (rounded in place) and keeping every layer's activations as
+// bf16 (widened into shared scratch for backward) must hand backward the same numbers.
+TEST(ModelBf16Activations, CheckpointingGivesTheSameStepBitForBit) {
+  for (const bool memory_efficient : {false, true}) {
+    SCOPED_TRACE(memory_efficient ? "memory-efficient attention" : "eager attention");
+    const Step plain = step_of(2, ComputeDtype::bf16, false, memory_efficient);
+    const Step ckpt = step_of(2, ComputeDtype::bf16, true, memory_efficient);
+    EXPECT_EQ(ckpt.loss, plain.loss);
+    EXPECT_EQ(ckpt.grads, plain.grads);
+  }
+}
+
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// The same weights (bf16 values) in fp32 compute: bf16 keeps 8 mantissa bits, a relative error of 2^-9
+// per rounding, so loss and gradients stay within a few percent.
+TEST(ModelBf16Activations, StepStaysNearFp32) {
+  for (const bool checkpointing : {false, true}) {
+    SCOPED_TRACE(checkpointing ? "checkpointing" : "every layer kept");
+    const Step fp32 = step_of(2, ComputeDtype::fp32, checkpointing, true);
+    const Step bf16 = step_of(2, ComputeDtype::bf16, checkpointing, true);
+    const double grads = rel_diff(bf16.grads, fp32.grads);
+    std::printf("  %-16s loss %.3e, gradients %.3e relative to fp32\n", checkpointing ? "checkpointing" : "every layer",
+                std::abs(bf16.loss - fp32.loss) / fp32.loss, grads);
+    EXPECT_NEAR(bf16.loss, fp32.loss, 5e-3 * fp32.loss);
+    EXPECT_LT(grads, 3e-2);
+  }
+}
+
+}  // namespace
+}  // namespace shardft
