@@ -81,7 +81,7 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
   }
   const auto o_staged = a.o.staging(N, qd, dt, scratch.gemm_input);  // h is kept: the staging is free again
   attend(t, q, k, v, a, o_staged, cache);
-  if (out.data() != x.data()) Kokkos::deep_copy(out, x);
+  if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
   w.o.forward_add(a.o.keep(o_staged, dt), out);
 }
 

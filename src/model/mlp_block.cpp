@@ -14,8 +14,8 @@ const T* fused_pair(Unmanaged1<const T> a, Unmanaged1<const T> b, GrowingBufferO
   const std::int64_t n = static_cast<std::int64_t>(a.extent(0));
   if (b.data() == a.data() + n) return a.data();
   auto both = copy.vec(2 * n);
-  Kokkos::deep_copy(Unmanaged1<T>(both.data(), n), a);
-  Kokkos::deep_copy(Unmanaged1<T>(both.data() + n, n), b);
+  Kokkos::deep_copy(ExecSpace(), Unmanaged1<T>(both.data(), n), a);
+  Kokkos::deep_copy(ExecSpace(), Unmanaged1<T>(both.data() + n, n), b);
   return both.data();
 }
 
@@ -57,7 +57,7 @@ void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActiva
   swiglu_forward_packed(gu, s_staged);
   const GemmOperand s = a.s.keep(s_staged, dt);  // backward's dWd reads s as the down projection saw it
   if (out.extent(0) == 0) return;
-  if (out.data() != x.data()) Kokkos::deep_copy(out, x);
+  if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
   w.down.forward_add(s, out);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "kernels/device_traffic.hpp"
 #include "kernels/elementwise.hpp"
 #include "model/decoder.hpp"
 
@@ -20,33 +21,15 @@ namespace {
 
 using namespace kernel_test;
 
-// Live bytes of every Kokkos allocation while installed.
+// Bytes of Kokkos allocations live now and not when it was made (kernels/device_traffic.hpp holds the
+// process's one set of allocation hooks).
 class LiveBytes {
  public:
-  LiveBytes() {
-    live() = 0;
-    Kokkos::Tools::Experimental::set_allocate_data_callback(&on_allocate);
-    Kokkos::Tools::Experimental::set_deallocate_data_callback(&on_deallocate);
-  }
-  ~LiveBytes() {
-    Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
-    Kokkos::Tools::Experimental::set_deallocate_data_callback(nullptr);
-  }
-  LiveBytes(const LiveBytes&) = delete;
-  LiveBytes& operator=(const LiveBytes&) = delete;
-  std::int64_t now() const { return live(); }
+  LiveBytes() : base_((install_device_traffic_hooks(), device_live_bytes())) {}
+  std::int64_t now() const { return device_live_bytes() - base_; }
 
  private:
-  static std::int64_t& live() {
-    static std::int64_t bytes = 0;
-    return bytes;
-  }
-  static void on_allocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t size) {
-    live() += static_cast<std::int64_t>(size);
-  }
-  static void on_deallocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t size) {
-    live() -= static_cast<std::int64_t>(size);
-  }
+  std::int64_t base_;
 };
 
 constexpr int kBatch = 2, kSeq = 12;
