@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "tests/common/relative_difference.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/elementwise.hpp"
 #include "model/decoder.hpp"
@@ -124,14 +125,7 @@ TEST(ModelBf16Activations, CheckpointingGivesTheSameStepBitForBit) {
   }
 }
 
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using testing_util::rel_diff;
 
 // The same weights (bf16 values) in fp32 compute: bf16 keeps 8 mantissa bits, a relative error of 2^-9
 // per rounding, so loss and gradients stay within a few percent.

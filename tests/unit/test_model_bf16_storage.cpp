@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "tests/common/relative_difference.hpp"
 #include "kernels/elementwise.hpp"
 #include "model/decoder.hpp"
 
@@ -41,14 +42,7 @@ class Bf16Params : public ParamSource {
   View1<float> widened_;
 };
 
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using testing_util::rel_diff;
 
 struct Variant {
   bool tied, qkv_bias, memory_efficient, checkpointing;
