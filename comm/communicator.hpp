@@ -75,6 +75,14 @@ class Communicator {
   // (comm/collective_timeout.hpp); <= 0: no limit. Default 1800 s, as the recipe's collective_timeout_s.
   void set_collective_timeout(double seconds) { timeout_s_ = seconds; }
   double collective_timeout() const { return timeout_s_; }
+  // Deferred waits, for a device-resident step: while on, a request's wait() only orders the device
+  // work issued after it behind the collective, and the host learns of completion at synchronize(),
+  // which waits (with the collective timeout) for every collective since. Buffers may then be reused
+  // by device work after wait(), but read on the host only after synchronize(). MPI's waits are host
+  // waits whatever the setting: both are no-ops there.
+  virtual void set_deferred_waits(bool) {}
+  virtual void synchronize() {}
+
   // What a wait for `collective` on this group reports when it times out.
   WaitSite wait_site(const char* collective) const {
     return WaitSite{name(), backend(), collective, rank(), size(), timeout_s_};

@@ -46,7 +46,6 @@ bool is_device_memory(const void* p) {
 // limit aborts the NCCL communicator, which frees the GPU of the kernel waiting for the missing peer,
 // and reports the timeout.
 void wait_for_event(cudaEvent_t event, ncclComm_t comm, const WaitSite& site) {
-  count_host_sync((std::string("nccl ") + site.collective + " waited on the host").c_str());
   wait_until(
       [&] {
         const cudaError_t r = cudaEventQuery(event);
@@ -66,26 +65,40 @@ void wait_for_event(cudaEvent_t event, ncclComm_t comm, const WaitSite& site) {
 // The completion event of one collective, recorded on the communicator's stream.
 class CudaEventRequest : public Request {
  public:
-  CudaEventRequest(cudaStream_t s, ncclComm_t comm, WaitSite site) : comm_(comm), site_(std::move(site)) {
+  CudaEventRequest(NcclCommunicator& owner, ncclComm_t comm, WaitSite site)
+      : owner_(owner), comm_(comm), site_(std::move(site)) {
     check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
-    check(cudaEventRecord(event_, s), "cudaEventRecord");
+    check(cudaEventRecord(event_, owner.stream()), "cudaEventRecord");
   }
   ~CudaEventRequest() override {
     // Never waited on: still order the compute stream after it and let the buffers go only when done.
     if (!waited_) {
-      cudaStreamWaitEvent(cuda::compute_stream(), event_, 0);
       try {
-        wait_for_event(event_, comm_, site_);
+        wait();
       } catch (...) {
         // an asynchronous NCCL error while unwinding: the job is failing already
       }
     }
-    cudaEventDestroy(event_);
+    if (event_) cudaEventDestroy(event_);
   }
   void wait() override {
     if (waited_) return;
     // Device side first: compute issued after wait() reads the collective's output.
     check(cudaStreamWaitEvent(cuda::compute_stream(), event_, 0), "cudaStreamWaitEvent (compute after collective)");
+    waited_ = true;
+    if (owner_.deferred_waits()) {
+      owner_.defer(event_, site_);  // the host checks it at synchronize()
+      event_ = nullptr;
+      return;
+    }
+    wait_on_host();
+  }
+  // The host waits for the collective, whatever the setting (host operands are read or written).
+  void wait_on_host() {
+    if (!waited_) {
+      check(cudaStreamWaitEvent(cuda::compute_stream(), event_, 0), "cudaStreamWaitEvent (compute after collective)");
+    }
+    count_host_sync((std::string("nccl ") + site_.collective + " waited on the host").c_str());
     wait_for_event(event_, comm_, site_);
     waited_ = true;
   }
@@ -94,11 +107,13 @@ class CudaEventRequest : public Request {
     const cudaError_t r = cudaEventQuery(event_);
     if (r == cudaErrorNotReady) return false;
     check(r, "cudaEventQuery");
-    wait();  // complete: orders the compute stream and returns at once
+    check(cudaStreamWaitEvent(cuda::compute_stream(), event_, 0), "cudaStreamWaitEvent (compute after collective)");
+    waited_ = true;
     return true;
   }
 
  private:
+  NcclCommunicator& owner_;
   cudaEvent_t event_ = nullptr;
   ncclComm_t comm_;
   WaitSite site_;
@@ -124,6 +139,7 @@ NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, std::string
 
 NcclCommunicator::~NcclCommunicator() {
   if (stream_) cudaStreamSynchronize(stream_);
+  for (const Pending& p : pending_) cudaEventDestroy(p.event);
   if (comm_) ncclCommDestroy(comm_);
   if (scratch_) cudaFree(scratch_);
   if (barrier_word_) cudaFree(barrier_word_);
@@ -173,9 +189,11 @@ RequestPtr NcclCommunicator::finish(const Operands& ops, void* recv, std::size_t
     check(cudaMemcpyAsync(recv, ops.recv, recv_bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (stage out)");
     count_device_copy("nccl host operand staged out", recv_bytes);
   }
-  auto r = std::make_unique<CudaEventRequest>(stream_, comm_, wait_site(collective));
+  retire_completed();
+  auto r = std::make_unique<CudaEventRequest>(*this, comm_, wait_site(collective));
   if (ops.staged_send || ops.staged_recv) {
-    r->wait();  // host memory is read or written: complete before returning, as MPI's blocking copies
+    // Host memory is read or written: complete before returning, as MPI's blocking copies.
+    r->wait_on_host();
     return completed_request();
   }
   return r;
@@ -240,7 +258,29 @@ RequestPtr NcclCommunicator::iall_to_all(const void* send, void* recv, std::size
 void NcclCommunicator::barrier() {
   after_compute();
   check(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce (barrier)");
-  CudaEventRequest(stream_, comm_, wait_site("barrier")).wait();
+  CudaEventRequest(*this, comm_, wait_site("barrier")).wait_on_host();
+}
+
+void NcclCommunicator::defer(cudaEvent_t event, WaitSite site) { pending_.push_back({event, std::move(site)}); }
+
+void NcclCommunicator::retire_completed() {
+  std::size_t done = 0;
+  while (done < pending_.size() && cudaEventQuery(pending_[done].event) == cudaSuccess) {
+    cudaEventDestroy(pending_[done].event);
+    ++done;
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+// One host wait for everything deferred, oldest first, each with its own deadline and report.
+void NcclCommunicator::synchronize() {
+  if (pending_.empty()) return;
+  count_host_sync((std::string("nccl collectives on '") + name_ + "' completed").c_str());
+  while (!pending_.empty()) {
+    wait_for_event(pending_.front().event, comm_, pending_.front().site);
+    cudaEventDestroy(pending_.front().event);
+    pending_.erase(pending_.begin());
+  }
 }
 
 }  // namespace shardft

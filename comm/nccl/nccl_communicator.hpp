@@ -12,7 +12,9 @@
 //  - after the collective has written its output, an event is recorded on the communicator's stream.
 //    That event is the Request: wait() makes the compute stream wait for it (work issued after wait()
 //    sees the result) and blocks the host on it (the buffers may be reused or read from the host, as
-//    with the MPI backend); test() asks whether it has completed without blocking.
+//    with the MPI backend); test() asks whether it has completed without blocking. With deferred waits
+//    on (a training step), wait() stops after the stream wait: the event joins the pending ones, which
+//    synchronize() waits for, so the host never stalls inside the step.
 //
 // Host buffers. The engine's buffers are device memory; the few host values a step reduces (target
 // and token counts, the loss, the squared gradient norm, the preemption flag) and the host vectors of
@@ -25,6 +27,8 @@
 // is left spinning on the GPU) and reports the timeout (comm/collective_timeout.hpp), which ends the job.
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include <vector>
 
 #include "comm/mpi_communicator.hpp"
 
@@ -51,6 +55,12 @@ class NcclCommunicator : public Communicator {
   RequestPtr iall_to_all(const void* send, void* recv, std::size_t count, DType t) override;
   void barrier() override;
   ByteLedger& ledger() override { return ledger_; }
+  void set_deferred_waits(bool on) override { deferred_ = on; }
+  void synchronize() override;
+
+  // A completed-on-the-device event left for synchronize() (deferred waits), and the wait it stands for.
+  void defer(cudaEvent_t event, WaitSite site);
+  bool deferred_waits() const { return deferred_; }
 
   // The communicator's own stream, on which its collectives run.
   cudaStream_t stream() const { return stream_; }
@@ -74,6 +84,13 @@ class NcclCommunicator : public Communicator {
   float* barrier_word_ = nullptr;        // one device float the barrier all-reduces
   void* scratch_ = nullptr;              // host-buffer staging: [send | recv], grown as needed
   std::size_t scratch_bytes_ = 0;
+  bool deferred_ = false;
+  struct Pending {
+    cudaEvent_t event;
+    WaitSite site;
+  };
+  std::vector<Pending> pending_;  // deferred waits, oldest first
+  void retire_completed();        // drops the pending events that have completed, without blocking
   std::string name_;
   int rank_ = 0, size_ = 1;
   ByteLedger ledger_;

@@ -78,9 +78,34 @@ Trainer::LedgerTotals Trainer::ledger_totals() const {
   return t;
 }
 
+namespace {
+
+// The step's collectives wait on the device (Communicator::set_deferred_waits) until synchronize(),
+// which the step calls before it reads back; an exception leaves them waiting on the host again.
+class DeferredWaits {
+ public:
+  explicit DeferredWaits(const ParallelPlan& plan) : groups_(plan.communicators()) {
+    for (Communicator* c : groups_) c->set_deferred_waits(true);
+  }
+  ~DeferredWaits() {
+    for (Communicator* c : groups_) c->set_deferred_waits(false);
+  }
+  DeferredWaits(const DeferredWaits&) = delete;
+  DeferredWaits& operator=(const DeferredWaits&) = delete;
+  void synchronize() {
+    for (Communicator* c : groups_) c->synchronize();
+  }
+
+ private:
+  std::vector<Communicator*> groups_;
+};
+
+}  // namespace
+
 // The step stays on the device from its first upload to its weight refresh: the loss accumulates in a
-// device scalar, is summed over ranks there, and the gradient norm is computed and applied there; the
-// host reads both back once, at the end. The token counts the loss is normalised by come from the
+// device scalar, is summed over ranks there, and the gradient norm is computed and applied there;
+// collectives are waited for on the device. The host waits for the collectives and reads both values
+// back once, at the end. The token counts the loss is normalised by come from the
 // batches on the host and are summed over the host's (MPI) world.
 StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -96,6 +121,7 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   st.targets = counts[0];
   st.tokens = counts[1];
 
+  DeferredWaits waits(plan_);
   const Unmanaged1<double> loss_sum(step_sums_.data(), 1), grad_norm_sq(step_sums_.data() + 1, 1);
   Kokkos::deep_copy(ExecSpace(), step_sums_, 0.0);
   engine_.begin_step();
@@ -115,6 +141,7 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   engine_.optimizer_step(st.learning_rate);
   last_step_traffic_ = device_traffic().since(traffic_before);
 
+  waits.synchronize();  // every collective of the step, each within the collective timeout
   double sums[2] = {0.0, 0.0};
   Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 2), step_sums_);
   count_device_copy("step loss and gradient norm", sizeof(sums));
