@@ -16,10 +16,10 @@
 //    on (a training step), wait() stops after the stream wait: the event joins the pending ones, which
 //    synchronize() waits for, so the host never stalls inside the step.
 //
-// Host buffers. The engine's buffers are device memory; the few host values a step reduces (target
-// and token counts, the loss, the squared gradient norm, the preemption flag) and the host vectors of
-// checkpoint gathers are staged through a device scratch buffer: copied in, reduced on NCCL, copied
-// back, waited for. Any pointer cudaPointerGetAttributes does not call device (or managed) memory is
+// Host buffers. The engine's buffers are device memory, and a step's host values (token counts, the
+// stop flag) go over the plan's MPI host_world; what host memory still reaches NCCL (the host vectors
+// of checkpoint gathers) is staged through a device scratch buffer: copied in, reduced on NCCL, copied
+// back, waited for on the host. Any pointer cudaPointerGetAttributes does not call device (or managed) memory is
 // treated so.
 //
 // No rank left waiting. wait() polls the event (never cudaEventSynchronize) and NCCL's asynchronous
