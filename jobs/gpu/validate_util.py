@@ -317,7 +317,7 @@ def cmd_bench_recipe(d, peak, *items):
         "packing": "false", "learning_rate": 1e-4, "lr_scheduler_type": "constant", "warmup_steps": 0,
         "weight_decay": 0.0, "max_grad_norm": 1.0, "per_device_train_batch_size": s["batch"],
         "gradient_accumulation_steps": 1, "max_steps": s["steps"] + s["warmup"], "logging_steps": 1,
-        "save_steps": 0, "output_dir": os.path.join(d, "run"), "seed": 0, "bf16": "true",
+        "save_strategy": "no", "output_dir": os.path.join(d, "run"), "seed": 0, "bf16": "true",
         "attn_implementation": "memory_efficient", "peak_tflops": float(peak), "do_eval": "false",
     }
     with open(os.path.join(d, "recipe.yaml"), "w") as f:

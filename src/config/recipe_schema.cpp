@@ -163,6 +163,9 @@ std::vector<RecipeKey> build_recipe_keys() {
           .in(minus_one_or_at_least(1)),
       // bookkeeping
       train_key("logging_steps", &T::logging_steps, "log every this many optimizer steps").in(at_least(1)),
+      train_key("save_strategy", &T::save_strategy,
+                "steps: every save_steps and at the end; epoch: at each epoch's end; no: only when preempted")
+          .one_of({"steps", "epoch", "no"}),
       train_key("save_steps", &T::save_steps, "checkpoint every this many steps; 0: only at the end").in(at_least(0)),
       train_key("save_total_limit", &T::save_total_limit, "keep the newest N checkpoints; 0: all").in(at_least(0)),
       train_key("resume_from_checkpoint", &T::resume_from_checkpoint,

@@ -64,6 +64,7 @@ struct TrainConfig {
 
   // bookkeeping
   int logging_steps = 10;
+  std::string save_strategy = "steps";       // HF's key: steps (save_steps and the end) | epoch | no
   int save_steps = 0;                        // checkpoint every this many steps; 0: only at the end
   int save_total_limit = 0;                  // keep the newest N checkpoints; 0: all
   std::string resume_from_checkpoint;        // "": fresh start; "true": the newest good one; or a path

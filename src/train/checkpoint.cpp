@@ -259,4 +259,11 @@ std::string resolve_checkpoint(const TrainConfig& cfg, std::ostream& log) {
   throw ConfigError("resume_from_checkpoint: true, but output_dir '" + cfg.output_dir + "' holds no usable checkpoint");
 }
 
+bool checkpoint_due(const TrainConfig& cfg, long step, long steps_per_epoch, long total_steps) {
+  const bool last = step == total_steps;
+  if (cfg.save_strategy == "epoch") return last || (steps_per_epoch > 0 && step % steps_per_epoch == 0);
+  if (cfg.save_strategy == "steps") return last || (cfg.save_steps > 0 && step % cfg.save_steps == 0);
+  return false;
+}
+
 }  // namespace shardft

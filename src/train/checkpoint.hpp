@@ -23,6 +23,11 @@ struct CheckpointState {
 // Collective over the trainer's world (its parallel plan's). Returns the checkpoint directory.
 std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state);
 
+// Whether save_strategy asks for a checkpoint after step `step` (1-based) of total_steps: steps: every
+// save_steps and the last; epoch: each epoch's last step and the last; no: never (a preempted run
+// saves regardless).
+bool checkpoint_due(const TrainConfig& cfg, long step, long steps_per_epoch, long total_steps);
+
 // Collective. Fills the trainer's engine from `dir` and returns the saved state. FormatError naming the
 // file and dataset when anything is missing, truncated, damaged or from another model.
 CheckpointState load_checkpoint(const std::string& dir, Trainer& tr);

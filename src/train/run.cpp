@@ -308,8 +308,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     int stop = preemption_requested() ? 1 : 0;
     parallel.host_world().all_reduce(&stop, &stop, 1, DType::i32, ReduceOp::max);
     preempted = stop != 0;
-    const bool periodic = cfg.save_steps > 0 && (s + 1) % cfg.save_steps == 0;
-    if (periodic || preempted || s + 1 == plan.total_steps) {
+    // A preempted run saves whatever the strategy: its checkpoint is the only way on.
+    if (checkpoint_due(cfg, s + 1, plan.steps_per_epoch, plan.total_steps) || preempted) {
       if (bar) bar->clear();
       const std::string dir = save_checkpoint(cfg, tr, {s + 1, total_loss});
       log << "saved " << dir << std::endl;
