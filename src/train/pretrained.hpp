@@ -2,14 +2,22 @@
 // Fine-tuning starts from an HF model directory (`model_name_or_path`): every parameter is read from
 // its safetensors by name, and each rank reads only the elements its ZeRO stage makes it own.
 #include <string>
+#include <vector>
 
 #include "model/param_layout.hpp"
 #include "parallel/zero_engine.hpp"
 
 namespace shardft {
 
-// Throws FormatError naming the file and tensor when a parameter is missing or has another shape.
-// Tensors the decoder has no use for (e.g. rotary_emb.inv_freq of old exports) are ignored.
+// Checks the directory's tensors against the layout from their headers alone (nothing is read and
+// nothing allocated, so a config.json without weights fails before the model's state exists): throws
+// FormatError naming the file and tensor when a parameter is missing or has another shape, or when a
+// tensor has no parameter to go to (a layer past config.json's num_hidden_layers, a module the decoder
+// does not have): it would be dropped. Returns the tensors left out on purpose, each with why: RoPE's
+// inv_freq buffers of old exports (recomputed) and an lm_head.weight next to tied embeddings.
+std::vector<std::string> check_pretrained_weights(const ParamLayout& layout, const std::string& dir);
+
+// check_pretrained_weights, then each rank reads the elements it owns.
 void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir);
 
 // The same checks, then every parameter into `flat` (layout.total_numel() floats, layout order): one

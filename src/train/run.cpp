@@ -204,6 +204,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   }
 
   Trainer tr(cfg, plan.total_steps, parallel);
+  for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
   long first_step = 0;
   double total_loss = 0;
   if (!cfg.resume_from_checkpoint.empty()) {

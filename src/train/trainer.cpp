@@ -56,6 +56,9 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
       plan_(plan),
       group_(plan.world()),
       model_(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32),
+      ignored_weights_(cfg.model_name_or_path.empty()
+                           ? std::vector<std::string>{}
+                           : check_pretrained_weights(model_.layout(), cfg.model_name_or_path)),
       engine_(model_.layout(), zero_config(cfg), plan) {
   model_.set_activation_checkpointing(cfg.gradient_checkpointing);
   model_.set_logits_chunk_tokens(cfg.logits_chunk_tokens);

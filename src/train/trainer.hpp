@@ -3,6 +3,7 @@
 // by the target tokens of the whole global step (all ranks, all micro-batches), then the sharding
 // engine's reduction, global-norm clipping and AdamW update.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -45,6 +46,8 @@ class Trainer {
   // first upload to its weight refresh, before the one read-back of its loss and gradient norm. After
   // the first step: no copies, syncs or allocations; the inputs' uploads only.
   const DeviceTraffic& last_step_traffic() const { return last_step_traffic_; }
+  // Tensors of model_name_or_path's weights left out on purpose, each with why (train/pretrained.hpp).
+  const std::vector<std::string>& ignored_weights() const { return ignored_weights_; }
 
  private:
   struct LedgerTotals {
@@ -56,6 +59,7 @@ class Trainer {
   ParallelPlan plan_;
   Communicator& group_;  // the plan's world
   Decoder model_;
+  std::vector<std::string> ignored_weights_;  // checked before engine_ allocates the model's state
   ZeroEngine engine_;
   LrSchedule schedule_;
   InputBuffers inputs_;

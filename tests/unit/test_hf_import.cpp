@@ -16,6 +16,8 @@
 #include "config/hf_model_config.hpp"
 #include "tests/common/hf_fixture_batch.hpp"
 #include "io/hf_weights.hpp"
+#include "io/safetensors.hpp"
+#include "kernels/device_traffic.hpp"
 #include "train/pretrained.hpp"
 #include "train/trainer.hpp"
 
@@ -197,6 +199,58 @@ TEST_F(HfBadDir, SafetensorsWhoseHeaderLiesIsRefused) {
   fs::resize_file(path, fs::file_size(path) - 16);
   EXPECT_ERROR_HAS("model.safetensors: tensor '");
   EXPECT_ERROR_HAS("data_offsets out of bounds");
+}
+
+// A config.json with fewer layers than the weights would fine-tune part of the model and drop the rest.
+TEST_F(HfBadDir, TensorsWithNoParameterAreRefusedNamingThem) {
+  edit_config([](nlohmann::json& c) { c["num_hidden_layers"] = 1; });
+  EXPECT_ERROR_HAS("tensor(s) the model of config.json has no parameter for: 'model.layers.1.");
+  EXPECT_ERROR_HAS("does num_hidden_layers");
+}
+
+// Old exports carry RoPE's inv_freq buffers and some tied models an lm_head.weight: left out, and said so.
+TEST_F(HfBadDir, RopeBuffersAndATiedHeadAreLeftOutAndListed) {
+  HfModelWeights w(dir_.string());
+  std::vector<std::vector<float>> data;
+  std::vector<std::string> names = w.names();
+  for (const std::string& n : names) {
+    const auto& shape = w.shape(n);
+    std::int64_t numel = 1;
+    for (std::int64_t d : shape) numel *= d;
+    data.emplace_back(numel);
+    w.read(n, 0, numel, data.back().data());
+  }
+  std::vector<NamedTensorRef> tensors;
+  for (std::size_t i = 0; i < names.size(); ++i) tensors.push_back({names[i], w.shape(names[i]), data[i].data()});
+  const std::vector<float> inv_freq(4, 1.f);
+  const auto& embed_shape = w.shape("model.embed_tokens.weight");
+  const std::vector<float> head(static_cast<std::size_t>(embed_shape[0] * embed_shape[1]), 0.f);
+  tensors.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", {4}, inv_freq.data()});
+  tensors.push_back({"lm_head.weight", embed_shape, head.data()});
+  write_safetensors_f32((dir_ / "model.safetensors").string(), tensors);
+  const TrainConfig cfg = load_train_config("", {"--model_name_or_path=" + dir_.string()});
+  Trainer tr(cfg, 1, self());
+  ASSERT_EQ(tr.ignored_weights().size(), 2u);
+  EXPECT_NE(tr.ignored_weights()[0].find("lm_head.weight (tie_word_embeddings"), std::string::npos);
+  EXPECT_NE(tr.ignored_weights()[1].find("rotary_emb.inv_freq (RoPE's frequencies"), std::string::npos);
+}
+
+// config.json alone, for a model far larger than this machine: the missing weights are the error, found
+// before the model's weights, gradients and optimizer state are allocated.
+TEST_F(HfBadDir, MissingWeightsAreFoundBeforeTheModelStateIsAllocated) {
+  fs::remove(dir_ / "model.safetensors");
+  edit_config([](nlohmann::json& c) {
+    c["hidden_size"] = 8192;
+    c["intermediate_size"] = 28672;
+    c["num_hidden_layers"] = 80;
+    c["num_attention_heads"] = 64;
+    c["num_key_value_heads"] = 8;
+    c["vocab_size"] = 128256;
+  });
+  install_device_traffic_hooks();
+  const std::int64_t before = device_peak_bytes();
+  EXPECT_ERROR_HAS("has neither model.safetensors nor model.safetensors.index.json");
+  EXPECT_LT(device_peak_bytes() - before, std::int64_t{64} << 20) << "the 70B model's state was allocated first";
 }
 
 }  // namespace
