@@ -115,6 +115,14 @@ HfModelConfig read_hf_model_config(const std::string& dir) {
     c.fail("rope_scaling", c.at("rope_scaling").dump() + " is not supported (only plain RoPE: null)");
   }
   if (c.boolean("mlp_bias", false)) c.fail("mlp_bias", "true is not supported (SwiGLU projections without biases)");
+  // A quantized checkpoint (GPTQ, AWQ, bitsandbytes, fp8) holds integer tensors the loader cannot read
+  // as weights: refused here, before anything is allocated, rather than at the first int8 tensor.
+  if (c.present("quantization_config")) {
+    const nlohmann::json& q = c.at("quantization_config");
+    const std::string method = q.is_object() && q.contains("quant_method") ? q.at("quant_method").dump() : q.dump();
+    c.fail("quantization_config", "a quantized checkpoint (quant_method " + method +
+                                      ") is not supported: give the full-precision model (fp32, bf16 or fp16 safetensors)");
+  }
   m.rope_theta = c.positive_number("rope_theta", 10000.0);
   m.rms_norm_eps = c.positive_number("rms_norm_eps", 1e-6);
   m.tie_word_embeddings = c.boolean("tie_word_embeddings", false);  // Llama/Qwen2/Mistral configs default to untied

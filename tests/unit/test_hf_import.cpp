@@ -253,5 +253,10 @@ TEST_F(HfBadDir, MissingWeightsAreFoundBeforeTheModelStateIsAllocated) {
   EXPECT_LT(device_peak_bytes() - before, std::int64_t{64} << 20) << "the 70B model's state was allocated first";
 }
 
+TEST_F(HfBadDir, AQuantizedCheckpointIsRefusedAtItsConfig) {
+  edit_config([](nlohmann::json& c) { c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}}; });
+  EXPECT_ERROR_HAS("config.json: quantization_config: a quantized checkpoint (quant_method \"gptq\") is not supported");
+}
+
 }  // namespace
 }  // namespace shardft
