@@ -14,6 +14,8 @@
 #include "config/rope_scaling_json.hpp"
 #include "config/train_config.hpp"
 #include "finite_difference.hpp"
+#include "model/decoder.hpp"
+#include "model/decoder_cache.hpp"
 #include "model/rope_frequencies.hpp"
 #include "tests/common/hf_fixture_batch.hpp"
 #include "train/hf_export.hpp"
@@ -140,6 +142,62 @@ TEST(RopeScaling, YarnMscaleAndOriginalContext) {
   m.rope_scaling.original_max_position_embeddings = 0;
   EXPECT_EQ(rope_inv_freq(m, 1), over_original);
   EXPECT_NE(over_original, over_max);
+}
+
+// Dynamic NTK beyond the context is plain RoPE with a larger base: the decoder (batch forward and KV
+// cache prefill) must pick the base from each call's largest position, and return to the original one.
+TEST(RopeScaling, DecoderFollowsEachCallsLengthUnderDynamicNtk) {
+  ModelConfig dyn;
+  dyn.vocab_size = 64;
+  dyn.hidden_size = 32;
+  dyn.num_attention_heads = 4;
+  dyn.intermediate_size = 48;
+  dyn.max_position_embeddings = 8;
+  dyn.initializer_range = 0.2;
+  dyn.rope_scaling = parse_rope_scaling({{"rope_type", "dynamic"}, {"factor", 2.0}}, "");
+  ModelConfig stretched = dyn, plain = dyn;
+  stretched.rope_scaling = plain.rope_scaling = RopeScaling{};
+  const int T = 12, hd = dyn.head_dim();
+  stretched.rope_theta = dyn.rope_theta * std::pow(2.0 * T / 8 - 1, hd / (hd - 2.0));
+  Decoder model(dyn, ComputeDtype::fp32), model_stretched(stretched, ComputeDtype::fp32),
+      model_plain(plain, ComputeDtype::fp32);
+  LocalParams params(model.layout());
+  init_params(model.layout(), dyn, 3, params.weights());
+
+  std::vector<std::int32_t> ids, pos, packed_pos, seq_ids, packed_seq, targets;
+  for (int t = 0; t < T; ++t) {
+    ids.push_back((7 * t + 3) % 64);
+    pos.push_back(t);
+    seq_ids.push_back(0);
+    packed_pos.push_back(t < 6 ? t : t - 6);  // two samples of 6: positions stay within the context
+    packed_seq.push_back(t < 6 ? 0 : 1);
+  }
+  for (int t = 0; t < T; ++t) targets.push_back(t + 1 < T ? ids[t + 1] : -100);
+  const ModelInputs whole = upload_inputs(1, T, ids, pos, seq_ids, targets);
+  const ModelInputs packed = upload_inputs(1, T, ids, packed_pos, packed_seq, targets);
+  ModelInputs packed_unknown = packed;
+  packed_unknown.position_limit = 0;  // read back from the device instead
+  EXPECT_EQ(whole.position_limit, T);
+  EXPECT_EQ(packed.position_limit, 6);
+
+  const double d_whole = model.forward_loss(whole, params).loss_sum;
+  EXPECT_DOUBLE_EQ(d_whole, model_stretched.forward_loss(whole, params).loss_sum);
+  EXPECT_NE(d_whole, model_plain.forward_loss(whole, params).loss_sum);
+  EXPECT_DOUBLE_EQ(model.forward_loss(packed, params).loss_sum, model_plain.forward_loss(packed, params).loss_sum);
+  EXPECT_DOUBLE_EQ(model.forward_loss(whole, params).loss_sum, d_whole);
+  EXPECT_DOUBLE_EQ(model.forward_loss(packed_unknown, params).loss_sum,
+                   model_plain.forward_loss(packed, params).loss_sum);
+
+  // Prefill of a 12-token prompt: the stretched base too; of a 5-token one: the plain base.
+  for (const int n : {T, 5}) {
+    const std::vector<std::vector<std::int32_t>> prompt = {std::vector<std::int32_t>(ids.begin(), ids.begin() + n)};
+    const Decoder& ref = n > 8 ? model_stretched : model_plain;
+    KvCache cache(dyn, 1, 16), cache_ref(ref.config(), 1, 16);
+    View2<float> got("got", 1, dyn.vocab_size), want("want", 1, dyn.vocab_size);
+    model.prefill(prompt, params, cache, got);
+    ref.prefill(prompt, params, cache_ref, want);
+    EXPECT_EQ(to_host(got), to_host(want)) << n;
+  }
 }
 
 TEST(RopeScaling, TinyLlamaWithLlama3ScalingLossMatchesTransformers) {
