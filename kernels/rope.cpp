@@ -44,22 +44,38 @@ void rope_backward(Unmanaged2<float> dx, Unmanaged1<const std::int32_t> pos, int
 
 namespace shardft {
 
-RopeTable make_rope_table(std::int64_t positions, int head_dim, double theta) {
-  const int half = head_dim / 2;
-  RopeTable t{View2<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "rope_cos"), positions, half),
-              View2<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "rope_sin"), positions, half), head_dim,
-              theta};
+std::vector<double> plain_rope_inv_freq(int head_dim, double theta) {
+  std::vector<double> f(static_cast<std::size_t>(head_dim / 2));
   const double log_theta = std::log(theta);
+  for (int i = 0; i < head_dim / 2; ++i) f[static_cast<std::size_t>(i)] = std::exp(-log_theta * (2.0 * i) / head_dim);
+  return f;
+}
+
+RopeTable make_rope_table(std::int64_t positions, const std::vector<double>& inv_freq, double attention_scaling) {
+  const int half = static_cast<int>(inv_freq.size());
+  if (half < 1) throw std::invalid_argument("make_rope_table: no frequencies");
+  RopeTable t{View2<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "rope_cos"), positions, half),
+              View2<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "rope_sin"), positions, half),
+              View1<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "rope_inv_freq"), half),
+              attention_scaling, 2 * half};
+  Kokkos::deep_copy(t.inv_freq, Kokkos::View<const double*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                    inv_freq.data(), inv_freq.size()));
   auto c = t.cos, s = t.sin;
+  auto f = t.inv_freq;
+  const double scale = attention_scaling;
   Kokkos::parallel_for(
       "rope_table", Range(0, positions), KOKKOS_LAMBDA(const std::int64_t p) {
         for (int i = 0; i < half; ++i) {
-          const double a = static_cast<double>(p) * kmath::exp(-log_theta * (2.0 * i) / head_dim);
-          c(p, i) = static_cast<float>(kmath::cos(a));
-          s(p, i) = static_cast<float>(kmath::sin(a));
+          const double a = static_cast<double>(p) * f(i);
+          c(p, i) = static_cast<float>(kmath::cos(a) * scale);
+          s(p, i) = static_cast<float>(kmath::sin(a) * scale);
         }
       });
   return t;
+}
+
+RopeTable make_rope_table(std::int64_t positions, int head_dim, double theta) {
+  return make_rope_table(positions, plain_rope_inv_freq(head_dim, theta), 1.0);
 }
 
 namespace {
@@ -78,7 +94,8 @@ int rope_lanes(int half) {
 // One team per token: its threads over the q and k heads, each head's hd/2 pairs over the vector lanes.
 // cos / sin come from the table (L1-resident: one row per token) for every head instead of being staged
 // in per-thread arrays, so any head_dim works; positions beyond the table compute their angle per head.
-// Same float operations as rope_forward / rope_backward, so the two paths agree bit for bit.
+// With plain RoPE's table, the same float operations as rope_forward / rope_backward, so the two paths
+// agree bit for bit.
 void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const std::int32_t> pos,
                     const RopeTable& table, bool inverse) {
   const int hd = table.head_dim, half = hd / 2;
@@ -91,9 +108,13 @@ void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const s
   }
   const int q_heads = static_cast<int>(q.extent(1)) / hd, heads = q_heads + static_cast<int>(k.extent(1)) / hd;
   const std::int64_t positions = static_cast<std::int64_t>(table.cos.extent(0));
-  const double log_theta = std::log(table.theta);
+  if (static_cast<int>(table.inv_freq.extent(0)) != half) {
+    throw std::invalid_argument("rope_rotate_qk: table without head_dim / 2 frequencies");
+  }
   const float sign = inverse ? -1.f : 1.f;
+  const double scale = table.attention_scaling;
   auto ct = table.cos, st = table.sin;
+  auto f = table.inv_freq;
   Kokkos::parallel_for(
       "rope_rotate_qk", Team(static_cast<int>(q.extent(0)), Kokkos::AUTO, rope_lanes(half)),
       KOKKOS_LAMBDA(const Member& m) {
@@ -118,8 +139,9 @@ void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const s
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, heads), [&](const int h) {
             float* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, half), [=](const int i) {
-              const double a = static_cast<double>(p) * kmath::exp(-log_theta * (2.0 * i) / hd);
-              const float c = static_cast<float>(kmath::cos(a)), s = sign * static_cast<float>(kmath::sin(a));
+              const double a = static_cast<double>(p) * f(i);
+              const float c = static_cast<float>(kmath::cos(a) * scale);
+              const float s = sign * static_cast<float>(kmath::sin(a) * scale);
               const float x1 = v[i], x2 = v[i + half];
               v[i] = x1 * c - x2 * s;
               v[i + half] = x2 * c + x1 * s;

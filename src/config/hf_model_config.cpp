@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/rope_scaling_json.hpp"
 #include "config/train_config.hpp"
 
 namespace shardft {
@@ -111,8 +112,12 @@ HfModelConfig read_hf_model_config(const std::string& dir) {
       !(c.at("hidden_act").is_string() && c.at("hidden_act").get<std::string>() == "silu")) {
     c.fail("hidden_act", c.at("hidden_act").dump() + " is not supported (expected \"silu\")");
   }
-  if (c.present("rope_scaling")) {
-    c.fail("rope_scaling", c.at("rope_scaling").dump() + " is not supported (only plain RoPE: null)");
+  // Llama, Qwen2 and Mistral rotate every dimension of a head; transformers would read a
+  // partial_rotary_factor into the frequencies, and its Llama attention would then fail on the shapes.
+  if (c.present("partial_rotary_factor") &&
+      !(c.at("partial_rotary_factor").is_number() && c.at("partial_rotary_factor").get<double>() == 1.0)) {
+    c.fail("partial_rotary_factor", c.at("partial_rotary_factor").dump() +
+                                        " is not supported (llama, qwen2 and mistral rotate the whole head: 1.0)");
   }
   if (c.boolean("mlp_bias", false)) c.fail("mlp_bias", "true is not supported (SwiGLU projections without biases)");
   // A quantized checkpoint (GPTQ, AWQ, bitsandbytes, fp8) holds integer tensors the loader cannot read
@@ -124,6 +129,7 @@ HfModelConfig read_hf_model_config(const std::string& dir) {
                                       ") is not supported: give the full-precision model (fp32, bf16 or fp16 safetensors)");
   }
   m.rope_theta = c.positive_number("rope_theta", 10000.0);
+  if (c.present("rope_scaling")) m.rope_scaling = parse_rope_scaling(c.at("rope_scaling"), path + ": ");
   m.rms_norm_eps = c.positive_number("rms_norm_eps", 1e-6);
   m.tie_word_embeddings = c.boolean("tie_word_embeddings", false);  // Llama/Qwen2/Mistral configs default to untied
   m.max_position_embeddings = c.positive_int("max_position_embeddings", 2048);

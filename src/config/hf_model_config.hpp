@@ -14,8 +14,8 @@ struct HfModelConfig {
 };
 
 // Reads dir/config.json. Throws ConfigError naming the file and the key for an architecture, an
-// activation or a feature the decoder does not have (rope_scaling, mlp_bias, a head_dim other than
-// hidden_size / num_attention_heads, ...), a missing required key or a value of the wrong type.
+// activation or a feature the decoder does not have (a rope_scaling type other than linear, dynamic, yarn
+// or llama3, partial_rotary_factor, mlp_bias, a head_dim other than hidden_size / num_attention_heads, ...), a missing required key or a value of the wrong type.
 HfModelConfig read_hf_model_config(const std::string& dir);
 
 }  // namespace shardft

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "config/rope_scaling.hpp"
+
 namespace shardft {
 
 struct ModelConfig {
@@ -13,6 +15,7 @@ struct ModelConfig {
   int num_key_value_heads = 2;
   int intermediate_size = 384;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;  // config.json's rope_scaling; plain RoPE by default
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = true;
   // Attention projection biases. Qwen2 (Qwen2ForCausalLM) carries biases on q/k/v only:

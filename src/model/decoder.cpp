@@ -9,6 +9,7 @@
 #include "kernels/rows.hpp"
 #include "model/decoder_layer.hpp"
 #include "model/lm_head.hpp"
+#include "model/rope_frequencies.hpp"
 
 namespace shardft {
 
@@ -27,8 +28,26 @@ struct Decoder::Activations {
   LayerGradBuffers grad_buffers;
   LayerStaging staging;
   RopeTable rope;
+  std::int64_t rope_length = 0;  // the rope_frequency_length the table was made for
   GrowingBufferOf<double> loss_sum{"loss_sum"};  // forward_backward's, when the caller reads it back
 };
+
+namespace {
+// max(position_ids) + 1: from the host's upload where it is known, else reduced on the device (a read
+// back that only dynamic-NTK RoPE asks for).
+std::int64_t position_limit(const ModelInputs& in) {
+  if (in.position_limit > 0) return in.position_limit;
+  std::int32_t top = -1;
+  const auto pos = in.position_ids;
+  Kokkos::parallel_reduce(
+      "position_limit", Range(0, pos.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t n, std::int32_t& m) {
+        if (pos(n) > m) m = pos(n);
+      },
+      Kokkos::Max<std::int32_t>(top));
+  return static_cast<std::int64_t>(top) + 1;
+}
+}  // namespace
 
 Decoder::Decoder(const ModelConfig& cfg, ComputeDtype dtype)
     : cfg_(cfg), layout_(cfg), dtype_(dtype), acts_(std::make_unique<Activations>()) {
@@ -46,11 +65,15 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
   }
   // Batches from upload_inputs(..., vocab_size) were checked on the host; only others pay for a copy back.
   if (in.checked_vocab < 1 || in.checked_vocab > cfg_.vocab_size) check_token_ids(in.input_ids, cfg_.vocab_size);
-  // RoPE angles for every position this model can see, computed once.
+  // RoPE angles for every position this model can see, computed once (dynamic NTK: again whenever a
+  // call's length beyond max_position_embeddings changes, as transformers recomputes its frequencies).
   const std::int64_t rope_positions = std::max<std::int64_t>(cfg_.max_position_embeddings, in.seq);
+  const std::int64_t rope_length =
+      cfg_.rope_scaling.type == "dynamic" ? rope_frequency_length(cfg_, position_limit(in)) : 0;
   RopeTable& rope = acts_->rope;
-  if (static_cast<std::int64_t>(rope.cos.extent(0)) < rope_positions) {
-    rope = make_rope_table(rope_positions, cfg_.head_dim(), cfg_.rope_theta);
+  if (static_cast<std::int64_t>(rope.cos.extent(0)) < rope_positions || acts_->rope_length != rope_length) {
+    rope = make_model_rope_table(cfg_, rope_positions, rope_length);
+    acts_->rope_length = rope_length;
   }
   const AttentionShape shape{in.batch, in.seq, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
   return {shape, in.position_ids, in.seq_ids, &rope, memory_efficient_attention_};

@@ -29,6 +29,9 @@ struct ModelInputs {
   // The vocabulary size the host checked input_ids (and targets) against before uploading them; 0: not
   // checked. A model whose vocabulary is at least this large trusts the ids and never copies them back.
   int checked_vocab = 0;
+  // max(position_ids) + 1 as the host saw it when uploading; 0: not known. Dynamic-NTK RoPE's frequencies
+  // depend on it (the decoder copies the positions back to find it where it is not known).
+  int position_limit = 0;
 };
 
 // Copies a host micro-batch into device views, after checking on the host that every input id lies in

@@ -12,6 +12,7 @@
 #include "model/decoder.hpp"
 #include "model/decoder_layer.hpp"
 #include "model/lm_head.hpp"
+#include "model/rope_frequencies.hpp"
 
 namespace shardft {
 
@@ -37,6 +38,7 @@ struct KvCache::Work {
   View1<std::int32_t> ids, pos, seq_ids, slot, len, logit_rows;
   View1<std::int64_t> dest;
   RopeTable rope;
+  std::int64_t rope_length = 0;  // the rope_frequency_length the table was made for
 };
 
 KvCache::KvCache(const ModelConfig& cfg, int rows_in, int max_len_in)
@@ -51,8 +53,8 @@ KvCache::KvCache(const ModelConfig& cfg, int rows_in, int max_len_in)
   if (rows_in < 1 || max_len_in < 1) throw std::invalid_argument("KvCache: rows and max_len must be >= 1");
   // The decoder's own table covers max(max_position_embeddings, seq); each angle is computed alone, so
   // a table of another size holds the same values.
-  work->rope = make_rope_table(std::max<std::int64_t>(cfg.max_position_embeddings, max_len_in), cfg.head_dim(),
-                               cfg.rope_theta);
+  work->rope = make_model_rope_table(cfg, std::max<std::int64_t>(cfg.max_position_embeddings, max_len_in), 0);
+  work->rope_length = rope_frequency_length(cfg, 0);
 }
 
 KvCache::~KvCache() = default;
@@ -68,6 +70,22 @@ Unmanaged2<float> KvCache::layer_v(int layer) const {
 }
 
 namespace {
+// The table for a call whose largest position is position_limit - 1. Dynamic NTK's frequencies follow
+// the call's length, as in transformers' generate: keys already cached keep the rotation they were
+// stored with; a table for a length beyond max_position_embeddings covers just that length.
+const RopeTable* rope_for_call(const ModelConfig& cfg, KvCache& cache, std::int64_t position_limit) {
+  KvCache::Work& w = *cache.work;
+  const std::int64_t length = rope_frequency_length(cfg, position_limit);
+  if (length != w.rope_length) {
+    const std::int64_t rows = length > cfg.max_position_embeddings
+                                  ? length
+                                  : std::max<std::int64_t>(cfg.max_position_embeddings, cache.max_len);
+    w.rope = make_model_rope_table(cfg, rows, length);
+    w.rope_length = length;
+  }
+  return &w.rope;
+}
+
 
 // A step's tokens on the device: ids [N]; dest [N], each token's row in a layer's cache matrix (-1:
 // padding); the tokens whose logits are wanted (empty: all); and, decoding, what each query reads.
@@ -152,7 +170,7 @@ void Decoder::prefill(const std::vector<std::vector<std::int32_t>>& prompts, Par
   KvCache::Work& w = *cache.work;
   const AttentionShape shape{B, T, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
   const AttentionTokens attention{shape, upload(w.pos, pos, "kv_pos"), upload(w.seq_ids, seq_ids, "kv_seq_ids"),
-                                  &w.rope, memory_efficient_attention_};
+                                  rope_for_call(cfg_, cache, T), memory_efficient_attention_};
   cached_forward(*this, params, cache,
                  {upload(w.ids, ids, "kv_ids"), attention, upload(w.dest, dest, "kv_dest"),
                   upload(w.logit_rows, last, "kv_logit_rows")},
@@ -187,7 +205,8 @@ void Decoder::decode_step(const std::vector<int>& rows, const std::vector<std::i
   }
   KvCache::Work& w = *cache.work;
   const AttentionShape shape{n, 1, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
-  const AttentionTokens attention{shape, upload(w.pos, pos, "kv_pos"), {}, &w.rope, false};
+  const std::int64_t limit = *std::max_element(pos.begin(), pos.end()) + 1;
+  const AttentionTokens attention{shape, upload(w.pos, pos, "kv_pos"), {}, rope_for_call(cfg_, cache, limit), false};
   const KvCacheReads reads{{n, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim(), cache.max_len},
                            upload(w.slot, slot, "kv_slot"), upload(w.len, len, "kv_len")};
   cached_forward(*this, params, cache,

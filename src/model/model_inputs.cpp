@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -49,6 +50,12 @@ void check_ids(const std::vector<std::int32_t>& input_ids, const std::vector<std
   }
 }
 
+int position_limit(const std::vector<std::int32_t>& position_ids) {
+  std::int32_t top = -1;
+  for (const std::int32_t p : position_ids) top = std::max(top, p);
+  return top + 1;
+}
+
 }  // namespace
 
 ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
@@ -69,6 +76,7 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
   in.seq = seq;
   in.input_ids = upload("input_ids", input_ids, n);
   in.position_ids = upload("position_ids", position_ids, n);
+  in.position_limit = position_limit(position_ids);
   in.seq_ids = upload("seq_ids", seq_ids, n);
   in.targets = upload("targets", targets, n);
   return in;
@@ -84,6 +92,7 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
   in.seq = seq;
   in.input_ids = upload("input_ids", input_ids, n, buffers.input_ids);
   in.position_ids = upload("position_ids", position_ids, n, buffers.position_ids);
+  in.position_limit = position_limit(position_ids);
   in.seq_ids = upload("seq_ids", seq_ids, n, buffers.seq_ids);
   in.targets = upload("targets", targets, n, buffers.targets);
   in.checked_vocab = vocab_size;

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/rope_scaling_json.hpp"
+#include "config/train_config.hpp"
+
 namespace shardft {
 namespace fs = std::filesystem;
 
@@ -15,11 +18,14 @@ const char* torch_dtype(TensorDtype dtype) {
 }  // namespace
 
 nlohmann::json model_meta_json(const ModelConfig& m) {
-  return {{"vocab_size", m.vocab_size}, {"hidden_size", m.hidden_size}, {"num_hidden_layers", m.num_hidden_layers},
+  nlohmann::json j = {{"vocab_size", m.vocab_size}, {"hidden_size", m.hidden_size}, {"num_hidden_layers", m.num_hidden_layers},
           {"num_attention_heads", m.num_attention_heads}, {"num_key_value_heads", m.num_key_value_heads},
           {"intermediate_size", m.intermediate_size}, {"rope_theta", m.rope_theta}, {"rms_norm_eps", m.rms_norm_eps},
           {"tie_word_embeddings", m.tie_word_embeddings}, {"max_position_embeddings", m.max_position_embeddings},
           {"qkv_bias", m.qkv_bias}, {"o_bias", m.o_bias}};
+  // Only where there is one, so that plain-RoPE metadata reads as before.
+  if (!m.rope_scaling.plain()) j["rope_scaling"] = rope_scaling_json(m.rope_scaling);
+  return j;
 }
 
 ModelConfig model_config_from_meta(const nlohmann::json& j) {
@@ -37,8 +43,11 @@ ModelConfig model_config_from_meta(const nlohmann::json& j) {
     m.max_position_embeddings = j.at("max_position_embeddings").get<int>();
     m.qkv_bias = j.value("qkv_bias", false);
     m.o_bias = j.value("o_bias", false);
+    if (j.contains("rope_scaling")) m.rope_scaling = parse_rope_scaling(j.at("rope_scaling"), "checkpoint model: ");
   } catch (const nlohmann::json::exception& e) {
     throw FormatError("checkpoint model " + j.dump() + ": " + e.what());
+  } catch (const ConfigError& e) {
+    throw FormatError(e.what());
   }
   return m;
 }

@@ -144,8 +144,14 @@ TEST_F(HfBadDir, UnsupportedArchitectureNamesTheKey) {
 
 TEST_F(HfBadDir, UnsupportedFeaturesNameTheKey) {
   edit_config([](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; });
-  EXPECT_ERROR_HAS("config.json: rope_scaling:");
-  edit_config([](nlohmann::json& c) { c["rope_scaling"] = nullptr; c["hidden_act"] = "gelu"; });
+  EXPECT_ERROR_HAS("config.json: rope_scaling.low_freq_factor: missing (expected a number > 0)");
+  edit_config([](nlohmann::json& c) { c["rope_scaling"] = {{"type", "longrope"}, {"factor", 8.0}}; });
+  EXPECT_ERROR_HAS("config.json: rope_scaling.type: \"longrope\" is not supported (expected default, linear, "
+                   "dynamic, yarn or llama3)");
+  edit_config([](nlohmann::json& c) { c["rope_scaling"] = nullptr; c["partial_rotary_factor"] = 0.5; });
+  EXPECT_ERROR_HAS("config.json: partial_rotary_factor: 0.5 is not supported");
+  edit_config([](nlohmann::json& c) { c.erase("partial_rotary_factor"); c["rope_scaling"] = nullptr; });
+  edit_config([](nlohmann::json& c) { c["hidden_act"] = "gelu"; });
   EXPECT_ERROR_HAS("config.json: hidden_act: \"gelu\" is not supported");
   edit_config([](nlohmann::json& c) { c["hidden_act"] = "silu"; c["head_dim"] = 16; });
   EXPECT_ERROR_HAS("config.json: head_dim: is 16; only hidden_size / num_attention_heads = 8 is supported");
