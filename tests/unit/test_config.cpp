@@ -91,7 +91,10 @@ TEST(ConfigDefaults, NoRecipeNoOverridesGivesStructDefaults) {
   EXPECT_TRUE(cfg.sources.empty());
 }
 
-TEST(ConfigDefaults, StructDefaultsAreValid) { EXPECT_NO_THROW(validate(TrainConfig{})); }
+TEST(ConfigDefaults, StructDefaultsAreValid) {
+  const TrainConfig defaults;
+  EXPECT_NO_THROW(validate(defaults));
+}
 
 TEST_F(ConfigRecipeDir, YamlSetsValuesAndRecordsSources) {
   const std::string path = write_recipe(
@@ -123,7 +126,8 @@ TEST_F(ConfigRecipeDir, YamlSetsValuesAndRecordsSources) {
 
 TEST_F(ConfigRecipeDir, EmptyRecipeKeepsDefaults) {
   const TrainConfig cfg = load_train_config(write_recipe("# nothing yet\n"), {});
-  EXPECT_EQ(to_yaml(cfg), to_yaml(TrainConfig{}));
+  const TrainConfig defaults;
+  EXPECT_EQ(to_yaml(cfg), to_yaml(defaults));
 }
 
 TEST_F(ConfigRecipeDir, NestedModelMapping) {
@@ -496,15 +500,16 @@ TEST(ConfigValidate, ProgrammaticConfigWithoutSourcesNamesKey) {
   TrainConfig cfg;
   cfg.adam_beta2 = 2.0;
   EXPECT_EQ(config_error_of([&] { validate(cfg); }), "key 'adam_beta2' must be in [0, 1), got 2.0");
-  cfg = TrainConfig{};
-  cfg.max_grad_norm = std::nan("");
-  EXPECT_CONTAINS(config_error_of([&] { validate(cfg); }), "key 'max_grad_norm' must be a finite number");
+  TrainConfig other;
+  other.max_grad_norm = std::nan("");
+  EXPECT_CONTAINS(config_error_of([&] { validate(other); }), "key 'max_grad_norm' must be a finite number");
 }
 
 // ---- to_yaml ------------------------------------------------------------------------------
 
 TEST(ConfigToYaml, OneLinePerKeyInSchemaOrder) {
-  const std::string yaml = to_yaml(TrainConfig{});
+  const TrainConfig defaults;
+  const std::string yaml = to_yaml(defaults);
   std::istringstream lines(yaml);
   std::string line;
   std::size_t i = 0;
