@@ -202,7 +202,7 @@ const std::map<std::string, std::string>& sample_values() {
       {"max_grad_norm", "0.5"}, {"adam_beta1", "0.8"}, {"adam_beta2", "0.95"}, {"adam_epsilon", "1.0e-06"},
       {"per_device_train_batch_size", "4"}, {"train_batch_size", "64"}, {"per_device_eval_batch_size", "2"},
       {"gradient_accumulation_steps", "3"}, {"num_train_epochs", "1.5"}, {"max_steps", "100"},
-      {"logging_steps", "1"}, {"save_steps", "20"}, {"save_total_limit", "3"}, {"resume_from_checkpoint", "runs/x/checkpoint-5"}, {"output_dir", "runs/x"}, {"seed", "18446744073709551615"},
+      {"logging_steps", "1"}, {"save_strategy", "epoch"}, {"save_steps", "20"}, {"save_total_limit", "3"}, {"resume_from_checkpoint", "runs/x/checkpoint-5"}, {"output_dir", "runs/x"}, {"seed", "18446744073709551615"},
       {"bf16", "true"}, {"gradient_checkpointing", "true"}, {"logits_chunk_tokens", "512"}, {"attn_implementation", "eager"}, {"zero_stage", "3"}, {"ranks_per_node", "2"}, {"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", "2"}, {"collectives", "mpi"}, {"collective_timeout_s", "20.5"},
       {"communication_data_type", "bf16"}, {"reduce_bucket_size", "200000000"}, {"allgather_bucket_size", "50000000"}, {"overlap_comm", "false"},
       {"zero_quantized_weights", "true"}, {"zero_quantized_gradients", "true"},
