@@ -2,7 +2,9 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
+#include "comm/comm_buffers.hpp"
 #include "kernels/quantize.hpp"
 
 namespace shardft {
@@ -10,12 +12,6 @@ namespace shardft {
 namespace {
 
 std::size_t align4(std::size_t n) { return (n + 3) / 4 * 4; }  // scales follow the values 4-byte aligned
-
-using Bytes = View1<std::uint8_t>;
-
-Bytes bytes(const char* name, std::size_t n) {
-  return Bytes(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), n);
-}
 
 void check_finite(std::int64_t bad, const char* what) {
   if (bad > 0) {
@@ -38,12 +34,32 @@ Payload int4_layout(std::size_t count, int block) {
   return {vb, nb, vb + 4 * nb};
 }
 
-void pack_int4(const float* src, std::size_t count, int block, std::uint8_t* dst, const char* what) {
+// Quantizes into dst's payload; counts non-finite inputs on the device when `nonfinite` is given,
+// else on the host, throwing before anything is sent.
+void pack_int8(const float* src, std::size_t count, int block, std::uint8_t* dst, Unmanaged1<double> nonfinite,
+               const char* what) {
+  const Payload p = int8_layout(count, block);
+  const Unmanaged1<const float> x(src, count);
+  const Unmanaged1<std::int8_t> q(reinterpret_cast<std::int8_t*>(dst), count);
+  const Unmanaged1<float> scales(reinterpret_cast<float*>(dst + p.value_bytes), p.scale_count);
+  if (nonfinite.data()) {
+    quantize_int8(x, block, q, scales, nonfinite);
+  } else {
+    check_finite(quantize_int8(x, block, q, scales), what);
+  }
+}
+
+void pack_int4(const float* src, std::size_t count, int block, std::uint8_t* dst, Unmanaged1<double> nonfinite,
+               const char* what) {
   const Payload p = int4_layout(count, block);
-  check_finite(quantize_int4(Unmanaged1<const float>(src, count), block,
-                             Unmanaged1<std::uint8_t>(dst, int4_bytes(static_cast<std::int64_t>(count))),
-                             Unmanaged1<float>(reinterpret_cast<float*>(dst + p.value_bytes), p.scale_count)),
-               what);
+  const Unmanaged1<const float> x(src, count);
+  const Unmanaged1<std::uint8_t> packed(dst, int4_bytes(static_cast<std::int64_t>(count)));
+  const Unmanaged1<float> scales(reinterpret_cast<float*>(dst + p.value_bytes), p.scale_count);
+  if (nonfinite.data()) {
+    quantize_int4(x, block, packed, scales, nonfinite);
+  } else {
+    check_finite(quantize_int4(x, block, packed, scales), what);
+  }
 }
 
 void unpack_int4_add(const std::uint8_t* src, std::size_t count, int block, float* dst) {
@@ -56,8 +72,10 @@ void unpack_int4_add(const std::uint8_t* src, std::size_t count, int block, floa
 // Waits for the byte all-gather, then turns every rank's int8 payload into floats.
 class QuantizedGather : public Request {
  public:
-  QuantizedGather(RequestPtr inner, Bytes send, Bytes recv, std::size_t count, int block, int ranks, float* full)
-      : inner_(std::move(inner)), send_(send), recv_(recv), count_(count), block_(block), ranks_(ranks), full_(full) {}
+  QuantizedGather(RequestPtr inner, CommBuffer send, CommBuffer recv, std::size_t count, int block, int ranks,
+                  float* full)
+      : inner_(std::move(inner)), send_(std::move(send)), recv_(std::move(recv)), count_(count), block_(block),
+        ranks_(ranks), full_(full) {}
   void wait() override {
     if (!inner_) return;
     inner_->wait();
@@ -69,6 +87,8 @@ class QuantizedGather : public Request {
                       Unmanaged1<const float>(reinterpret_cast<const float*>(base + p.value_bytes), p.scale_count),
                       block_, Unmanaged1<float>(full_ + static_cast<std::size_t>(r) * count_, count_));
     }
+    send_.release();  // later users of these buffers queue after the dequantization
+    recv_.release();
   }
   bool test() override { return !inner_ || inner_->test(); }  // dequantization waits for wait()
   ~QuantizedGather() override {
@@ -77,7 +97,7 @@ class QuantizedGather : public Request {
 
  private:
   RequestPtr inner_;
-  Bytes send_, recv_;
+  CommBuffer send_, recv_;
   std::size_t count_;
   int block_, ranks_;
   float* full_;
@@ -89,44 +109,46 @@ std::size_t int8_payload_bytes(std::size_t count, int block) { return int8_layou
 std::size_t int4_payload_bytes(std::size_t count, int block) { return int4_layout(count, block).total; }
 
 RequestPtr iquantized_all_gather_int8(Communicator& group, const float* shard, std::size_t count, float* full,
-                                      int block) {
+                                      int block, Unmanaged1<double> nonfinite) {
   const Payload p = int8_layout(count, block);
-  Bytes send = bytes("qwz_send", p.total), recv = bytes("qwz_recv", p.total * group.size());
-  check_finite(quantize_int8(Unmanaged1<const float>(shard, count), block,
-                             Unmanaged1<std::int8_t>(reinterpret_cast<std::int8_t*>(send.data()), count),
-                             Unmanaged1<float>(reinterpret_cast<float*>(send.data() + p.value_bytes), p.scale_count)),
-               "qwZ weight all-gather");
+  CommBuffer send(p.total, "qwz_send"), recv(p.total * group.size(), "qwz_recv");
+  pack_int8(shard, count, block, send.data(), nonfinite, "qwZ weight all-gather");
   RequestPtr inner = group.iall_gather(send.data(), recv.data(), p.total, DType::u8);
-  return std::make_unique<QuantizedGather>(std::move(inner), send, recv, count, block, group.size(), full);
+  return std::make_unique<QuantizedGather>(std::move(inner), std::move(send), std::move(recv), count, block,
+                                           group.size(), full);
 }
 
 void quantized_reduce_scatter_int4(Communicator& node, Communicator& cross, const float* full,
-                                   std::size_t shard_count, float* out, int block) {
+                                   std::size_t shard_count, float* out, int block, Unmanaged1<double> nonfinite) {
+  const char* what = "qgZ gradient reduce-scatter";
   const std::size_t m = static_cast<std::size_t>(node.size()), k = static_cast<std::size_t>(cross.size());
   const std::size_t S = shard_count;
   // Stage 1, within the node: local peer j gets, for every node, the shard of that node's rank j.
   const Payload chunk = int4_layout(k * S, block);
-  Bytes send1 = bytes("qgz_send1", chunk.total * m), recv1 = bytes("qgz_recv1", chunk.total * m);
-  View1<float> gathered(std::string("qgz_chunk"), k * S);
+  const CommBuffer send1(chunk.total * m, "qgz_send1"), recv1(chunk.total * m, "qgz_recv1");
+  const CommBuffer gathered(sizeof(float) * k * S, "qgz_chunk");
   for (std::size_t j = 0; j < m; ++j) {
     for (std::size_t n = 0; n < k; ++n) {  // the K shards for local index j, contiguous
-      Kokkos::deep_copy(Unmanaged1<float>(gathered.data() + n * S, S),
+      Kokkos::deep_copy(ExecSpace(), Unmanaged1<float>(gathered.as<float>() + n * S, S),
                         Unmanaged1<const float>(full + (n * m + j) * S, S));
     }
-    pack_int4(gathered.data(), k * S, block, send1.data() + j * chunk.total, "qgZ gradient reduce-scatter");
+    pack_int4(gathered.as<float>(), k * S, block, send1.data() + j * chunk.total, nonfinite, what);
   }
   node.all_to_all(send1.data(), recv1.data(), chunk.total, DType::u8);
-  View1<float> partial(std::string("qgz_partial"), k * S);  // zero: the sum over this node's ranks
+  // The sum over this node's ranks.
+  const CommBuffer partial_buf(sizeof(float) * k * S, "qgz_partial");
+  const Unmanaged1<float> partial = partial_buf.view<float>(k * S);
+  Kokkos::deep_copy(ExecSpace(), partial, 0.f);
   for (std::size_t i = 0; i < m; ++i) unpack_int4_add(recv1.data() + i * chunk.total, k * S, block, partial.data());
 
   // Stage 2, across nodes: node n gets this node's partial sum of the shard its rank (same local index) owns.
   const Payload piece = int4_layout(S, block);
-  Bytes send2 = bytes("qgz_send2", piece.total * k), recv2 = bytes("qgz_recv2", piece.total * k);
+  const CommBuffer send2(piece.total * k, "qgz_send2"), recv2(piece.total * k, "qgz_recv2");
   for (std::size_t n = 0; n < k; ++n) {
-    pack_int4(partial.data() + n * S, S, block, send2.data() + n * piece.total, "qgZ gradient reduce-scatter");
+    pack_int4(partial.data() + n * S, S, block, send2.data() + n * piece.total, nonfinite, what);
   }
   cross.all_to_all(send2.data(), recv2.data(), piece.total, DType::u8);
-  Kokkos::deep_copy(Unmanaged1<float>(out, S), 0.f);
+  Kokkos::deep_copy(ExecSpace(), Unmanaged1<float>(out, S), 0.f);
   for (std::size_t n = 0; n < k; ++n) unpack_int4_add(recv2.data() + n * piece.total, S, block, out);
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The engine's per-step transient buffers (stage-3 gathered units, stage-2/3 per-unit gradients,
-// gradient-bucket staging), handed back here instead of freed and reused by the next request of the
+// gradient-bucket staging, hpZ's secondary copies), handed back here instead of freed and reused by the next request of the
 // same size. Allocating them afresh every block cost twice: on the host each new page is zeroed by
 // the kernel when a collective first writes it (about 15 ms per 25 MB on the 2-core VM, the step's
 // excess over compute + comm in perf/README.md), and on a GPU cudaFree synchronizes the device,

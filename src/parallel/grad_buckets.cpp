@@ -53,14 +53,20 @@ void GradBuckets::launch() {
     for (Piece& p : open_) pool_.give(p.keep);  // copied into the bucket
     send = b.send.data();
   }
-  b.recv = pool_.take(shard_total, "grad_bucket_recv");
   const std::size_t count = static_cast<std::size_t>(shard_total);
   if (opt_.bf16) {
-    // The bf16 copy of the send is made here, so the fp32 gradients can go at once.
-    b.request = ireduce_scatter_as_bf16(group_, send, count, b.recv.data(), false);
+    // The bf16 copy of the send is made here, so the fp32 gradients can go at once. The reduced bf16
+    // shard is widened in wait(): straight into `owned` (the same fp32 add as add_inplace) when the
+    // bucket's shards lie there side by side (always for one unit), so no fp32 staging is held while
+    // in flight (how many buckets are in flight at once depends on timing, and so would its pooling).
+    b.direct = shards_adjacent(b.units);
+    if (!b.direct) b.recv = pool_.take(shard_total, "grad_bucket_recv");
+    float* out = b.direct ? owned_.data() + part_.units()[b.units.front()].shard_offset : b.recv.data();
+    b.request = ireduce_scatter_as_bf16(group_, send, count, out, b.direct);
     pool_.give(b.send);
     pool_.give(b.keep_unit);
   } else {
+    b.recv = pool_.take(shard_total, "grad_bucket_recv");
     b.request = group_.ireduce_scatter(send, b.recv.data(), count, DType::f32, ReduceOp::sum);
   }
   open_.clear();
@@ -71,15 +77,25 @@ void GradBuckets::launch() {
   if (!opt_.overlap) complete_front();  // the blocking reduction: nothing is left in flight
 }
 
+bool GradBuckets::shards_adjacent(const std::vector<int>& units) const {
+  for (std::size_t i = 1; i < units.size(); ++i) {
+    const FlatUnit& prev = part_.units()[units[i - 1]];
+    if (part_.units()[units[i]].shard_offset != prev.shard_offset + prev.shard) return false;
+  }
+  return !units.empty();
+}
+
 void GradBuckets::complete_front() {
   Bucket& b = inflight_.front();
   b.request->wait();
-  std::int64_t at = 0;
-  for (int u : b.units) {
-    const FlatUnit& fu = part_.units()[u];
-    add_inplace(Unmanaged1<float>(owned_.data() + fu.shard_offset, fu.shard),
-                Unmanaged1<const float>(b.recv.data() + at, fu.shard));
-    at += fu.shard;
+  if (!b.direct) {  // else wait() added it
+    std::int64_t at = 0;
+    for (int u : b.units) {
+      const FlatUnit& fu = part_.units()[u];
+      add_inplace(Unmanaged1<float>(owned_.data() + fu.shard_offset, fu.shard),
+                  Unmanaged1<const float>(b.recv.data() + at, fu.shard));
+      at += fu.shard;
+    }
   }
   pool_.give(b.send);
   pool_.give(b.recv);

@@ -69,8 +69,11 @@ class GradBuckets {
     std::vector<int> units;
     View1<float> send, recv, keep_unit;  // keep_unit: a one-unit bucket sends from the unit's buffer
     RequestPtr request;
+    bool direct = false;  // the request adds the reduced shards into owned itself (bf16; no recv)
   };
   void launch();
+  // Whether the units' shards follow one another in `owned`, in this order.
+  bool shards_adjacent(const std::vector<int>& units) const;
   void complete_front();
 
   const FlatPartition& part_;

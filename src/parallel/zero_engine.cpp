@@ -240,7 +240,7 @@ void ZeroEngine::reduce_unit_grad_int4(int unit, const float* full_unit_grad) {
   const FlatUnit& u = part_.units()[unit];
   auto tmp = slice(scratch_shard_, 0, u.shard);
   quantized_reduce_scatter_int4(*plan_.qgz_intra(), *plan_.qgz_cross(), full_unit_grad, static_cast<std::size_t>(u.shard),
-                                tmp.data(), cfg_.quantization_block);
+                                tmp.data(), cfg_.quantization_block, nonfinite_);
   add_inplace(slice(grad_owned_, u.shard_offset, u.shard), tmp);
 }
 

@@ -117,6 +117,10 @@ class ZeroEngine : public ParamSource, public GradSink {
 
   // Overlapped (default) or blocking gradient reduction, e.g. to measure what the overlap gains.
   void set_overlap_comm(bool on);
+  // ZeRO++ (qwZ, qgZ) adds the number of non-finite values it quantizes into counter(0) on the device,
+  // for the caller to read back and report once per step. Without one (the default) each quantization
+  // reads its count back on the host and throws before sending (comm/quantized_collectives.hpp).
+  void set_nonfinite_counter(Unmanaged1<double> counter) { nonfinite_ = counter; }
   const GradBuckets* grad_buckets() const { return buckets_.get(); }  // nullptr at stage 0 and with qgZ
 
   MemoryReport memory() const;
@@ -174,6 +178,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   View1<float> scratch_shard_;  // qgZ: receives one unit's reduce-scatter
 
   BufferPool pool_;                        // gathered units, unit gradients, bucket staging (before buckets_)
+  Unmanaged1<double> nonfinite_;           // see set_nonfinite_counter
   std::vector<View1<float>> gathered_;     // stage 3: per unit, while acquired or prefetched (fp32 storage)
   std::vector<View1<bf16>> gathered_bf16_; // the same, bf16 storage
   std::vector<View1<float>> widened_;      // bf16 storage: per param, weight()'s fp32 copy while valid

@@ -38,7 +38,8 @@ void ZeroEngine::gather_unit(int unit, bool nonblocking) {
     } else {
       const float* mine = shard_weights_.data() + u.shard_offset;
       if (cfg_.quantized_weights) {
-        r = iquantized_all_gather_int8(group_, mine, shard, gathered_[unit].data(), cfg_.quantization_block);
+        r = iquantized_all_gather_int8(group_, mine, shard, gathered_[unit].data(), cfg_.quantization_block,
+                                       nonfinite_);
       } else if (cfg_.dtype == ComputeDtype::bf16) {
         r = iall_gather_as_bf16(group_, mine, shard, gathered_[unit].data());
       } else {
@@ -124,17 +125,12 @@ void ZeroEngine::keep_secondary_copy(int unit) {
   const Communicator& sec = *plan_.hpz();
   const std::int64_t piece = part_.units()[unit].padded / sec.size();
   if (bf16_weights_) {
-    if (secondary_bf16_[unit].extent(0) == 0) {
-      secondary_bf16_[unit] =
-          View1<bf16>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("hpz_secondary_bf16")), piece);
-    }
+    if (secondary_bf16_[unit].extent(0) == 0) secondary_bf16_[unit] = pool_.take_bf16(piece, "hpz_secondary_bf16");
     Kokkos::deep_copy(ExecSpace(), secondary_bf16_[unit],
                       Unmanaged1<const bf16>(gathered_bf16_[unit].data() + sec.rank() * piece, piece));
     return;
   }
-  if (secondary_[unit].extent(0) == 0) {
-    secondary_[unit] = View1<float>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("hpz_secondary")), piece);
-  }
+  if (secondary_[unit].extent(0) == 0) secondary_[unit] = pool_.take(piece, "hpz_secondary");
   Kokkos::deep_copy(ExecSpace(), secondary_[unit], Unmanaged1<const float>(gathered_[unit].data() + sec.rank() * piece, piece));
 }
 
@@ -183,8 +179,8 @@ void ZeroEngine::release(int block) {
   for (int u : part_.units_of_block(block)) {
     if (--refcount_[u] == 0 && !pending_[u]) give_back_gathered(u);
     if (!forward_ && refcount_[u] == 0) {  // its backward gather is done
-      secondary_[u] = View1<float>();
-      secondary_bf16_[u] = View1<bf16>();
+      pool_.give(secondary_[u]);
+      pool_.give(secondary_bf16_[u]);
     }
   }
 }
@@ -196,8 +192,8 @@ void ZeroEngine::drain_gathers() {
       pending_[u].reset();
     }
     if (refcount_[u] == 0) give_back_gathered(static_cast<int>(u));
-    secondary_[u] = View1<float>();
-    secondary_bf16_[u] = View1<bf16>();
+    pool_.give(secondary_[u]);
+    pool_.give(secondary_bf16_[u]);
   }
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "config/zero_buckets.hpp"
 #include "train/pretrained.hpp"
@@ -107,9 +109,10 @@ class DeferredWaits {
 
 // The step stays on the device from its first upload to its weight refresh: the loss accumulates in a
 // device scalar, is summed over ranks there, and the gradient norm is computed and applied there;
-// collectives are waited for on the device. The host waits for the collectives and reads both values
-// back once, at the end. The token counts the loss is normalised by come from the
-// batches on the host and are summed over the host's (MPI) world.
+// collectives are waited for on the device. The host waits for the collectives once and reads back,
+// in one copy, both values and the count of non-finite values ZeRO++ quantization met (an error:
+// counted on the device, so no quantization waits for the host). The token counts the loss is
+// normalised by come from the batches on the host and are summed over the host's (MPI) world.
 StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
   const LedgerTotals before = ledger_totals();
@@ -127,6 +130,13 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   DeferredWaits waits(plan_);
   const Unmanaged1<double> loss_sum(step_sums_.data(), 1), grad_norm_sq(step_sums_.data() + 1, 1);
   Kokkos::deep_copy(ExecSpace(), step_sums_, 0.0);
+  // Only within the step, which reads it back: elsewhere (evaluation, generation) each quantization
+  // checks on the host and throws.
+  struct CounterScope {
+    ZeroEngine& engine;
+    ~CounterScope() { engine.set_nonfinite_counter({}); }
+  } counter_scope{engine_};
+  engine_.set_nonfinite_counter(Unmanaged1<double>(step_sums_.data() + 2, 1));
   engine_.begin_step();
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     engine_.begin_micro_batch(m + 1 == micro_batches.size());
@@ -145,10 +155,16 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   last_step_traffic_ = device_traffic().since(traffic_before);
 
   waits.synchronize();  // every collective of the step, each within the collective timeout
-  double sums[2] = {0.0, 0.0};
-  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 2), step_sums_);
+  double sums[3] = {0.0, 0.0, 0.0};
+  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 3), step_sums_);
   count_device_copy("step loss and gradient norm", sizeof(sums));
   count_host_sync("step loss and gradient norm");
+  if (sums[2] > 0) {
+    throw std::runtime_error("step " + std::to_string(engine_.steps_taken()) + ": ZeRO++ quantization met " +
+                             std::to_string(static_cast<std::int64_t>(sums[2])) +
+                             " non-finite values (NaN or Inf) in the weights or gradients it sent (qwZ / qgZ); "
+                             "the step's update is invalid");
+  }
   st.loss = st.targets > 0 ? sums[0] / static_cast<double>(st.targets) : 0.0;
   st.grad_norm = std::sqrt(sums[1]);
   const LedgerTotals after = ledger_totals();

@@ -43,7 +43,8 @@ class Trainer {
   const ParallelPlan& plan() const { return plan_; }
   long steps_done() const { return engine_.steps_taken(); }
   // What the last step's hot path moved between host and device (kernels/device_traffic.hpp): from its
-  // first upload to its weight refresh, before the one read-back of its loss and gradient norm. After
+  // first upload to its weight refresh, before the one read-back of its loss, gradient norm and the
+  // count of non-finite values ZeRO++ quantized (an error when not 0). After
   // the first step: no copies, syncs or allocations; the inputs' uploads only.
   const DeviceTraffic& last_step_traffic() const { return last_step_traffic_; }
   // Tensors of model_name_or_path's weights left out on purpose, each with why (train/pretrained.hpp).
@@ -63,7 +64,9 @@ class Trainer {
   ZeroEngine engine_;
   LrSchedule schedule_;
   InputBuffers inputs_;
-  View1<double> step_sums_{"step_sums", 2};  // on the device: the step's loss sum, its squared gradient norm
+  // On the device: the step's loss sum, its squared gradient norm, and the non-finite values ZeRO++
+  // quantization met (set_nonfinite_counter), read back together once per step.
+  View1<double> step_sums_{"step_sums", 3};
   DeviceTraffic last_step_traffic_;
 };
 

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "comm/self_communicator.hpp"
 #include "data/sft_data.hpp"
@@ -50,7 +53,11 @@ struct Variant {
   int stage;
   bool bf16, checkpointing;
   const char* attention;
+  const char* communication = "fp32";  // communication_data_type
+  bool quantized_weights = false;      // ZeRO++ qwZ
 };
+
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
 
 class StepTraffic : public testing::TestWithParam<Variant> {};
 
@@ -62,6 +69,8 @@ TEST_P(StepTraffic, StepsAfterTheFirstMoveOnlyTheirInputs) {
   cfg.bf16 = v.bf16;
   cfg.gradient_checkpointing = v.checkpointing;
   cfg.attn_implementation = v.attention;
+  cfg.communication_data_type = v.communication;
+  cfg.zero_quantized_weights = v.quantized_weights;
   Trainer tr(cfg, 10, self());
   const auto batches = micro_batches();
   std::int64_t input_bytes = 0;
@@ -76,11 +85,12 @@ TEST_P(StepTraffic, StepsAfterTheFirstMoveOnlyTheirInputs) {
     EXPECT_TRUE(hot.none_but_uploads()) << v.name << " step " << step << ": " << hot.describe();
     EXPECT_EQ(hot.uploads, 4 * static_cast<std::int64_t>(batches.size())) << hot.describe();
     EXPECT_EQ(hot.upload_bytes, input_bytes);
-    // The whole step adds exactly its read-back of the loss and gradient norm to the hot path.
+    // The whole step adds exactly its one read-back to the hot path: loss, gradient norm and the count
+    // of non-finite values ZeRO++ met.
     const DeviceTraffic whole = device_traffic().since(before);
     EXPECT_EQ(whole.copies, 1) << whole.describe();
     EXPECT_EQ(whole.syncs, 1) << whole.describe();
-    EXPECT_EQ(whole.copy_bytes, 2 * static_cast<std::int64_t>(sizeof(double)));
+    EXPECT_EQ(whole.copy_bytes, 3 * static_cast<std::int64_t>(sizeof(double)));
     EXPECT_TRUE(std::isfinite(st.loss) && st.loss > 0);
     EXPECT_GT(st.grad_norm, 0);
   }
@@ -90,8 +100,32 @@ INSTANTIATE_TEST_SUITE_P(Variants, StepTraffic,
                          testing::Values(Variant{"fp32_stage0", 0, false, false, "memory_efficient"},
                                          Variant{"fp32_stage2_eager", 2, false, false, "eager"},
                                          Variant{"bf16_stage3_checkpointing", 3, true, true, "memory_efficient"},
-                                         Variant{"bf16_stage1", 1, true, false, "memory_efficient"}),
+                                         Variant{"bf16_stage1", 1, true, false, "memory_efficient"},
+                                         Variant{"bf16_comm_stage0", 0, true, false, "memory_efficient", "bf16"},
+                                         Variant{"bf16_comm_stage2", 2, false, false, "memory_efficient", "bf16"},
+                                         Variant{"bf16_comm_stage3", 3, false, true, "memory_efficient", "bf16"},
+                                         Variant{"qwz_stage3", 3, false, false, "memory_efficient", "fp32", true},
+                                         Variant{"qwz_bf16_comm_stage3", 3, true, false, "memory_efficient", "bf16", true}),
                          [](const testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
+
+// qwZ counts non-finite weights on the device as it quantizes them; the step's read-back reports them.
+TEST(StepTraffic, NonFiniteWeightsUnderQwzStillFailTheStep) {
+  TrainConfig cfg = tiny_config();
+  cfg.zero_stage = 3;
+  cfg.zero_quantized_weights = true;
+  Trainer tr(cfg, 10, self());
+  std::vector<float> w = tr.engine().gather_master();
+  w[7] = std::nanf("");
+  tr.engine().load_weights(w);
+  try {
+    tr.step(micro_batches());
+    FAIL() << "a NaN weight was quantized without an error";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ZeRO++ quantization met"), std::string::npos) << what;
+    EXPECT_NE(what.find("non-finite values (NaN or Inf)"), std::string::npos) << what;
+  }
+}
 
 TEST(DeviceTraffic, CountsReadBacksAndHostReductions) {
   View1<float> x("x", 1000);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "kernels/device_traffic.hpp"
 #include "kernels/quantize.hpp"
 
 namespace shardft {
@@ -37,22 +38,34 @@ struct Quantized {
   std::vector<float> scales, deq;
 };
 
+// device_count: the form that adds its count into a device counter (which starts at 3 here, to see it
+// add); nonfinite is then what it added.
 Quantized run(const std::vector<float>& x, int block, int bits, const std::vector<float>* init = nullptr,
-              bool accumulate = false) {
+              bool accumulate = false, bool device_count = false) {
   const std::int64_t n = static_cast<std::int64_t>(x.size());
   Quantized r;
   auto dx = to_device(x, "x");
   View1<float> s("scales", quant_blocks(n, block));
   View1<float> out = init ? to_device(*init, "out") : View1<float>("out", n);
   if (!init) Kokkos::deep_copy(out, 12345.f);  // a sentinel: dequantize must overwrite every element
+  View1<double> counter("nonfinite", 1);
+  Kokkos::deep_copy(counter, 3.0);
   if (bits == 8) {
     View1<std::int8_t> q("q", n);
-    r.nonfinite = quantize_int8(cv(dx), block, mv(q), mv(s));
+    if (device_count) {
+      quantize_int8(cv(dx), block, mv(q), mv(s), mv(counter));
+    } else {
+      r.nonfinite = quantize_int8(cv(dx), block, mv(q), mv(s));
+    }
     dequantize_int8(cv(q), cv(s), block, mv(out));
     for (const std::int8_t v : to_host(q)) r.q.push_back(v);
   } else {
     View1<std::uint8_t> p("packed", int4_bytes(n));
-    r.nonfinite = quantize_int4(cv(dx), block, mv(p), mv(s));
+    if (device_count) {
+      quantize_int4(cv(dx), block, mv(p), mv(s), mv(counter));
+    } else {
+      r.nonfinite = quantize_int4(cv(dx), block, mv(p), mv(s));
+    }
     dequantize_int4(cv(p), cv(s), block, mv(out), accumulate);
     r.packed = to_host(p);
     for (std::int64_t i = 0; i < n; ++i) {
@@ -61,6 +74,7 @@ Quantized run(const std::vector<float>& x, int block, int bits, const std::vecto
     }
   }
   Kokkos::fence();
+  if (device_count) r.nonfinite = static_cast<std::int64_t>(to_host(counter)[0] - 3.0);
   r.scales = to_host(s);
   r.deq = to_host(out);
   return r;
@@ -270,6 +284,36 @@ TEST(KernelQuantizeNonFinite, CountsEveryNaNAndInf) {
       EXPECT_EQ(run({big, -big, tiny, -tiny, 0.f, 1.f, -0.f, big}, block, bits).nonfinite, 0) << tag;
     }
   }
+}
+
+// The device-counter form (a training step's: no host sync) counts the same and quantizes identically.
+TEST(KernelQuantizeNonFinite, DeviceCounterFormMatchesTheHostForm) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const int bits : {8, 4}) {
+    for (const int block : {7, 64}) {
+      const std::string tag = "int" + std::to_string(bits) + " block " + std::to_string(block);
+      const auto x = normal_vector(301, 63);
+      const Quantized host = run(x, block, bits), dev = run(x, block, bits, nullptr, false, true);
+      EXPECT_EQ(dev.nonfinite, 0) << tag;
+      EXPECT_EQ(dev.q, host.q) << tag;
+      EXPECT_EQ(dev.packed, host.packed) << tag;
+      EXPECT_EQ(dev.scales, host.scales) << tag;
+      EXPECT_EQ(dev.deq, host.deq) << tag;
+      auto y = x;
+      y[0] = nan;
+      y[64] = inf;
+      y[65] = -inf;
+      y[300] = nan;
+      EXPECT_EQ(run(y, block, bits, nullptr, false, true).nonfinite, 4) << tag;
+    }
+  }
+  const auto x = to_device(normal_vector(100, 64), "x");
+  View1<std::int8_t> q("q", 100);
+  View1<float> s("s", 2);
+  View1<double> counter("nonfinite", 1);
+  const DeviceTraffic before = device_traffic();
+  quantize_int8(cv(x), 64, mv(q), mv(s), mv(counter));
+  EXPECT_EQ(device_traffic().since(before).syncs, 0);
 }
 
 // ---- int4 dequantize into an existing buffer (the qgZ reduction) -----------------------------------------
