@@ -76,19 +76,25 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
   // transformers reads "rope_type" first and falls back to the older "type".
   s.type_key = j.contains("rope_type") ? "rope_type" : "type";
   if (!b.has(s.type_key)) b.fail("rope_type", std::string("missing (expected ") + kTypes + ")");
-  if (!j.at(s.type_key).is_string()) b.fail(s.type_key, "expected a string, got " + j.at(s.type_key).dump());
-  s.type = j.at(s.type_key).get<std::string>();
+  if (!j.at(s.type_key).is_string()) {
+    b.fail(s.type_key, "expected a string, got " + j.at(s.type_key).dump());
+  }
+  const std::string name = j.at(s.type_key).get<std::string>();
+  for (const char* known : {"default", "linear", "dynamic", "yarn", "llama3"}) {
+    if (name == known) s.type = known;
+  }
+  if (s.type != name) b.fail(s.type_key, json(name).dump() + " is not supported (expected " + kTypes + ")");
   if (s.type == "default") {
-    b.only(s.type, {});
+    b.only(std::string(s.type), {});
   } else if (s.type == "linear") {
-    b.only(s.type, {"factor"});
+    b.only(std::string(s.type), {"factor"});
     s.factor = b.number("factor", 1.0, true);
   } else if (s.type == "dynamic") {
-    b.only(s.type, {"factor", "original_max_position_embeddings"});
+    b.only(std::string(s.type), {"factor", "original_max_position_embeddings"});
     s.factor = b.number("factor", 1.0, true);
     s.original_max_position_embeddings = b.positive_int("original_max_position_embeddings", 0, false);
   } else if (s.type == "llama3") {
-    b.only(s.type, {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
+    b.only(std::string(s.type), {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
     s.factor = b.number("factor", 1.0, true);
     s.low_freq_factor = b.number("low_freq_factor", 0.0, false);
     s.high_freq_factor = b.number("high_freq_factor", 0.0, false);
@@ -98,7 +104,7 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
     }
     s.original_max_position_embeddings = b.positive_int("original_max_position_embeddings", 0, true);
   } else if (s.type == "yarn") {
-    b.only(s.type, {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
+    b.only(std::string(s.type), {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
                     "mscale", "mscale_all_dim", "truncate"});
     s.factor = b.number("factor", 1.0, true);
     s.original_max_position_embeddings = b.positive_int("original_max_position_embeddings", 0, false);
@@ -108,15 +114,13 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
     s.mscale = b.number("mscale", 0.0, true, 0.0);
     s.mscale_all_dim = b.number("mscale_all_dim", 0.0, true, 0.0);
     s.truncate = b.boolean("truncate", true);
-  } else {
-    b.fail(s.type_key, json(s.type).dump() + " is not supported (expected " + kTypes + ")");
   }
   return s;
 }
 
 json rope_scaling_json(const RopeScaling& s) {
   if (s.plain()) return nullptr;
-  json j = {{s.type_key, s.type}, {"factor", s.factor}};
+  json j = {{s.type_key, std::string(s.type)}, {"factor", s.factor}};
   if (s.original_max_position_embeddings > 0) {
     j["original_max_position_embeddings"] = s.original_max_position_embeddings;
   }
