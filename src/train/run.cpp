@@ -265,7 +265,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       if (bar) bar->clear();
       log << "host<->device traffic of step " << s + 1 << (s == first_step ? " (first: sizes the buffers)" : "")
           << ", forward to weight refresh: " << tr.last_step_traffic().describe(s == first_step ? 0 : 12)
-          << "; then 1 read-back of the loss and gradient norm" << std::endl;
+          << "; then 1 read-back of the loss, gradient norm and non-finite count" << std::endl;
     }
     if (!std::isfinite(st.loss)) throw std::runtime_error("step " + std::to_string(s + 1) + ": loss is not finite");
     window_loss += st.loss;
