@@ -34,7 +34,8 @@ using shardft::TokenSpan;
 namespace bpe = shardft::bpe;
 
 const std::string kBpeDir = std::string(SHARDFT_REFERENCE_DIR) + "/bpe/";
-const char* const kStyles[] = {"gpt2_style", "llama3_style", "qwen2_style", "edge_style"};
+const char* const kStyles[] = {"gpt2_style",          "llama3_style",           "qwen2_style",    "edge_style",
+                               "llama2_legacy_style", "llama2_metaspace_style", "spm_edge_style", "spm_never_style"};
 constexpr std::size_t kShown = 10;  // mismatches printed per tokenizer / regex
 
 json load_json(const std::string& path) {
