@@ -127,6 +127,12 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
   // -- added tokens --
   const json& added = rd.at(doc, "added_tokens");
   if (!added.is_null() && !added.is_array()) rd.fail("added_tokens", "is " + kind_of(added) + " (expected a list)");
+  std::unordered_map<std::string, std::int32_t> hf_ids;  // content -> id, as HF's AddedVocabulary numbers them
+  std::int32_t max_hf_id = -1;
+  const auto next_id = [&] {
+    const auto vocab_n = static_cast<std::int32_t>(token_ids.size());
+    return max_hf_id < 0 ? vocab_n : (max_hf_id >= vocab_n || vocab_n == 0 ? max_hf_id + 1 : vocab_n);
+  };
   if (added.is_array()) {
     for (std::size_t i = 0; i < added.size(); ++i) {
       const std::string path = "added_tokens[" + std::to_string(i) + "].";
@@ -148,6 +154,21 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
       t.rstrip = rd.boolean(a, path, "rstrip", false);
       t.single_word = rd.boolean(a, path, "single_word", false);
       t.normalized = rd.boolean(a, path, "normalized", true);
+      // HF does not take the id from the file: it gives the token its vocab id, or the next id after the
+      // vocabulary (only warning when that differs). A file whose ids disagree would encode differently.
+      const auto known = hf_ids.find(t.content);
+      std::int32_t hf_id = known != hf_ids.end() ? known->second : -1;
+      if (hf_id < 0) {
+        const auto in_vocab = token_ids.find(t.content);
+        hf_id = in_vocab != token_ids.end() ? in_vocab->second : next_id();
+      }
+      if (hf_id != t.id) {
+        rd.fail(path + "id", "is " + std::to_string(t.id) + " but HF gives " + shown(content) + " id " +
+                                 std::to_string(hf_id) + " (its model.vocab id, else the next id after model.vocab's " +
+                                 std::to_string(token_ids.size()) + " entries and the added tokens before it)");
+      }
+      hf_ids[t.content] = hf_id;
+      max_hf_id = std::max(max_hf_id, hf_id);
       spec.added.push_back(std::move(t));
     }
   }
