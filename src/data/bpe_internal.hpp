@@ -267,6 +267,12 @@ struct BpeSpec {
   // no decoder at all joins the tokens with spaces, as HF does.
   std::vector<DecoderStep> decoder;
   bool no_decoder = false;
+  // SentencePiece style: a character c ("▁", or Metaspace's replacement) before which a word can be cut
+  // without changing its tokens, empty when there is none. That holds when c is a vocab token and no vocab
+  // token has c after another character (so no merge joins across the cut, and a waiting unk is flushed at
+  // c as well), every character encodes to something (unk or all byte tokens: no dropped bytes to carry
+  // over), and ignore_merges is off (it looks the whole word up).
+  std::string word_break;
   // Per id: byte-level, what the ByteLevel decoder makes of its token; SentencePiece style, the token
   // after the decoder's leading per-token steps.
   std::vector<std::string> decode_bytes;

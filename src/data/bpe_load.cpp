@@ -1,6 +1,7 @@
 // Reads an HF tokenizer.json into the parts of a BPE tokenizer: the model, the added tokens and the
 // per-id tables (bpe_load_steps.cpp reads the rest); every complaint names the file, the JSON key and what
 // is supported.
+#include <algorithm>
 #include <cstdio>
 
 #include "data/bpe_json.hpp"
@@ -172,6 +173,20 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
       spec.added.push_back(std::move(t));
     }
   }
+  if (!spec.byte_level && !m.ignore_merges) {
+    const std::string c = spec.has_metaspace ? spec.metaspace.replacement : "\xe2\x96\x81";
+    bool ok = token_ids.count(c) > 0 &&
+              (m.unk_id >= 0 ||
+               (m.byte_fallback && std::find(m.fallback_id.begin(), m.fallback_id.end(), -1) == m.fallback_id.end()));
+    for (auto it = token_ids.begin(); ok && it != token_ids.end(); ++it) {
+      const std::string& t = it->first;
+      for (std::size_t at = t.find(c, 1); ok && at != std::string::npos; at = t.find(c, at + c.size())) {
+        ok = at >= c.size() && t.compare(at - c.size(), c.size(), c) == 0;
+      }
+    }
+    if (ok) spec.word_break = c;
+  }
+
   // -- id tables for decode --
   std::int32_t max_id = -1;
   for (const auto& [tok, id] : token_ids) max_id = std::max(max_id, id);

@@ -78,6 +78,10 @@ class BpeTokenizer : public Tokenizer {
   // A SentencePiece-style piece: Metaspace (when there is one), then the words.
   template <class Orig>
   void pre_tokenize_chars(Run& run, std::string_view work, Range p, const Orig& orig) const;
+  // A SentencePiece-style word, in parts that no token can span when the vocabulary allows it (see
+  // BpeSpec::word_break): the words of Llama 2's legacy layout are whole texts, too long for the cache.
+  template <class At>
+  void encode_char_word(Run& run, std::string_view word, const At& at) const;
   // One word; at(v) is the offset in the original text of offset v of the word.
   template <class At>
   void encode_word(Run& run, std::string_view word, const At& at) const;
@@ -208,7 +212,7 @@ template <class Orig>
 void BpeTokenizer::pre_tokenize_chars(Run& run, std::string_view work, Range p, const Orig& orig) const {
   const std::string_view s = work.substr(p.begin, p.end - p.begin);
   if (!spec_.has_metaspace) {
-    encode_word(run, s, [&](std::size_t v) { return orig(p.begin + v); });
+    encode_char_word(run, s, [&](std::size_t v) { return orig(p.begin + v); });
     return;
   }
   EncodeScratch& sc = run.scratch;
@@ -216,10 +220,24 @@ void BpeTokenizer::pre_tokenize_chars(Run& run, std::string_view work, Range p, 
   bpe::metaspace(spec_.metaspace, s, orig(p.begin) == 0, p.begin, sc.meta, sc.meta_map, sc.meta_ends);
   std::size_t begin = 0;
   for (const std::size_t end : sc.meta_ends) {
-    encode_word(run, std::string_view(sc.meta).substr(begin, end - begin),
-                [&](std::size_t v) { return orig(sc.meta_map[begin + v]); });
+    encode_char_word(run, std::string_view(sc.meta).substr(begin, end - begin),
+                     [&](std::size_t v) { return orig(sc.meta_map[begin + v]); });
     begin = end;
   }
+}
+
+template <class At>
+void BpeTokenizer::encode_char_word(Run& run, std::string_view word, const At& at) const {
+  const std::string& brk = spec_.word_break;
+  std::size_t begin = 0;
+  if (!brk.empty()) {
+    for (std::size_t hit = word.find(brk, 1); hit != std::string_view::npos; hit = word.find(brk, hit + brk.size())) {
+      if (hit >= brk.size() && word.compare(hit - brk.size(), brk.size(), brk) == 0) continue;  // inside a run
+      encode_word(run, word.substr(begin, hit - begin), [&](std::size_t v) { return at(begin + v); });
+      begin = hit;
+    }
+  }
+  encode_word(run, word.substr(begin), [&](std::size_t v) { return at(begin + v); });
 }
 
 template <class At>

@@ -1,7 +1,8 @@
 // data/bpe_tokenizer, SentencePiece style (Llama 2, Mistral, TinyLlama, Phi-3): what the HF parity
 // fixtures (test_bpe_tokenizer.cpp's BpeParity, tests/reference/make_spm_tokenizer.py) do not pin down on
 // their own: the errors an unsupported file gets, the older Metaspace keys, the unk / byte-fallback order
-// HF uses, ByteFallback decoding of broken UTF-8, and spans through the "▁" rewriting.
+// HF uses, where long words may be cut, ByteFallback decoding of broken UTF-8, and spans through the "▁"
+// rewriting.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -176,6 +177,22 @@ TEST(BpeSentencePiece, UnkWaitsForTheNextKnownCharacter) {
   EXPECT_EQ(spans.back().end, text.size());
   EXPECT_EQ(unfused->encode(text), (Ids{0, 3, 4, 0, 1}));  // the first unk goes when the second comes
   EXPECT_EQ(fused->encode("a\xe4\xb8\xad"), (Ids{1, 0}));  // a waiting unk is flushed at the end
+}
+
+// Words are cut before each "▁" only when no vocab token has a "▁" after another character: here "o▁"
+// exists, so "▁o▁o" stays one word and merges across the second "▁" (as HF merges it).
+TEST(BpeSentencePiece, WordsAreCutOnlyWhereNoTokenSpans) {
+  json j = tiny(true);
+  j["model"]["vocab"] = {{"<unk>", 0}, {"o", 1}, {kMeta, 2}, {"o" + kMeta, 3}};
+  j["model"]["merges"] = json::array({json::array({"o", kMeta})});
+  j["normalizer"] = {{"type", "Sequence"},
+                     {"normalizers",
+                      {{{"type", "Prepend"}, {"prepend", kMeta}},
+                       {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kMeta}}}}};
+  EXPECT_EQ(load_bpe_tokenizer(write_json("cut.json", j))->encode("o o"), (Ids{2, 3, 1}));
+  j["model"]["vocab"] = {{"<unk>", 0}, {"o", 1}, {kMeta, 2}, {kMeta + "o", 3}};
+  j["model"]["merges"] = json::array({json::array({kMeta, "o"})});
+  EXPECT_EQ(load_bpe_tokenizer(write_json("cut2.json", j))->encode("o o"), (Ids{3, 3}));
 }
 
 TEST(BpeSentencePiece, ByteFallbackDecodesBrokenUtf8OneReplacementPerByte) {
