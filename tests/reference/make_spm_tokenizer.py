@@ -7,8 +7,9 @@ byte-level ones; this script reuses its training text, test strings and writer).
     .cache/hfvenv/bin/python tests/reference/make_spm_tokenizer.py
 
 The vocabulary is laid out as sentencepiece's Llama models are: <unk> <s> </s>, then the 256 byte
-tokens <0x00>..<0xFF>, then the learned pieces. Only 120 characters are in the alphabet, so CJK,
-most emoji and control characters go through byte fallback.
+tokens <0x00>..<0xFF>, then the learned pieces. Only the 120 most frequent characters are in the
+alphabet, so CJK, most emoji and control characters go through byte fallback. Deterministic: a rerun
+rewrites the files byte for byte.
 
 Styles (tests/reference/bpe/<style>/tokenizer.json + cases.json, as make_bpe_tokenizer.write makes them):
   llama2_legacy_style     what transformers' LlamaConverter writes with legacy=True (Llama 2, Mistral v0.1,
@@ -24,6 +25,7 @@ Styles (tests/reference/bpe/<style>/tokenizer.json + cases.json, as make_bpe_tok
   spm_never_style         spm_edge_style's vocab with Metaspace(prepend_scheme "never", split true), fuse_unk,
                           a Prepend "▁" normalizer and a decoder without Strip.
 """
+import collections
 import json
 import os
 
@@ -34,6 +36,7 @@ import make_bpe_tokenizer as bpe
 SPECIALS = ["<unk>", "<s>", "</s>"]
 PHI3_SPECIALS = ["<|user|>", "<|assistant|>", "<|end|>"]
 EDGE_WORDS = ["▁tokenizer", "▁language", "▁sentences", "▁unbelievable", "▁fibonacci"]
+ALPHABET = 120  # characters; the rest of the corpus (CJK, most emoji, control characters) falls back to bytes
 MISSING_BYTES = range(0xF0, 0xF5)  # lead bytes of 4-byte UTF-8: emoji and other astral characters
 
 LLAMA_DECODER = {"type": "Sequence", "decoders": [
@@ -60,9 +63,13 @@ CASES = [
 def train():
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
-    trainer = trainers.BpeTrainer(vocab_size=700, min_frequency=2, show_progress=False, special_tokens=SPECIALS,
-                                  limit_alphabet=120)
     _, texts = bpe.training_text()
+    # The alphabet is chosen here: HF's limit_alphabet breaks ties between equally frequent characters in
+    # hash order, which would make reruns differ.
+    counts = collections.Counter(c for t in texts for c in t.replace(" ", "\u2581"))
+    alphabet = [c for c, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:ALPHABET]]
+    trainer = trainers.BpeTrainer(vocab_size=700, min_frequency=2, show_progress=False, special_tokens=SPECIALS,
+                                  initial_alphabet=alphabet, limit_alphabet=ALPHABET)
     tok.train_from_iterator(texts, trainer)
     learned = json.loads(tok.to_str())["model"]
     # sentencepiece's Llama layout: specials, the 256 byte tokens, then the learned pieces.
@@ -106,11 +113,13 @@ def check_byte_fallback(out):
 
 
 def llama2_legacy(vocab, merges):
-    j = base_json(vocab, [f"{a} {b}" for a, b in merges])
+    j = base_json(vocab, merges)
     j["normalizer"] = LEGACY_NORMALIZER
     tok = Tokenizer.from_str(json.dumps(j))
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False, rstrip=True) for s in PHI3_SPECIALS])
-    _, out = bpe.write("llama2_legacy_style", json.loads(tok.to_str()), cases())
+    j = json.loads(tok.to_str())
+    j["model"]["merges"] = [f"{a} {b}" for a, b in merges]  # to_str writes pairs; Llama 2's file has strings
+    _, out = bpe.write("llama2_legacy_style", j, cases())
     check_byte_fallback(out)
 
 
