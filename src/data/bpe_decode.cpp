@@ -20,8 +20,8 @@ int hex_byte(char a, char b) {
 }
 
 // The byte a "<0xNN>" token stands for, -1 for any other token.
-int fallback_byte(const std::string& token) {
-  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
+int fallback_byte(std::string_view token) {
+  if (token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>') return -1;
   return hex_byte(token[3], token[4]);
 }
 
@@ -32,6 +32,17 @@ void flush_bytes(std::string& bytes, std::vector<std::string>& out) {
     out.push_back(bytes);
   } else {
     out.insert(out.end(), bytes.size(), "\xef\xbf\xbd");
+  }
+  bytes.clear();
+}
+
+// The same, appended to the fused text.
+void flush_bytes(std::string& bytes, std::string& text) {
+  if (bytes.empty()) return;
+  if (find_invalid_utf8(bytes) == std::string_view::npos) {
+    text += bytes;
+  } else {
+    for (std::size_t i = 0; i < bytes.size(); ++i) text += "\xef\xbf\xbd";
   }
   bytes.clear();
 }
@@ -112,6 +123,39 @@ void apply_decoder_step(const DecoderStep& step, std::vector<std::string>& token
       }
       return;
   }
+}
+
+std::string decode_tokens(const std::vector<DecoderStep>& steps, const std::vector<std::string_view>& tokens,
+                          bool no_decoder) {
+  std::vector<std::string> pieces;
+  // Llama 2's chain: [ByteFallback,] Fuse, then steps on the one fused string. Streamed into that string
+  // rather than through a list of token strings.
+  const bool fallback = !steps.empty() && steps[0].kind == DecoderStep::Kind::byte_fallback;
+  const std::size_t fuse = fallback ? 1 : 0;
+  if (fuse < steps.size() && steps[fuse].kind == DecoderStep::Kind::fuse) {
+    std::string text, bytes;
+    for (const std::string_view t : tokens) {
+      const int b = fallback ? fallback_byte(t) : -1;
+      if (b >= 0) {
+        bytes += static_cast<char>(b);
+        continue;
+      }
+      flush_bytes(bytes, text);
+      text += t;
+    }
+    flush_bytes(bytes, text);
+    pieces.assign(1, std::move(text));
+    for (std::size_t k = fuse + 1; k < steps.size(); ++k) apply_decoder_step(steps[k], pieces);
+  } else {
+    pieces.assign(tokens.begin(), tokens.end());
+    for (const DecoderStep& step : steps) apply_decoder_step(step, pieces);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (i > 0 && no_decoder) out += ' ';  // HF joins with spaces when there is no decoder
+    out += pieces[i];
+  }
+  return out;
 }
 
 }  // namespace shardft::bpe

@@ -221,6 +221,10 @@ struct DecoderStep {
   bool per_token() const { return kind == Kind::replace || kind == Kind::strip; }
 };
 
+// HF's decode of the token strings: the steps, then the pieces joined (with spaces when there is no
+// decoder at all).
+std::string decode_tokens(const std::vector<DecoderStep>& steps, const std::vector<std::string_view>& tokens,
+                          bool no_decoder);
 // Applies one step to the token strings, as HF's decode_chain does.
 void apply_decoder_step(const DecoderStep& step, std::vector<std::string>& tokens);
 // One token through a per_token() step.

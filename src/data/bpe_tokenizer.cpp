@@ -34,7 +34,7 @@ struct EncodeScratch {
   std::string meta;  // a piece's Metaspace text, meta_map its offsets in the normalized text
   std::vector<std::uint32_t> meta_map;
   std::vector<std::size_t> meta_ends;
-  std::vector<std::string> decoded;
+  std::vector<std::string_view> decoded;
   bpe::MergeScratch merge;
   std::vector<std::int32_t> word_ids;
   std::vector<std::uint32_t> word_lens;
@@ -279,7 +279,7 @@ std::string BpeTokenizer::decode(const std::vector<std::int32_t>& ids, bool skip
 }
 
 std::string BpeTokenizer::decode_chars(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
-  std::vector<std::string>& tokens = scratch().decoded;
+  std::vector<std::string_view>& tokens = scratch().decoded;
   tokens.clear();
   for (std::int32_t id : ids) {
     if (id < 0 || id >= spec_.vocab_size) continue;
@@ -287,13 +287,7 @@ std::string BpeTokenizer::decode_chars(const std::vector<std::int32_t>& ids, boo
     if (kind == 0 || (kind == 2 && skip_special_tokens)) continue;
     tokens.push_back(spec_.decode_bytes[id]);
   }
-  for (const bpe::DecoderStep& step : spec_.decoder) bpe::apply_decoder_step(step, tokens);
-  std::string text;
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (i > 0 && spec_.no_decoder) text += ' ';
-    text += tokens[i];
-  }
-  return text;
+  return bpe::decode_tokens(spec_.decoder, tokens, spec_.no_decoder);
 }
 
 BpeTokenizer::BpeTokenizer(const std::string& file, const std::string& content)
