@@ -5,9 +5,10 @@
 //
 // "bytes_per_second" is input text per second (decode: output text), "items_per_second" samples per
 // second, "tokens_per_second" ids per second. The BPE tokenizers are the committed fixtures of
-// tests/reference/bpe/. `encode` runs with the word cache warm (the steady state of a long run: the
-// first iteration fills it); `encode_cold` loads a fresh tokenizer before each pass (outside the timing),
-// so every distinct word goes through the merge loop once.
+// tests/reference/bpe/ (the Llama 2 ones see the Qwen2 markers as plain text). `encode` runs with the
+// word cache warm (the steady state of a long run: the first iteration fills it); `encode_cold` loads a
+// fresh tokenizer before each pass (outside the timing), so every distinct word goes through the merge
+// loop once.
 #include <benchmark/benchmark.h>
 
 #include <fstream>
@@ -132,6 +133,14 @@ const bool registered = [] {
       [](benchmark::State& st) { bpe_encode(st, "qwen2_style", true); });
   reg("tokenizer/bpe_qwen2/encode_cold/12k_samples", [](benchmark::State& st) { bpe_encode_cold(st, "qwen2_style"); });
   reg("tokenizer/bpe_qwen2/decode/12k_samples", [](benchmark::State& st) { bpe_decode(st, "qwen2_style"); });
+  // SentencePiece style: Llama 2's legacy layout (the whole text between added tokens is one word) and the
+  // non-legacy Metaspace one.
+  reg("tokenizer/bpe_llama2_legacy/encode/12k_samples",
+      [](benchmark::State& st) { bpe_encode(st, "llama2_legacy_style", false); });
+  reg("tokenizer/bpe_llama2_metaspace/encode/12k_samples",
+      [](benchmark::State& st) { bpe_encode(st, "llama2_metaspace_style", false); });
+  reg("tokenizer/bpe_llama2_legacy/decode/12k_samples",
+      [](benchmark::State& st) { bpe_decode(st, "llama2_legacy_style"); });
   reg("tokenizer/byte/encode/12k_samples", byte_encode);
   return true;
 }();

@@ -1,7 +1,8 @@
 #pragma once
-// Building blocks of the byte-level BPE tokenizer (data/bpe_tokenizer.hpp), shared by its source files
-// and the tests: UTF-8 helpers, GPT-2's byte <-> unicode map, NFC with an offset map, the PCRE2 splitter,
-// the merge model and its word cache. Not part of the data/ interface.
+// Building blocks of the BPE tokenizer (data/bpe_tokenizer.hpp), shared by its source files and the
+// tests: UTF-8 helpers, GPT-2's byte <-> unicode map, normalizers with an offset map, the PCRE2 splitter,
+// the merge model and its word cache, the added-token matcher, the decoders. Not part of the data/
+// interface.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -114,18 +115,31 @@ struct MergeScratch {
 };
 
 struct BpeModel {
-  std::array<std::int32_t, 256> byte_id{};  // id of the one-byte token of each byte, -1 when missing
+  // Byte-level (GPT-2 alphabet): a word's symbols are its bytes. Otherwise (SentencePiece style) they are
+  // its Unicode characters, each a vocab token of one character, else its <0xNN> byte tokens
+  // (byte_fallback), else unk.
+  bool byte_level = true;
+  std::array<std::int32_t, 256> byte_id{};   // byte-level: id of the one-byte token of each byte, -1 when missing
+  std::array<std::int32_t, 128> ascii_id{};  // characters: id of each one-character ASCII token
+  std::unordered_map<char32_t, std::int32_t> char_id;  // characters: the other one-character tokens
+  bool byte_fallback = false;
+  std::array<std::int32_t, 256> fallback_id{};  // characters: id of "<0xNN>", -1 when missing
   MergeMap merges;
   bool ignore_merges = false;
-  std::unordered_map<std::string, std::int32_t> word_ids;  // raw bytes of every byte-level vocab token
+  // With ignore_merges, the words that are one token: raw bytes of byte-level tokens, else the tokens.
+  std::unordered_map<std::string, std::int32_t> word_ids;
   std::int32_t unk_id = -1;  // -1: unknown bytes are dropped (as HF does without an unk_token)
   bool fuse_unk = false;
 
-  // One pre-token (raw bytes) to ids, appended with the bytes each covers (they add up to word.size()
-  // unless bytes were dropped). With ignore_merges a word that is itself in the vocab is one token.
-  // Otherwise HF's algorithm: a heap of adjacent pairs ordered by (rank, position).
+  // One pre-token (raw bytes, or the pre-tokenized text of a character model) to ids, appended with the
+  // bytes each covers (they add up to word.size()). With ignore_merges a word that is itself in the vocab
+  // is one token. Otherwise HF's algorithm: a heap of adjacent pairs ordered by (rank, position).
   void tokenize(std::string_view word, MergeScratch& scratch, std::vector<std::int32_t>& ids,
                 std::vector<std::uint32_t>& lens) const;
+
+ private:
+  void byte_symbols(std::string_view word, MergeScratch& scratch) const;
+  void char_symbols(std::string_view word, MergeScratch& scratch) const;
 };
 
 // Word -> (ids, byte lengths), open addressing over one key arena and one value arena; cleared when
@@ -161,16 +175,113 @@ struct AddedToken {
   bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = true;  // HF defaults
 };
 
+// ---- normalizers (data/bpe_normalize.cpp) ------------------------------------------------------
+struct NormalizerStep {
+  enum class Kind { nfc, prepend, replace } kind = Kind::nfc;
+  std::string pattern;  // replace: the literal string replaced
+  std::string content;  // prepend: what is prepended; replace: what replaces each match
+};
+
+struct NormalizeScratch {
+  std::string text;
+  std::vector<std::uint32_t> map;
+};
+
+// The steps in order, as HF's normalizer Sequence applies them. False when the text comes out as it went
+// in (out and map untouched). Otherwise out and map as nfc() makes them: map[k] is the offset in `in` of
+// byte k of out (map[out.size()] == in.size()); text a step inserted maps to where it was inserted, and
+// inside text a step rewrote every offset but the first maps to the end of what it rewrote.
+bool normalize(const std::vector<NormalizerStep>& steps, std::string_view in, std::string& out,
+               std::vector<std::uint32_t>& map, NormalizeScratch& scratch);
+
+// HF's Metaspace pre-tokenizer: every space becomes the replacement, which is prepended (always; first:
+// only to the piece that starts the input; never) unless the piece starts with it; with split, each
+// replacement starts a new word.
+struct MetaspaceSpec {
+  enum class Prepend { always, first, never };
+  std::string replacement = "\xe2\x96\x81";  // U+2581
+  Prepend prepend = Prepend::always;
+  bool split = true;
+};
+
+// The Metaspace text of `piece` in `out`; map[k] is the offset of byte k of out in `piece`, plus `base`
+// (one more entry for the end); word_ends gets the end of each word in `out`, the first begins at 0.
+// `starts_input`: the piece begins at offset 0 of the text given to encode (prepend_scheme first).
+void metaspace(const MetaspaceSpec& spec, std::string_view piece, bool starts_input, std::size_t base, std::string& out,
+               std::vector<std::uint32_t>& map, std::vector<std::size_t>& word_ends);
+
+// ---- decoders of SentencePiece-style tokenizers (data/bpe_decode.cpp) ------------------------------
+struct DecoderStep {
+  enum class Kind { replace, byte_fallback, fuse, strip, metaspace } kind = Kind::fuse;
+  std::string pattern, content;  // replace: literal pattern -> content; metaspace: content = replacement
+  char32_t strip_char = U' ';
+  std::size_t strip_start = 0, strip_stop = 0;
+  bool metaspace_prepend = true;  // metaspace: prepend_scheme is not "never"
+  // Replace and Strip see one token at a time, so a run of them can be applied to each vocab entry once.
+  bool per_token() const { return kind == Kind::replace || kind == Kind::strip; }
+};
+
+// HF's decode of the token strings: the steps, then the pieces joined (with spaces when there is no
+// decoder at all).
+std::string decode_tokens(const std::vector<DecoderStep>& steps, const std::vector<std::string_view>& tokens,
+                          bool no_decoder);
+// Applies one step to the token strings, as HF's decode_chain does.
+void apply_decoder_step(const DecoderStep& step, std::vector<std::string>& tokens);
+// One token through a per_token() step.
+std::string decode_token(const DecoderStep& step, std::string token);
+
+// ---- added tokens (data/bpe_added_tokens.cpp) ----------------------------------------------------
+// Leftmost-longest matching of a set of strings (a byte trie), then HF's single_word / lstrip / rstrip
+// rules on each match (AddedVocabulary::find_matches).
+class AddedTokenMatcher {
+ public:
+  struct Segment {
+    std::size_t begin, end;
+    int token;  // index into the added tokens, -1 for plain text
+  };
+  bool empty() const { return nodes_.size() == 1; }
+  void add(const std::string& content, int token);
+  // Appends the segments of s (offsets into s); nothing for an empty s.
+  void split(std::string_view s, const std::vector<AddedToken>& tokens, std::vector<Segment>& out) const;
+
+ private:
+  struct Node {
+    int token = -1;
+    std::vector<std::pair<unsigned char, int>> kids;  // sorted by byte
+  };
+  int find_child(int node, unsigned char c) const;
+  std::vector<Node> nodes_{1};
+  std::array<bool, 256> first_{};
+  int only_first_ = -1;  // the one first byte all tokens share, else -1
+};
+
+// ---- a loaded tokenizer.json -------------------------------------------------------------------
 struct BpeSpec {
   BpeModel model;
   std::vector<AddedToken> added;               // in file order
-  bool nfc = false;                            // normalizer NFC
+  std::vector<NormalizerStep> normalizer;      // in order
   std::vector<std::unique_ptr<Regex>> splits;  // the Split steps, in order (behavior Isolated)
-  bool prefix_space = false;                   // ByteLevel add_prefix_space
-  std::unique_ptr<Regex> byte_level_regex;     // ByteLevel use_regex: the GPT-2 regex
-  std::vector<std::string> decode_bytes;       // per id: what the ByteLevel decoder makes of its token
-  std::vector<std::uint8_t> id_kind;           // per id: 0 no token, 1 token, 2 special added token
-  int vocab_size = 0;                          // highest id + 1
+  // Byte-level (ByteLevel pre-tokenizer and decoder) or SentencePiece style (Unicode characters).
+  bool byte_level = true;
+  bool prefix_space = false;                // ByteLevel add_prefix_space
+  std::unique_ptr<Regex> byte_level_regex;  // ByteLevel use_regex: the GPT-2 regex
+  bool has_metaspace = false;               // SentencePiece style: the Metaspace pre-tokenizer
+  MetaspaceSpec metaspace;
+  // SentencePiece style: the decoder steps after the leading per-token ones (those are in decode_bytes);
+  // no decoder at all joins the tokens with spaces, as HF does.
+  std::vector<DecoderStep> decoder;
+  bool no_decoder = false;
+  // SentencePiece style: a character c ("▁", or Metaspace's replacement) before which a word can be cut
+  // without changing its tokens, empty when there is none. That holds when c is a vocab token and no vocab
+  // token has c after another character (so no merge joins across the cut, and a waiting unk is flushed at
+  // c as well), every character encodes to something (unk or all byte tokens: no dropped bytes to carry
+  // over), and ignore_merges is off (it looks the whole word up).
+  std::string word_break;
+  // Per id: byte-level, what the ByteLevel decoder makes of its token; SentencePiece style, the token
+  // after the decoder's leading per-token steps.
+  std::vector<std::string> decode_bytes;
+  std::vector<std::uint8_t> id_kind;  // per id: 0 no token, 1 token, 2 special added token
+  int vocab_size = 0;                 // highest id + 1
 };
 
 // Parses and checks a tokenizer.json (`file` names it in errors). Throws DataError naming the file,

@@ -71,23 +71,11 @@ const MergeMap::Value* MergeMap::find(std::int32_t left, std::int32_t right) con
 
 // ---- BpeModel --------------------------------------------------------------------------------
 
-void BpeModel::tokenize(std::string_view word, MergeScratch& scratch, std::vector<std::int32_t>& ids,
-                        std::vector<std::uint32_t>& lens) const {
-  if (word.empty()) return;
-  if (ignore_merges) {
-    const auto it = word_ids.find(std::string(word));
-    if (it != word_ids.end()) {
-      ids.push_back(it->second);
-      lens.push_back(static_cast<std::uint32_t>(word.size()));
-      return;
-    }
-  }
-
+void BpeModel::byte_symbols(std::string_view word, MergeScratch& scratch) const {
   // One symbol per byte (each byte is one character of the byte-level alphabet). A byte without a token
   // becomes unk (consecutive ones fused when fuse_unk) or, without an unk token, is dropped: its length
   // goes to the next symbol so that the lengths still cover the word.
   auto& syms = scratch.symbols;
-  syms.clear();
   std::uint32_t pending = 0;  // dropped bytes not yet attached to a symbol
   bool last_is_unk = false;
   for (unsigned char b : word) {
@@ -108,8 +96,80 @@ void BpeModel::tokenize(std::string_view word, MergeScratch& scratch, std::vecto
       ++pending;
     }
   }
+  if (!syms.empty()) syms.back().len += pending;
+}
+
+void BpeModel::char_symbols(std::string_view word, MergeScratch& scratch) const {
+  // HF's merge_word: a character in the vocab is a symbol; else, with byte_fallback, its bytes' <0xNN>
+  // tokens when all of them exist; else unk. The unk waits until the next character that is in the vocab
+  // (or the end), so that fuse_unk can extend it: a character that falls back to bytes in between goes
+  // before it, as in HF. Without an unk token the character is dropped and its bytes go to the next
+  // symbol, so that the lengths still cover the word.
+  auto& syms = scratch.symbols;
+  std::uint32_t pending = 0;
+  std::int32_t unk_len = -1;  // the waiting unk's bytes, -1 when none waits
+  const auto push = [&](std::int32_t id, std::uint32_t len) {
+    syms.push_back({id, 0, 0, len + pending});
+    pending = 0;
+  };
+  for (std::size_t i = 0; i < word.size();) {
+    const std::size_t begin = i;
+    const char32_t c = next_code_point(word, i);
+    const auto len = static_cast<std::uint32_t>(i - begin);
+    std::int32_t id = -1;
+    if (c < 128) {
+      id = ascii_id[c];
+    } else if (const auto it = char_id.find(c); it != char_id.end()) {
+      id = it->second;
+    }
+    if (id >= 0) {
+      if (unk_len >= 0) push(unk_id, static_cast<std::uint32_t>(unk_len));
+      unk_len = -1;
+      push(id, len);
+      continue;
+    }
+    if (byte_fallback) {
+      bool all = true;
+      for (std::size_t k = begin; k < i; ++k) all = all && fallback_id[static_cast<unsigned char>(word[k])] >= 0;
+      if (all) {
+        for (std::size_t k = begin; k < i; ++k) push(fallback_id[static_cast<unsigned char>(word[k])], 1);
+        continue;
+      }
+    }
+    if (unk_id < 0) {
+      pending += len;
+    } else if (unk_len < 0) {
+      unk_len = static_cast<std::int32_t>(len);
+    } else if (fuse_unk) {
+      unk_len += static_cast<std::int32_t>(len);
+    } else {
+      push(unk_id, static_cast<std::uint32_t>(unk_len));
+      unk_len = static_cast<std::int32_t>(len);
+    }
+  }
+  if (unk_len >= 0) push(unk_id, static_cast<std::uint32_t>(unk_len));
+  if (!syms.empty()) syms.back().len += pending;
+}
+
+void BpeModel::tokenize(std::string_view word, MergeScratch& scratch, std::vector<std::int32_t>& ids,
+                        std::vector<std::uint32_t>& lens) const {
+  if (word.empty()) return;
+  if (ignore_merges) {
+    const auto it = word_ids.find(std::string(word));
+    if (it != word_ids.end()) {
+      ids.push_back(it->second);
+      lens.push_back(static_cast<std::uint32_t>(word.size()));
+      return;
+    }
+  }
+  auto& syms = scratch.symbols;
+  syms.clear();
+  if (byte_level) {
+    byte_symbols(word, scratch);
+  } else {
+    char_symbols(word, scratch);
+  }
   if (syms.empty()) return;
-  syms.back().len += pending;
   const auto n = static_cast<std::int32_t>(syms.size());
   for (std::int32_t i = 0; i < n; ++i) {
     syms[i].prev = i - 1;

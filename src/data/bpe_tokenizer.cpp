@@ -1,6 +1,6 @@
-// HF tokenizer.json byte-level BPE, the encode / decode pipeline (bpe_load.cpp reads the file): added
-// tokens -> NFC -> added tokens on the normalized text -> Split regexes -> ByteLevel (prefix space, GPT-2
-// regex) -> BPE merges, with byte spans into the original text.
+// HF tokenizer.json BPE, the encode / decode pipeline (bpe_load.cpp reads the file): added tokens ->
+// normalizer -> added tokens on the normalized text -> Split regexes -> ByteLevel (prefix space, GPT-2
+// regex) or Metaspace -> BPE merges, with byte spans into the original text.
 #include "data/bpe_tokenizer.hpp"
 
 #include <algorithm>
@@ -20,117 +20,21 @@ namespace shardft {
 namespace {
 
 using bpe::AddedToken;
+using bpe::AddedTokenMatcher;
 using bpe::Range;
-
-// Leftmost-longest matching of a set of strings (a byte trie), then HF's single_word / lstrip / rstrip
-// rules on each match (AddedVocabulary::find_matches).
-class AddedTokenMatcher {
- public:
-  struct Segment {
-    std::size_t begin, end;
-    int token;  // index into the added tokens, -1 for plain text
-  };
-  bool empty() const { return nodes_.size() == 1; }
-  void add(const std::string& content, int token) {
-    if (content.empty()) return;
-    int node = 0;
-    for (unsigned char c : content) {
-      int child = find_child(node, c);
-      if (child < 0) {
-        child = static_cast<int>(nodes_.size());
-        nodes_.emplace_back();
-        auto& kids = nodes_[node].kids;
-        kids.insert(std::lower_bound(kids.begin(), kids.end(), std::make_pair(c, 0)), {c, child});
-      }
-      node = child;
-    }
-    nodes_[node].token = token;
-    first_[static_cast<unsigned char>(content[0])] = true;
-    const int distinct = static_cast<int>(std::count(first_.begin(), first_.end(), true));
-    only_first_ = distinct == 1 ? static_cast<unsigned char>(content[0]) : -1;
-  }
-  // Appends the segments of s (offsets into s); nothing for an empty s.
-  void split(std::string_view s, const std::vector<AddedToken>& tokens, std::vector<Segment>& out) const {
-    const std::size_t n = s.size();
-    std::size_t start_offset = 0, i = 0;
-    while (i < n) {
-      if (only_first_ >= 0) {  // all tokens start with the same byte ("<|..."): jump to it
-        const void* hit = std::memchr(s.data() + i, only_first_, n - i);
-        if (!hit) break;
-        i = static_cast<std::size_t>(static_cast<const char*>(hit) - s.data());
-      } else if (!first_[static_cast<unsigned char>(s[i])]) {
-        ++i;
-        continue;
-      }
-      int node = 0, best = -1;
-      std::size_t best_len = 0;
-      for (std::size_t j = i; j < n; ++j) {
-        node = find_child(node, static_cast<unsigned char>(s[j]));
-        if (node < 0) break;
-        if (nodes_[node].token >= 0) best = nodes_[node].token, best_len = j - i + 1;
-      }
-      if (best < 0) {
-        ++i;
-        continue;
-      }
-      std::size_t start = i, stop = i + best_len;
-      i = stop;  // the automaton goes on after the match itself, whatever the strip rules do
-      const AddedToken& t = tokens[best];
-      if (t.single_word) {
-        std::size_t k = start;
-        const bool start_space = start == 0 || !bpe::is_word_char(bpe::prev_code_point(s, k));
-        k = stop;
-        const bool stop_space = stop == n || !bpe::is_word_char(bpe::next_code_point(s, k));
-        if (!start_space || !stop_space) continue;
-      }
-      if (t.lstrip) {
-        std::size_t j = start;
-        while (j > 0) {
-          std::size_t k = j;
-          if (!bpe::is_white_space(bpe::prev_code_point(s, k))) break;
-          j = k;
-        }
-        start = std::max(j, start_offset);
-      }
-      if (t.rstrip) {
-        while (stop < n) {
-          std::size_t k = stop;
-          if (!bpe::is_white_space(bpe::next_code_point(s, k))) break;
-          stop = k;
-        }
-      }
-      if (start_offset < start) out.push_back({start_offset, start, -1});
-      out.push_back({start, stop, best});
-      start_offset = stop;
-    }
-    if (start_offset < n) out.push_back({start_offset, n, -1});
-  }
-
- private:
-  struct Node {
-    int token = -1;
-    std::vector<std::pair<unsigned char, int>> kids;  // sorted by byte
-  };
-  int find_child(int node, unsigned char c) const {
-    const auto& kids = nodes_[node].kids;
-    for (const auto& [b, child] : kids) {
-      if (b == c) return child;
-      if (b > c) break;
-    }
-    return -1;
-  }
-  std::vector<Node> nodes_{1};
-  std::array<bool, 256> first_{};
-  int only_first_ = -1;  // the one first byte all tokens share, else -1
-};
 
 // Working memory of one encode call (one per thread).
 struct EncodeScratch {
   std::vector<AddedTokenMatcher::Segment> raw_segments, norm_segments;
   std::string normalized;
   std::vector<std::uint32_t> norm_map;
+  bpe::NormalizeScratch norm_scratch;
   std::vector<Range> pieces, next_pieces, words;
   std::string prefixed;
+  std::string meta;  // a piece's Metaspace text, meta_map its offsets in the normalized text
+  std::vector<std::uint32_t> meta_map;
+  std::vector<std::size_t> meta_ends;
+  std::vector<std::string_view> decoded;
   bpe::MergeScratch merge;
   std::vector<std::int32_t> word_ids;
   std::vector<std::uint32_t> word_lens;
@@ -171,10 +75,24 @@ class BpeTokenizer : public Tokenizer {
   // of `work` to the original text.
   template <class Orig>
   void pre_tokenize(Run& run, std::string_view work, Range r, const Orig& orig) const;
-  // One word: `work_begin` is the offset in `work` of the word's first real byte; `virtual_space`: the
+  // A SentencePiece-style piece: Metaspace (when there is one), then the words.
+  template <class Orig>
+  void pre_tokenize_chars(Run& run, std::string_view work, Range p, const Orig& orig) const;
+  // A SentencePiece-style word, in parts that no token can span when the vocabulary allows it (see
+  // BpeSpec::word_break): the words of Llama 2's legacy layout are whole texts, too long for the cache.
+  template <class At>
+  void encode_char_word(Run& run, std::string_view word, const At& at) const;
+  // One word; at(v) is the offset in the original text of offset v of the word.
+  template <class At>
+  void encode_word(Run& run, std::string_view word, const At& at) const;
+  // Byte-level: `work_begin` is the offset in `work` of the word's first real byte; `virtual_space`: the
   // word starts with a space the ByteLevel pre-tokenizer added, which covers no input byte.
   template <class Orig>
-  void encode_word(Run& run, std::string_view word, std::size_t work_begin, bool virtual_space, const Orig& orig) const;
+  void encode_byte_word(Run& run, std::string_view word, std::size_t work_begin, bool virtual_space,
+                        const Orig& orig) const {
+    encode_word(run, word, [&](std::size_t v) { return orig(work_begin + (virtual_space ? (v > 0 ? v - 1 : 0) : v)); });
+  }
+  std::string decode_chars(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const;
 
   const bpe::BpeSpec spec_;
   std::string fingerprint_;
@@ -224,7 +142,7 @@ void BpeTokenizer::encode_text(Run& run, std::string_view piece, std::size_t bas
   EncodeScratch& sc = run.scratch;
   std::string_view work = piece;
   const std::uint32_t* map = nullptr;
-  if (spec_.nfc && bpe::nfc(piece, sc.normalized, sc.norm_map)) {
+  if (bpe::normalize(spec_.normalizer, piece, sc.normalized, sc.norm_map, sc.norm_scratch)) {
     work = sc.normalized;
     map = sc.norm_map.data();
   }
@@ -254,6 +172,10 @@ void BpeTokenizer::pre_tokenize(Run& run, std::string_view work, Range r, const 
     for (const Range& p : pieces) re->split_isolated(work.substr(p.begin, p.end - p.begin), p.begin, sc.next_pieces);
     pieces.swap(sc.next_pieces);
   }
+  if (!spec_.byte_level) {
+    for (const Range& p : pieces) pre_tokenize_chars(run, work, p, orig);
+    return;
+  }
   for (const Range& p : pieces) {  // the ByteLevel step
     const std::string_view s = work.substr(p.begin, p.end - p.begin);
     if (spec_.prefix_space && s[0] != ' ') {
@@ -261,7 +183,7 @@ void BpeTokenizer::pre_tokenize(Run& run, std::string_view work, Range r, const 
       sc.prefixed.append(s.data(), s.size());
       const std::string_view pre = sc.prefixed;
       if (!spec_.byte_level_regex) {
-        encode_word(run, pre, p.begin, true, orig);
+        encode_byte_word(run, pre, p.begin, true, orig);
         continue;
       }
       sc.words.clear();
@@ -269,24 +191,57 @@ void BpeTokenizer::pre_tokenize(Run& run, std::string_view work, Range r, const 
       for (const Range& w : sc.words) {
         const std::string_view word = pre.substr(w.begin, w.end - w.begin);
         if (w.begin == 0) {
-          encode_word(run, word, p.begin, true, orig);
+          encode_byte_word(run, word, p.begin, true, orig);
         } else {
-          encode_word(run, word, p.begin + w.begin - 1, false, orig);
+          encode_byte_word(run, word, p.begin + w.begin - 1, false, orig);
         }
       }
     } else if (spec_.byte_level_regex) {
       sc.words.clear();
       spec_.byte_level_regex->split_isolated(s, p.begin, sc.words);
-      for (const Range& w : sc.words) encode_word(run, work.substr(w.begin, w.end - w.begin), w.begin, false, orig);
+      for (const Range& w : sc.words) {
+        encode_byte_word(run, work.substr(w.begin, w.end - w.begin), w.begin, false, orig);
+      }
     } else {
-      encode_word(run, s, p.begin, false, orig);
+      encode_byte_word(run, s, p.begin, false, orig);
     }
   }
 }
 
 template <class Orig>
-void BpeTokenizer::encode_word(Run& run, std::string_view word, std::size_t work_begin, bool virtual_space,
-                               const Orig& orig) const {
+void BpeTokenizer::pre_tokenize_chars(Run& run, std::string_view work, Range p, const Orig& orig) const {
+  const std::string_view s = work.substr(p.begin, p.end - p.begin);
+  if (!spec_.has_metaspace) {
+    encode_char_word(run, s, [&](std::size_t v) { return orig(p.begin + v); });
+    return;
+  }
+  EncodeScratch& sc = run.scratch;
+  // HF's prepend_scheme "first" asks whether the piece begins the input: after an added token it does not.
+  bpe::metaspace(spec_.metaspace, s, orig(p.begin) == 0, p.begin, sc.meta, sc.meta_map, sc.meta_ends);
+  std::size_t begin = 0;
+  for (const std::size_t end : sc.meta_ends) {
+    encode_char_word(run, std::string_view(sc.meta).substr(begin, end - begin),
+                     [&](std::size_t v) { return orig(sc.meta_map[begin + v]); });
+    begin = end;
+  }
+}
+
+template <class At>
+void BpeTokenizer::encode_char_word(Run& run, std::string_view word, const At& at) const {
+  const std::string& brk = spec_.word_break;
+  std::size_t begin = 0;
+  if (!brk.empty()) {
+    for (std::size_t hit = word.find(brk, 1); hit != std::string_view::npos; hit = word.find(brk, hit + brk.size())) {
+      if (hit >= brk.size() && word.compare(hit - brk.size(), brk.size(), brk) == 0) continue;  // inside a run
+      encode_word(run, word.substr(begin, hit - begin), [&](std::size_t v) { return at(begin + v); });
+      begin = hit;
+    }
+  }
+  encode_word(run, word.substr(begin), [&](std::size_t v) { return at(begin + v); });
+}
+
+template <class At>
+void BpeTokenizer::encode_word(Run& run, std::string_view word, const At& at) const {
   EncodeScratch& sc = run.scratch;
   const std::int32_t* ids = nullptr;
   const std::uint32_t* lens = nullptr;
@@ -300,17 +255,16 @@ void BpeTokenizer::encode_word(Run& run, std::string_view word, std::size_t work
     lens = sc.word_lens.data();
     n = sc.word_ids.size();
   }
-  // Offset v in the word -> offset in work.
-  const auto at = [&](std::size_t v) { return work_begin + (virtual_space ? (v > 0 ? v - 1 : 0) : v); };
   std::size_t v = 0;
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t b = v;
     v += lens[k];
-    run.emit(ids[k], orig(at(b)), orig(at(v)));
+    run.emit(ids[k], at(b), at(v));
   }
 }
 
 std::string BpeTokenizer::decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
+  if (!spec_.byte_level) return decode_chars(ids, skip_special_tokens);
   std::string bytes;
   for (std::int32_t id : ids) {
     if (id < 0 || id >= spec_.vocab_size) continue;
@@ -324,6 +278,18 @@ std::string BpeTokenizer::decode(const std::vector<std::int32_t>& ids, bool skip
   return text;
 }
 
+std::string BpeTokenizer::decode_chars(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
+  std::vector<std::string_view>& tokens = scratch().decoded;
+  tokens.clear();
+  for (std::int32_t id : ids) {
+    if (id < 0 || id >= spec_.vocab_size) continue;
+    const std::uint8_t kind = spec_.id_kind[id];
+    if (kind == 0 || (kind == 2 && skip_special_tokens)) continue;
+    tokens.push_back(spec_.decode_bytes[id]);
+  }
+  return bpe::decode_tokens(spec_.decoder, tokens, spec_.no_decoder);
+}
+
 BpeTokenizer::BpeTokenizer(const std::string& file, const std::string& content)
     : spec_(bpe::read_bpe_spec(file, content)) {
   std::ostringstream hash;
@@ -331,13 +297,15 @@ BpeTokenizer::BpeTokenizer(const std::string& file, const std::string& content)
   fingerprint_ = "bpe:" + file + ":" + hash.str();
   std::string normalized;
   std::vector<std::uint32_t> unused_map;
+  bpe::NormalizeScratch norm_scratch;
   for (std::size_t i = 0; i < spec_.added.size(); ++i) {
     const AddedToken& t = spec_.added[i];
     added_ids_[t.content] = t.id;
     if (!t.normalized) {
       raw_matcher_.add(t.content, static_cast<int>(i));
-    } else if (spec_.nfc && bpe::nfc(t.content, normalized, unused_map)) {
-      norm_matcher_.add(normalized, static_cast<int>(i));  // matched in NFC text, so NFC it too
+    } else if (bpe::normalize(spec_.normalizer, t.content, normalized, unused_map, norm_scratch)) {
+      // Matched in normalized text, so normalized too (as HF does: with Prepend "▁", "x" becomes "▁x").
+      norm_matcher_.add(normalized, static_cast<int>(i));
     } else {
       norm_matcher_.add(t.content, static_cast<int>(i));
     }

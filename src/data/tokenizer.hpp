@@ -1,6 +1,7 @@
 #pragma once
 // The tokenizer interface the data pipeline uses: the built-in byte tokenizer (the default, for the
-// bundled task) and HF tokenizer.json byte-level BPE (GPT-2 / Llama-3 / Qwen2 family) both implement it.
+// bundled task) and HF tokenizer.json BPE (byte-level: GPT-2 / Llama-3 / Qwen2; SentencePiece style:
+// Llama 2 / Mistral / TinyLlama / Phi-3) both implement it.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

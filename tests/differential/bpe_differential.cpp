@@ -3,7 +3,8 @@
 //
 //   shardft_bpe_differential random-cases FILE    FILE from `make_bpe_tokenizer.py --random-cases FILE N SEED`:
 //                                                 ids, decode and decode(skip_special) of every string, for
-//                                                 the four fixture tokenizers, and the spans tile each string
+//                                                 every fixture tokenizer, the spans tile each string; and
+//                                                 decode of random id sequences
 //   shardft_bpe_differential all-code-points DIR  DIR from `make_bpe_tokenizer.py --all-code-points DIR`:
 //                                                 HF's Split(Isolated) piece lengths around every code point,
 //                                                 for the three regexes of tests/reference/bpe/pretokens.json
@@ -34,7 +35,8 @@ using shardft::TokenSpan;
 namespace bpe = shardft::bpe;
 
 const std::string kBpeDir = std::string(SHARDFT_REFERENCE_DIR) + "/bpe/";
-const char* const kStyles[] = {"gpt2_style", "llama3_style", "qwen2_style", "edge_style"};
+const char* const kStyles[] = {"gpt2_style",          "llama3_style",           "qwen2_style",    "edge_style",
+                               "llama2_legacy_style", "llama2_metaspace_style", "spm_edge_style", "spm_never_style"};
 constexpr std::size_t kShown = 10;  // mismatches printed per tokenizer / regex
 
 json load_json(const std::string& path) {
@@ -101,6 +103,27 @@ int random_cases(const std::string& file) {
         std::cout << "MISMATCH " << style << " string " << i << " " << shown(texts[i]) << what << "\n";
     }
     std::cout << style << ": " << bad << " of " << texts.size() << " strings differ\n";
+    total_bad += bad;
+
+    // Decode of random id sequences: unknown ids, special tokens, byte-fallback runs that are not UTF-8.
+    const json &rids = hf.at("random_ids"), &rdecoded = hf.at("random_ids_decoded"),
+               &rskipped = hf.at("random_ids_decoded_skip_special");
+    if (rids.empty() || rdecoded.size() != rids.size() || rskipped.size() != rids.size()) {
+      std::cout << "FAIL: " << style << ": " << rids.size() << " random id sequences, " << rdecoded.size() << " / "
+                << rskipped.size() << " decodes\n";
+      return 1;
+    }
+    bad = 0;
+    for (std::size_t i = 0; i < rids.size(); ++i) {
+      const Ids r = rids[i];
+      const std::string got = tok->decode(r), got_skipped = tok->decode(r, true);
+      if (got == rdecoded[i].get<std::string>() && got_skipped == rskipped[i].get<std::string>()) continue;
+      if (++bad <= kShown)
+        std::cout << "MISMATCH " << style << " decode of ids " << shown(r) << "\n    HF "
+                  << shown(rdecoded[i].get<std::string>()) << " / " << shown(rskipped[i].get<std::string>())
+                  << "\n    us " << shown(got) << " / " << shown(got_skipped) << "\n";
+    }
+    std::cout << style << ": " << bad << " of " << rids.size() << " random id sequences decode differently\n";
     total_bad += bad;
   }
   return total_bad == 0 ? 0 : 1;

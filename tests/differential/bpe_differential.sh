@@ -4,7 +4,8 @@
 # and compares with shardft_bpe_differential. Fails, never skips, when the venv is missing.
 # Usage: bpe_differential.sh random-cases|all-code-points BPE_DIFFERENTIAL_BINARY SOURCE_DIR
 #   random-cases     30000 random strings (override: SHARDFT_BPE_RANDOM_COUNT), seed 7 (override:
-#                    SHARDFT_BPE_RANDOM_SEED); ids, decodes and span tiling, for the four fixture tokenizers
+#                    SHARDFT_BPE_RANDOM_SEED); ids, decodes and span tiling for every fixture tokenizer, and
+#                    decodes of random id sequences
 #   all-code-points  Split(Isolated) pieces around every Unicode code point, for the three regexes
 set -u
 mode=$1; bin=$2; src=$3

@@ -28,8 +28,9 @@ UTF-8 byte lengths) of a context string built around each of ~200 probe code poi
 character, format characters, marks, digits and letters of many scripts, emoji, private use,
 unassigned, a stride through all planes). `--all-code-points DIR` instead writes DIR/<regex>.txt with
 every code point (1.1M lines each) for the exhaustive ctest case bpe_differential.all-code-points, and
-`--random-cases FILE [N] [SEED]` writes N (20000) random strings glued from tricky fragments with all four
-tokenizers' HF ids and decodes, for the ctest case bpe_differential.random-cases
+`--random-cases FILE [N] [SEED]` writes N (20000) random strings glued from tricky fragments with the HF ids
+and decodes of every fixture tokenizer (these four and make_spm_tokenizer.py's), plus random id sequences
+with HF's decodes, for the ctest case bpe_differential.random-cases
 (tests/differential/bpe_differential.sh runs both).
 
 Deterministic: rerunning it reproduces the files byte for byte.
@@ -313,7 +314,28 @@ RANDOM_FRAGMENTS = [
     "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f1e9\U0001f1ea", "\x00", "\x01",
     "<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<|begin_of_text|>", "<|pad|>", "<|im", "|>", "<",
     "<L>", "<R>", "<LR>", "sw", "caf\u00e9", "cafe\u0301", "\u0120x", " h\u00e9", "<tag", "<tag>", "h\u00e9", "x",
-    "\u0120", "\u010b"]
+    "\u0120", "\u010b",
+    # SentencePiece-style fixtures (make_spm_tokenizer.py): the metaspace, byte tokens, Llama specials,
+    # characters outside their alphabet (byte fallback), control characters.
+    "\u2581", "\u2581\u2581", "<0x41>", "<s>", "</s>", "<unk>", "<|end|>", "<|user|>", "\u4e2d\u6587",
+    "\u0e44\u0e17\u0e22", "\x1b[0m", "\x07", "\x7f", "\U0001f389", "\U0001f9ea", "    ", " \n"]
+
+
+STYLES = ["gpt2_style", "llama3_style", "qwen2_style", "edge_style",
+          "llama2_legacy_style", "llama2_metaspace_style", "spm_edge_style", "spm_never_style"]
+
+
+def random_ids(tok, rng, n):
+    """n random id sequences for decode: any id (a few past the vocabulary, which HF skips), and runs of
+    byte-fallback tokens <0xNN> that are often not valid UTF-8."""
+    size = tok.get_vocab_size(with_added_tokens=True)
+    seqs = [[rng.randrange(size + 3) for _ in range(rng.randint(0, 16))] for _ in range(n)]
+    byte_ids = sorted(i for t, i in tok.get_vocab(with_added_tokens=False).items() if t.startswith("<0x"))
+    if byte_ids:
+        pool = byte_ids + list(range(size))[:300]
+        seqs += [[rng.choice(byte_ids if rng.random() < 0.7 else pool) for _ in range(rng.randint(1, 10))]
+                 for _ in range(n)]
+    return seqs
 
 
 def random_cases(path, n, seed):
@@ -321,14 +343,17 @@ def random_cases(path, n, seed):
     rng = random.Random(seed)
     texts = ["".join(rng.choice(RANDOM_FRAGMENTS) for _ in range(rng.randint(0, 25))) for _ in range(n)]
     out = {"generator": "tests/reference/make_bpe_tokenizer.py --random-cases", "seed": seed, "texts": texts}
-    for style in ["gpt2_style", "llama3_style", "qwen2_style", "edge_style"]:
+    for style in STYLES:
         tok = Tokenizer.from_file(os.path.join(OUT, style, "tokenizer.json"))
         ids = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+        rids = random_ids(tok, rng, max(1, n // 10))
         out[style] = {"ids": ids, "decoded": tok.decode_batch(ids, skip_special_tokens=False),
-                      "decoded_skip_special": tok.decode_batch(ids, skip_special_tokens=True)}
+                      "decoded_skip_special": tok.decode_batch(ids, skip_special_tokens=True),
+                      "random_ids": rids, "random_ids_decoded": tok.decode_batch(rids, skip_special_tokens=False),
+                      "random_ids_decoded_skip_special": tok.decode_batch(rids, skip_special_tokens=True)}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False)
-    print(f"{path}: {n} strings x 4 tokenizers")
+    print(f"{path}: {n} strings x {len(STYLES)} tokenizers")
 
 
 def main():

@@ -28,7 +28,8 @@ using json = nlohmann::json;
 using Ids = std::vector<std::int32_t>;
 
 const std::string kBpeDir = std::string(SHARDFT_REFERENCE_DIR) + "/bpe/";
-const char* const kStyles[] = {"gpt2_style", "llama3_style", "qwen2_style", "edge_style"};
+const char* const kStyles[] = {"gpt2_style",          "llama3_style",           "qwen2_style",    "edge_style",
+                               "llama2_legacy_style", "llama2_metaspace_style", "spm_edge_style", "spm_never_style"};
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
