@@ -5,6 +5,7 @@
 #ifdef SHARDFT_HAVE_NCCL
 #include <cuda_runtime.h>
 
+#include <string>
 #include <vector>
 
 #include "comm/nccl/nccl_communicator.hpp"
@@ -14,15 +15,22 @@
 namespace shardft {
 namespace {
 
-TEST(CommNccl, AllReduceReduceScatterAllGatherOnDevice) {
-  MpiCommunicator world(MPI_COMM_WORLD, "world");
+// Selects this rank's GPU; or, when some rank of `world` has none, says so (NCCL needs one GPU per rank).
+std::string select_gpu_or_why_not(MpiCommunicator& world) {
   const int gpus = cuda_device_count();
   int enough = gpus >= 1 ? 1 : 0;
   world.all_reduce(&enough, &enough, 1, DType::i32, ReduceOp::sum);
   if (enough < world.size()) {
-    GTEST_SKIP() << "no GPU for every rank (" << gpus << " visible here): NCCL collectives need one GPU per rank";
+    return "no GPU for every rank (" + std::to_string(gpus) + " visible here): NCCL collectives need one GPU per rank";
   }
   cudaSetDevice(world.rank() % gpus);
+  return "";
+}
+
+TEST(CommNccl, AllReduceReduceScatterAllGatherOnDevice) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world");
+  const std::string no_gpu = select_gpu_or_why_not(world);
+  if (!no_gpu.empty()) GTEST_SKIP() << no_gpu;
   NcclCommunicator nccl(world, "world");
   const int n = nccl.size(), r = nccl.rank(), k = 4;
   std::vector<float> host(n * k);
@@ -45,13 +53,8 @@ TEST(CommNccl, AllReduceReduceScatterAllGatherOnDevice) {
 // the host waiting; synchronize() is the one host wait, and work on the compute stream sees the result.
 TEST(CommNccl, DeferredWaitsOrderTheComputeStreamAndWaitOnceAtSynchronize) {
   MpiCommunicator world(MPI_COMM_WORLD, "world");
-  const int gpus = cuda_device_count();
-  int enough = gpus >= 1 ? 1 : 0;
-  world.all_reduce(&enough, &enough, 1, DType::i32, ReduceOp::sum);
-  if (enough < world.size()) {
-    GTEST_SKIP() << "no GPU for every rank (" << gpus << " visible here): NCCL collectives need one GPU per rank";
-  }
-  cudaSetDevice(world.rank() % gpus);
+  const std::string no_gpu = select_gpu_or_why_not(world);
+  if (!no_gpu.empty()) GTEST_SKIP() << no_gpu;
   NcclCommunicator nccl(world, "world");
   const int n = nccl.size(), k = 1 << 20;
   std::vector<float> host(k, 1.f);

@@ -15,6 +15,7 @@
 
 #include "data/bpe_internal.hpp"
 #include "data/bpe_tokenizer.hpp"
+#include "tests/common/bpe_files.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {
@@ -24,32 +25,12 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Ids = std::vector<std::int32_t>;
 
-const std::string kBpeDir = std::string(SHARDFT_REFERENCE_DIR) + "/bpe/";
+const std::string& kBpeDir = testing_util::bpe_reference_dir();
 const std::string kMeta = "\xe2\x96\x81";  // "▁"
 
-json load_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
-
-std::string write_json(const std::string& name, const json& j) {
-  const std::string d = ::testing::TempDir() + "shardft_spm_" + std::to_string(::getpid()) + "/";
-  fs::create_directories(d);
-  std::ofstream(d + name, std::ios::binary) << j.dump();
-  return d + name;
-}
-
-std::string load_error(const std::string& path) {
-  try {
-    load_bpe_tokenizer(path);
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing_util::bpe_load_error;
+using testing_util::load_json;
+using testing_util::write_json;
 
 TEST(BpeSentencePiece, UnsupportedFilesAreNamedWithTheKey) {
   const json base = load_json(kBpeDir + "llama2_legacy_style/tokenizer.json");
@@ -123,11 +104,11 @@ TEST(BpeSentencePiece, UnsupportedFilesAreNamedWithTheKey) {
     json j = base;
     c.edit(j);
     const std::string path = write_json(std::string(c.name) + ".json", j);
-    const std::string msg = load_error(path);
+    const std::string msg = bpe_load_error(path);
     EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << c.name << ": " << msg;
     EXPECT_NE(msg.find(c.want), std::string::npos) << c.name << ": " << msg;
   }
-  EXPECT_EQ(load_error(write_json("unedited.json", base)), "(no error)");
+  EXPECT_EQ(bpe_load_error(write_json("unedited.json", base)), "(no error)");
 }
 
 // Files written by tokenizers before 0.14 have add_prefix_space (and str_rep) instead of prepend_scheme;
@@ -143,7 +124,7 @@ TEST(BpeSentencePiece, OlderMetaspaceKeysReadAsHfReadsThem) {
   }
   j["pre_tokenizer"]["add_prefix_space"] = false;
   j["pre_tokenizer"]["prepend_scheme"] = "never";
-  EXPECT_EQ(load_error(write_json("older_never.json", j)), "(no error)");
+  EXPECT_EQ(bpe_load_error(write_json("older_never.json", j)), "(no error)");
 }
 
 // A tiny SentencePiece-style file: <unk>, "a", "▁", and the byte tokens of "é" only.

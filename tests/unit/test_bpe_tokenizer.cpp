@@ -17,6 +17,7 @@
 
 #include "data/bpe_internal.hpp"
 #include "data/bpe_tokenizer.hpp"
+#include "tests/common/bpe_files.hpp"
 #include "data/sft_data.hpp"
 #include "tests/common/bpe_probes.hpp"
 
@@ -27,19 +28,14 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Ids = std::vector<std::int32_t>;
 
-const std::string kBpeDir = std::string(SHARDFT_REFERENCE_DIR) + "/bpe/";
+const std::string& kBpeDir = testing_util::bpe_reference_dir();
 const char* const kStyles[] = {"gpt2_style",          "llama3_style",           "qwen2_style",    "edge_style",
                                "llama2_legacy_style", "llama2_metaspace_style", "spm_edge_style", "spm_never_style"};
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-json load_json(const std::string& path) { return json::parse(read_text(path)); }
+using testing_util::bpe_load_error;
+using testing_util::load_json;
+using testing_util::read_text;
+using testing_util::write_json;
 
 const json& cases_of(const std::string& style) {
   static std::map<std::string, json> cache;
@@ -64,12 +60,6 @@ std::string scratch_dir() {
   const std::string d = ::testing::TempDir() + "shardft_bpe_" + std::to_string(::getpid()) + "/";
   fs::create_directories(d);
   return d;
-}
-
-std::string write_json(const std::string& name, const json& j) {
-  const std::string path = scratch_dir() + name;
-  std::ofstream(path, std::ios::binary) << j.dump();
-  return path;
 }
 
 // ---- parity with HF, per fixture ---------------------------------------------------------------
@@ -316,15 +306,6 @@ TEST(BpeTokenizer, LoadsFromDirectoryOrFile) {
   EXPECT_EQ(load_tokenizer("")->fingerprint(), "byte");
 }
 
-std::string load_error(const std::string& path) {
-  try {
-    load_bpe_tokenizer(path);
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(BpeTokenizer, BadFilesAreNamedWithTheKey) {
   const json base = load_json(kBpeDir + "qwen2_style/tokenizer.json");
   struct Case {
@@ -402,33 +383,33 @@ TEST(BpeTokenizer, BadFilesAreNamedWithTheKey) {
     json j = base;
     c.edit(j);
     const std::string path = write_json(std::string(c.name) + ".json", j);
-    const std::string msg = load_error(path);
+    const std::string msg = bpe_load_error(path);
     EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << c.name << ": " << msg;  // the file comes first
     EXPECT_NE(msg.find(c.want), std::string::npos) << c.name << ": " << msg;
   }
   // Sanity: the unedited file loads, and the accepted post-processors load too.
-  EXPECT_EQ(load_error(write_json("unedited.json", base)), "(no error)");
+  EXPECT_EQ(bpe_load_error(write_json("unedited.json", base)), "(no error)");
   json j = base;
   j["post_processor"] = {{"type", "Sequence"},
                          {"processors", {{{"type", "ByteLevel"}}, {{"type", "TemplateProcessing"}}}}};
   j["model"]["merges"][0] =
       j["model"]["merges"][0][0].get<std::string>() + " " + j["model"]["merges"][0][1].get<std::string>();
   j["normalizer"] = nullptr;
-  EXPECT_EQ(load_error(write_json("accepted.json", j)), "(no error)");
+  EXPECT_EQ(bpe_load_error(write_json("accepted.json", j)), "(no error)");
 }
 
 TEST(BpeTokenizer, FilesThatAreNotTokenizers) {
   const std::string dir = scratch_dir();
   std::ofstream(dir + "garbage.json") << "{\"model\": [1, 2,";
-  std::string msg = load_error(dir + "garbage.json");
+  std::string msg = bpe_load_error(dir + "garbage.json");
   EXPECT_EQ(msg.rfind(dir + "garbage.json: not valid JSON", 0), 0u) << msg;
-  msg = load_error(dir + "missing.json");
+  msg = bpe_load_error(dir + "missing.json");
   EXPECT_NE(msg.find(dir + "missing.json: no such file"), std::string::npos) << msg;
   fs::create_directories(dir + "empty_model_dir");
-  msg = load_error(dir + "empty_model_dir");
+  msg = bpe_load_error(dir + "empty_model_dir");
   EXPECT_NE(msg.find("empty_model_dir: no tokenizer.json in this directory"), std::string::npos) << msg;
   std::ofstream(dir + "list.json") << "[1, 2]";
-  msg = load_error(dir + "list.json");
+  msg = bpe_load_error(dir + "list.json");
   EXPECT_NE(msg.find("list.json: (top level) is a list"), std::string::npos) << msg;
 }
 
