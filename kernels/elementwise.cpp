@@ -48,13 +48,17 @@ double sum_squares(Unmanaged1<const float> x) {
   return read_scalar(out, "sum_squares");
 }
 
+// The factor once, on the device, then one multiply per element (by 1 when not clipping: exact).
 void clip_to_norm(Unmanaged1<float> g, Unmanaged1<const double> norm_sq, double max_norm) {
   if (!(max_norm > 0)) return;
+  const auto factor = kernel_scratch<float>("clip_factor", 1);
   Kokkos::parallel_for(
-      "clip_to_norm", Range(0, g.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+      "clip_factor", Range(0, 1), KOKKOS_LAMBDA(const std::int64_t) {
         const double norm = kmath::sqrt(norm_sq(0));
-        if (norm > max_norm) g(i) *= static_cast<float>(max_norm / (norm + 1e-6));
+        factor(0) = norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.f;
       });
+  Kokkos::parallel_for(
+      "clip_to_norm", Range(0, g.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { g(i) *= factor(0); });
 }
 
 void add_scalar(Unmanaged1<double> acc, Unmanaged1<const double> x) {
