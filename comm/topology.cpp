@@ -11,7 +11,11 @@ Topology Topology::discover(MPI_Comm world, int ranks_per_node_override) {
   Topology t;
   MPI_Comm_rank(world, &t.world_rank);
   MPI_Comm_size(world, &t.world_size);
+  MPI_Comm local;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, t.world_rank, MPI_INFO_NULL, &local);
+  MPI_Comm_size(local, &t.ranks_sharing_memory);
   if (ranks_per_node_override > 0) {
+    MPI_Comm_free(&local);
     if (t.world_size % ranks_per_node_override != 0) {
       throw std::invalid_argument("ranks_per_node " + std::to_string(ranks_per_node_override) + " does not divide the " +
                                   std::to_string(t.world_size) + " ranks of the job");
@@ -22,8 +26,6 @@ Topology Topology::discover(MPI_Comm world, int ranks_per_node_override) {
     t.num_nodes = t.world_size / ranks_per_node_override;
     return t;
   }
-  MPI_Comm local;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, t.world_rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &t.local_rank);
   MPI_Comm_size(local, &t.ranks_per_node);
   // A node is named by its lowest world rank; nodes are numbered in that order.

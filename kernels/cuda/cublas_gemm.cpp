@@ -103,6 +103,13 @@ std::string device_name() {
   return prop.name;
 }
 
+DeviceMemory device_memory() {
+  DeviceMemory m;
+  if (device_count() == 0) return m;
+  check_cuda(cudaMemGetInfo(&m.free_bytes, &m.total_bytes), "cudaMemGetInfo");
+  return m;
+}
+
 void set_compute_stream(cudaStream_t stream) {
   HandleState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

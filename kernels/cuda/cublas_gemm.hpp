@@ -32,6 +32,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -47,6 +48,11 @@ int device_count();
 // The current device's name as cudaGetDeviceProperties reports it ("NVIDIA H100 80GB HBM3"); "" when
 // there is no device.
 std::string device_name();
+// The current device's free and total memory (cudaMemGetInfo); zeros when there is no device.
+struct DeviceMemory {
+  std::size_t free_bytes = 0, total_bytes = 0;
+};
+DeviceMemory device_memory();
 
 // The stream GEMMs run on. Setting it rebinds the handle (if created); cudaStream_t{} is the legacy
 // default stream. The GPU build of the model sets it to its Kokkos execution space's stream.

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "config/data_keys.hpp"
+#include "config/memory_size.hpp"
 #include "config/zero_buckets.hpp"
 
 namespace shardft {
@@ -226,6 +227,11 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "seconds a rank waits for one collective before the job is aborted with the rank, group and "
                 "collective named (a stopped or dead rank never leaves the others waiting)")
           .in(greater_than(0)),
+      train_key("max_memory_per_rank", &T::max_memory_per_rank,
+                "memory one rank may use, checked against the run's estimate before the model's state is allocated: "
+                "auto (free device memory on a GPU; on the CPU the smaller of MemAvailable and the cgroup limit, "
+                "shared by the node's ranks), a size such as 16GB or 12GiB, or none (no check)")
+          .structured(canonical_memory_size_text),
       // evaluation
       train_key("do_eval", &T::do_eval, "evaluate on eval_dataset_path at the end"),
       train_key("eval_max_new_tokens", &T::eval_max_new_tokens, "generation length in evaluation").in(at_least(1)),

@@ -83,6 +83,7 @@ struct TrainConfig {
   int shard_group_size = 0;                  // ranks that split one model copy; 0: all (or a node, for HYBRID_SHARD)
   std::string collectives = "auto";          // backend of every group's collectives: auto | mpi | nccl
   double collective_timeout_s = 1800;        // a wait for a collective longer than this aborts the job
+  std::string max_memory_per_rank = "auto";  // preflight budget: auto (measured) | none (unchecked) | a size (config/memory_size.hpp)
   std::string communication_data_type = "fp32";  // gradient reductions: fp32 or bf16 (DeepSpeed's key)
   std::string reduce_bucket_size = "auto";     // elements per gradient bucket, DeepSpeed's key (config/zero_buckets.hpp);
   std::string allgather_bucket_size = "auto";  // elements of weight gathers in flight (stage 3: prefetch window when set)

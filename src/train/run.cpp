@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "data/chat_template.hpp"
+#include "kernels/memory_capacity.hpp"
 #include "data/datasets.hpp"
 #include "data/packing.hpp"
 #include "data/tokenizer.hpp"
@@ -205,6 +206,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
 
   Trainer tr(cfg, plan.total_steps, parallel);
   for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
+  log << "memory per rank (estimate): " << tr.memory_estimate().describe() << "; budget "
+      << (tr.memory_budget().bytes >= 0 ? format_bytes(tr.memory_budget().bytes) + " (" + tr.memory_budget().source + ")"
+                                        : tr.memory_budget().source)
+      << std::endl;
   long first_step = 0;
   double total_loss = 0;
   if (!cfg.resume_from_checkpoint.empty()) {

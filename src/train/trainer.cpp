@@ -50,17 +50,30 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
   return z;
 }
 
+namespace {
+// The memory preflight: every rank estimates, all refuse together when one cannot fit.
+RankMemoryEstimate checked_memory_estimate(const TrainConfig& cfg, const ParamLayout& layout, const ParallelPlan& plan,
+                                           const RankMemoryBudget& budget) {
+  const RankMemoryEstimate need =
+      estimate_rank_memory(cfg.model, layout, zero_config(cfg), plan.shard().size(), activation_shape(cfg));
+  check_rank_memory(need, budget, plan.host_world());
+  return need;
+}
+}  // namespace
+
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_group)
     : Trainer(cfg, total_steps, ParallelPlan::over(dp_group)) {}
 
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& plan)
     : cfg_(cfg),
       plan_(plan),
+      memory_budget_(rank_memory_budget(cfg, plan.topology().ranks_sharing_memory)),
       group_(plan.world()),
       model_(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32),
       ignored_weights_(cfg.model_name_or_path.empty()
                            ? std::vector<std::string>{}
                            : check_pretrained_weights(model_.layout(), cfg.model_name_or_path)),
+      memory_estimate_(checked_memory_estimate(cfg, model_.layout(), plan, memory_budget_)),
       engine_(model_.layout(), zero_config(cfg), plan) {
   model_.set_activation_checkpointing(cfg.gradient_checkpointing);
   model_.set_logits_chunk_tokens(cfg.logits_chunk_tokens);

@@ -11,6 +11,7 @@
 #include "data/sft_data.hpp"
 #include "kernels/device_traffic.hpp"
 #include "model/decoder.hpp"
+#include "parallel/memory_preflight.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "parallel/zero_engine.hpp"
 #include "train/lr_schedule.hpp"
@@ -49,6 +50,9 @@ class Trainer {
   const DeviceTraffic& last_step_traffic() const { return last_step_traffic_; }
   // Tensors of model_name_or_path's weights left out on purpose, each with why (train/pretrained.hpp).
   const std::vector<std::string>& ignored_weights() const { return ignored_weights_; }
+  // What the memory preflight estimated for this rank before allocating (parallel/memory_preflight.hpp).
+  const RankMemoryEstimate& memory_estimate() const { return memory_estimate_; }
+  const RankMemoryBudget& memory_budget() const { return memory_budget_; }
 
  private:
   struct LedgerTotals {
@@ -58,9 +62,11 @@ class Trainer {
 
   TrainConfig cfg_;
   ParallelPlan plan_;
+  RankMemoryBudget memory_budget_;
   Communicator& group_;  // the plan's world
   Decoder model_;
   std::vector<std::string> ignored_weights_;  // checked before engine_ allocates the model's state
+  RankMemoryEstimate memory_estimate_;        // checked against the rank's budget before engine_ too
   ZeroEngine engine_;
   LrSchedule schedule_;
   InputBuffers inputs_;

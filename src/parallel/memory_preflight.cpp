@@ -1,0 +1,118 @@
+#include "parallel/memory_preflight.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+#include "config/memory_size.hpp"
+#include "kernels/memory_capacity.hpp"
+#include "kernels/types.hpp"
+#include "parallel/flat_partition.hpp"
+
+namespace shardft {
+
+std::string RankMemoryEstimate::describe() const {
+  std::ostringstream s;
+  s << "weights " << format_bytes(weights) << " + gradients " << format_bytes(grads) << " + optimizer "
+    << format_bytes(optimizer) << " + gathered " << format_bytes(gathered) << " + activations "
+    << format_bytes(activations) << " = " << format_bytes(total());
+  return s.str();
+}
+
+ActivationShape activation_shape(const TrainConfig& cfg) {
+  ActivationShape a;
+  a.batch = cfg.per_device_train_batch_size;
+  a.seq = cfg.max_seq_length;
+  a.checkpointing = cfg.gradient_checkpointing;
+  a.eager_attention = cfg.attn_implementation == "eager";
+  a.bf16 = cfg.bf16;
+  a.logits_chunk_tokens = cfg.logits_chunk_tokens;
+  return a;
+}
+
+namespace {
+
+// Bytes one micro-batch keeps for backward, and the working set of the layer being computed. Per layer
+// and token, forward keeps the layer input and the post-attention residual (d each, compute dtype), the
+// two norms' outputs (2d), q, k, v (compute dtype), the attention output (q_dim), gate/up (2I, compute
+// dtype) and the SwiGLU product (I), and the attention's per-query statistics (eager: the [seq] row of
+// probabilities per head; memory-efficient: one log-sum-exp per head). With checkpointing only the
+// layer input stays; one layer's set exists at a time while it is recomputed. Backward adds about one
+// layer's set again: the gradients of those activations.
+double activation_estimate(const ModelConfig& m, const ActivationShape& a) {
+  const double tokens = static_cast<double>(a.batch) * a.seq, d = m.hidden_size, hd = m.head_dim();
+  const double qd = m.num_attention_heads * hd, kvd = m.num_key_value_heads * hd, I = m.intermediate_size;
+  const double c = a.bf16 ? 2 : 4;  // bytes of the compute dtype
+  const double stats = a.eager_attention ? static_cast<double>(m.num_attention_heads) * a.seq : m.num_attention_heads;
+  const double layer = tokens * (c * (2 * d + qd + 2 * kvd + 2 * I) + 4 * (2 * d + qd + I + stats));
+  const double kept = a.checkpointing ? tokens * c * d * m.num_hidden_layers + layer : layer * m.num_hidden_layers;
+  const double backward = layer;
+  const double chunk = a.logits_chunk_tokens > 0 ? std::min<double>(a.logits_chunk_tokens, tokens) : tokens;
+  const double head = 4 * (tokens * (2 * d + 1) + chunk * m.vocab_size);  // final norm, its output, logits chunk
+  return kept + backward + head;
+}
+
+}  // namespace
+
+RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLayout& layout, const ZeroConfig& zero,
+                                        int shard_size, const ActivationShape& shape) {
+  // The ZeroEngine constructor's allocations (parallel/zero_engine.cpp), element for element.
+  const FlatPartition part(layout, zero.stage == 0 ? 1 : shard_size);
+  const double full = static_cast<double>(part.full_numel()), shard = static_cast<double>(part.shard_numel());
+  const double owned = zero.stage == 0 ? full : shard;
+  const bool bf16_weights = zero.dtype == ComputeDtype::bf16 && !zero.quantized_weights;
+  RankMemoryEstimate e;
+  e.optimizer = 3 * 4 * owned;  // master, exp_avg, exp_avg_sq
+  if (zero.stage == 0 && zero.dtype == ComputeDtype::fp32) {
+    e.weights = 0;  // the master weights are the compute weights
+  } else {
+    e.weights = (bf16_weights ? 2 : 4) * (zero.stage < 3 ? full : shard);
+  }
+  e.grads = (zero.stage <= 1 ? 4 * full : 0) + (zero.stage == 0 ? 0 : 4 * owned);
+  double largest = 0;
+  for (const FlatUnit& u : part.units()) largest = std::max(largest, static_cast<double>(u.padded));
+  // Stage 3 gathers the block it computes and prefetches the next; stages 1-3 hold a unit's gradient
+  // whole until its reduce-scatter. (qwZ gathers dequantize into fp32.)
+  if (zero.stage == 3) e.gathered = 2 * (bf16_weights ? 2 : 4) * largest;
+  if (zero.stage >= 1) e.gathered += 4 * largest;
+  e.activations = activation_estimate(model, shape);
+  return e;
+}
+
+RankMemoryBudget rank_memory_budget(const TrainConfig& cfg, int ranks_sharing_host) {
+  const double limit = memory_limit_bytes(cfg);
+  if (limit > 0) return {limit, "max_memory_per_rank: " + cfg.max_memory_per_rank};
+  if (limit == 0) return {-1, "max_memory_per_rank: none"};
+  MemoryCapacity cap = compute_memory_capacity();
+  if (cap.bytes < 0) return {-1, "unknown (nothing to read the memory from)"};
+  const bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+  if (host && ranks_sharing_host > 1) {
+    return {cap.bytes / ranks_sharing_host, cap.source + ", shared by " + std::to_string(ranks_sharing_host) +
+                                                " ranks on this host"};
+  }
+  return {cap.bytes, cap.source};
+}
+
+void check_rank_memory(const RankMemoryEstimate& need, const RankMemoryBudget& budget, Communicator& world) {
+  const int n = world.size();
+  const double mine[2] = {need.total(), budget.bytes};
+  std::vector<double> all(2 * static_cast<std::size_t>(n));
+  world.iall_gather(mine, all.data(), 2, DType::f64)->wait();
+  int worst = -1;
+  double worst_excess = 0;
+  for (int r = 0; r < n; ++r) {
+    const double total = all[2 * r], have = all[2 * r + 1];
+    if (have >= 0 && total - have > worst_excess) worst = r, worst_excess = total - have;
+  }
+  if (worst < 0) return;
+  std::ostringstream s;
+  s << "max_memory_per_rank: rank " << worst << " needs about " << format_bytes(all[2 * worst]) << " but has "
+    << format_bytes(all[2 * worst + 1]);
+  if (worst == world.rank()) s << " (" << budget.source << ")";
+  s << ". Estimate on rank " << world.rank() << ": " << need.describe()
+    << ". What would fit: a higher zero_stage, more ranks, bf16, gradient_checkpointing, a smaller "
+       "per_device_train_batch_size or max_seq_length; max_memory_per_rank: none skips this check";
+  throw ConfigError(s.str());
+}
+
+}  // namespace shardft

@@ -1,0 +1,60 @@
+// The memory preflight on a real MPI job: when one rank cannot fit, every rank refuses together,
+// naming that rank (no rank goes on to allocate and wait in a collective for the others), and the
+// persistent estimate of a sharded rank is what its engine allocates.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "parallel/memory_preflight.hpp"
+#include "parallel/parallel_plan.hpp"
+#include "train/trainer.hpp"
+
+namespace shardft {
+namespace {
+
+TEST(MemoryPreflightMpi, OneRankOverItsBudgetStopsEveryRank) {
+  TrainConfig cfg;
+  const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+  const int r = plan.world().rank(), last = plan.world().size() - 1;
+  RankMemoryEstimate need;
+  need.optimizer = 3e6;
+  // Only the last rank is short of memory; the others have plenty or no budget at all.
+  const RankMemoryBudget budget = r == last ? RankMemoryBudget{1e6, "test budget"}
+                                            : (r % 2 ? RankMemoryBudget{-1, "unknown"} : RankMemoryBudget{1e9, "big"});
+  try {
+    check_rank_memory(need, budget, plan.host_world());
+    FAIL() << "rank " << r << " went on";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank " + std::to_string(last) + " needs about 2.86 MiB but has 977 KiB"), std::string::npos)
+        << what;
+  }
+  check_rank_memory(need, RankMemoryBudget{1e7, "enough"}, plan.host_world());  // fits everywhere: no throw
+}
+
+TEST(MemoryPreflightMpi, ShardedPersistentEstimateIsWhatTheEngineAllocates) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    for (bool bf16 : {false, true}) {
+      TrainConfig cfg;
+      cfg.model.vocab_size = 300;
+      cfg.model.hidden_size = 64;
+      cfg.model.num_hidden_layers = 2;
+      cfg.model.num_attention_heads = 4;
+      cfg.model.num_key_value_heads = 2;
+      cfg.model.intermediate_size = 96;
+      cfg.zero_stage = stage;
+      cfg.bf16 = bf16;
+      cfg.max_memory_per_rank = "none";
+      const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+      Trainer tr(cfg, 10, plan);
+      const MemoryReport m = tr.engine().memory();
+      SCOPED_TRACE("stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
+      EXPECT_EQ(tr.memory_estimate().weights, static_cast<double>(m.weights));
+      EXPECT_EQ(tr.memory_estimate().grads, static_cast<double>(m.grads));
+      EXPECT_EQ(tr.memory_estimate().optimizer, static_cast<double>(m.optimizer));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardft

@@ -1,0 +1,194 @@
+// The memory preflight: the persistent estimate equals what the engine allocates, the budget reads
+// MemAvailable and cgroup limits, and a run that cannot fit is refused before its state is allocated.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "comm/self_communicator.hpp"
+#include "config/memory_size.hpp"
+#include "kernels/device_traffic.hpp"
+#include "kernels/memory_capacity.hpp"
+#include "parallel/memory_preflight.hpp"
+#include "train/trainer.hpp"
+
+namespace shardft {
+namespace {
+
+SelfCommunicator& self() {
+  static SelfCommunicator c;
+  return c;
+}
+
+TrainConfig small_model(int stage, bool bf16) {
+  TrainConfig c;
+  c.model.vocab_size = 300;
+  c.model.hidden_size = 64;
+  c.model.num_hidden_layers = 3;
+  c.model.num_attention_heads = 4;
+  c.model.num_key_value_heads = 2;
+  c.model.intermediate_size = 96;
+  c.model.tie_word_embeddings = false;
+  c.zero_stage = stage;
+  c.bf16 = bf16;
+  c.max_memory_per_rank = "none";
+  return c;
+}
+
+TEST(MemoryPreflight, PersistentEstimateIsWhatTheEngineAllocates) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (bool bf16 : {false, true}) {
+      const TrainConfig cfg = small_model(stage, bf16);
+      Trainer tr(cfg, 10, self());
+      const MemoryReport m = tr.engine().memory();
+      const RankMemoryEstimate& e = tr.memory_estimate();
+      SCOPED_TRACE("stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
+      EXPECT_EQ(e.weights, static_cast<double>(m.weights));
+      EXPECT_EQ(e.grads, static_cast<double>(m.grads));
+      EXPECT_EQ(e.optimizer, static_cast<double>(m.optimizer));
+      EXPECT_GT(e.activations, 0);
+    }
+  }
+}
+
+TEST(MemoryPreflight, StepPeakIsWithinTheEstimate) {
+  // The whole estimate bounds what a training step really holds at its peak (Kokkos allocations), and
+  // is not wildly above it: a preflight that refused runs which fit would be worse than none.
+  ByteTokenizer tok;
+  std::vector<TokenizedSample> samples;
+  for (int i = 0; i < 8; ++i) {
+    samples.push_back(apply_chat_template(tok, {{"user", "upper: " + std::string(20 + 7 * i, 'a')},
+                                                {"assistant", std::string(20 + 7 * i, 'A')}}, 128));
+  }
+  for (int stage : {0, 3}) {
+    for (bool checkpointing : {false, true}) {
+     for (bool bf16 : {false, true}) {
+      TrainConfig cfg = small_model(stage, bf16);
+      cfg.per_device_train_batch_size = 8;
+      cfg.max_seq_length = 128;
+      cfg.gradient_checkpointing = checkpointing;
+      reset_device_peak();
+      const std::int64_t before = device_live_bytes();
+      Trainer tr(cfg, 10, self());
+      for (int s = 0; s < 2; ++s) tr.step({collate(samples, {0, 1, 2, 3, 4, 5, 6, 7})});
+      const double peak = static_cast<double>(device_peak_bytes() - before);
+      const double estimate = tr.memory_estimate().total();
+      SCOPED_TRACE("stage " + std::to_string(stage) + (checkpointing ? " checkpointing" : "") + (bf16 ? " bf16" : ""));
+      EXPECT_GT(peak, 0) << "the allocation hooks are not installed";
+      EXPECT_LE(peak, 1.15 * estimate) << "estimate " << tr.memory_estimate().describe();
+      EXPECT_GE(peak, 0.7 * estimate) << "estimate " << tr.memory_estimate().describe();
+     }
+    }
+  }
+}
+
+TEST(MemoryPreflight, ALargeModelOverItsBudgetIsRefusedBeforeAllocating) {
+  TrainConfig cfg;  // Qwen2-1.5B's shape
+  cfg.model.vocab_size = 151936;
+  cfg.model.hidden_size = 1536;
+  cfg.model.num_hidden_layers = 28;
+  cfg.model.num_attention_heads = 12;
+  cfg.model.num_key_value_heads = 2;
+  cfg.model.intermediate_size = 8960;
+  cfg.max_memory_per_rank = "1GB";
+  reset_device_peak();
+  const std::int64_t before = device_live_bytes();
+  try {
+    Trainer tr(cfg, 10, self());
+    FAIL() << "a 1.5B model in 1 GB was not refused";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("max_memory_per_rank"), std::string::npos) << what;
+    EXPECT_NE(what.find("has 954 MiB"), std::string::npos) << what;   // 1e9 bytes
+    EXPECT_NE(what.find("needs about 2"), std::string::npos) << what;  // 16 bytes x 1.54e9 params: 23 GiB
+    EXPECT_NE(what.find("GiB"), std::string::npos) << what;
+  }
+  EXPECT_LT(device_peak_bytes() - before, 64 << 20) << "the model's state was allocated before the check";
+}
+
+TEST(MemoryPreflight, NoneSkipsTheCheckAndAutoReadsTheMachine) {
+  TrainConfig cfg = small_model(0, false);
+  EXPECT_EQ(rank_memory_budget(cfg, 1).bytes, -1);
+  cfg.max_memory_per_rank = "auto";
+  const RankMemoryBudget one = rank_memory_budget(cfg, 1), two = rank_memory_budget(cfg, 2);
+  ASSERT_GT(one.bytes, 0) << one.source;
+  EXPECT_NEAR(two.bytes, one.bytes / 2, 0.05 * one.bytes) << two.source;
+  EXPECT_NE(two.source.find("shared by 2 ranks"), std::string::npos) << two.source;
+  cfg.max_memory_per_rank = "12GiB";
+  EXPECT_EQ(rank_memory_budget(cfg, 4).bytes, 12.0 * 1073741824.0);
+}
+
+TEST(MemoryPreflight, SizesParseAsAccelerateReadsThem) {
+  EXPECT_EQ(parse_memory_size("16GB"), 16e9);
+  EXPECT_EQ(parse_memory_size("12GiB"), 12.0 * 1073741824.0);
+  EXPECT_EQ(parse_memory_size("512 MB"), 512e6);
+  EXPECT_EQ(parse_memory_size("1.5e9"), 1.5e9);
+  EXPECT_EQ(parse_memory_size("300KiB"), 300.0 * 1024);
+  for (const char* bad : {"", "GB", "-1GB", "0", "12 gigs", "nan", "1e400"}) {
+    EXPECT_THROW(parse_memory_size(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_EQ(canonical_memory_size_text("auto"), "auto");
+  EXPECT_EQ(canonical_memory_size_text("none"), "none");
+  EXPECT_THROW(canonical_memory_size_text("lots"), std::invalid_argument);
+}
+
+// A directory laid out as / with the files the capacity is read from.
+class FakeRoot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() / ("shardft-memroot-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(root_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void write(const std::string& path, const std::string& text) {
+    const auto p = root_ / path;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::string root() const { return root_.string(); }
+  std::filesystem::path root_;
+};
+
+const char* kMeminfo = "MemTotal:       32000000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n";
+
+TEST_F(FakeRoot, MemAvailableWithoutACgroupLimit) {
+  write("proc/meminfo", kMeminfo);
+  write("proc/self/cgroup", "0::/job\n");
+  write("sys/fs/cgroup/job/memory.max", "max\n");
+  write("sys/fs/cgroup/job/memory.current", "123456\n");
+  const MemoryCapacity c = host_memory_capacity(root());
+  EXPECT_EQ(c.bytes, 20000000.0 * 1024);
+  EXPECT_NE(c.source.find("MemAvailable"), std::string::npos) << c.source;
+}
+
+TEST_F(FakeRoot, TheTightestCgroupV2LevelBinds) {
+  write("proc/meminfo", kMeminfo);
+  write("proc/self/cgroup", "0::/slurm/job7/step0\n");
+  write("sys/fs/cgroup/slurm/memory.max", "8000000000\n");
+  write("sys/fs/cgroup/slurm/memory.current", "1000000000\n");
+  write("sys/fs/cgroup/slurm/job7/memory.max", "1073741824\n");  // the job's 1 GiB
+  write("sys/fs/cgroup/slurm/job7/memory.current", "73741824\n");
+  write("sys/fs/cgroup/slurm/job7/step0/memory.max", "max\n");
+  const MemoryCapacity c = host_memory_capacity(root());
+  EXPECT_EQ(c.bytes, 1000000000.0);
+  EXPECT_NE(c.source.find("job7"), std::string::npos) << c.source;
+}
+
+TEST_F(FakeRoot, CgroupV1MemoryController) {
+  write("proc/meminfo", kMeminfo);
+  write("proc/self/cgroup", "12:cpu,cpuacct:/x\n7:memory:/docker/abc\n");
+  write("sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "2147483648\n");
+  write("sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", "147483648\n");
+  write("sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");  // v1's "no limit"
+  const MemoryCapacity c = host_memory_capacity(root());
+  EXPECT_EQ(c.bytes, 2000000000.0);
+}
+
+TEST_F(FakeRoot, NothingReadableIsUnknown) {
+  EXPECT_LT(host_memory_capacity(root()).bytes, 0);
+}
+
+}  // namespace
+}  // namespace shardft
