@@ -81,7 +81,11 @@ class RecipeFileReader {
     } catch (const YAML::ParserException& e) {
       throw ConfigError(path_ + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
     }
-    if (root.IsNull()) return;  // an empty recipe keeps every default
+    // An empty file is more likely a failed copy or a wrong path than a wish for every default.
+    if (root.IsNull()) {
+      throw ConfigError(path_ + ": the recipe has no keys (an empty file, or only comments); to train with every "
+                        "default, leave out --config");
+    }
     if (!root.IsMap()) {
       throw ConfigError(location(root) + ": a recipe is a mapping of 'key: value' lines, got " + node_kind(root));
     }
@@ -308,6 +312,11 @@ void validate_combinations(const TrainConfig& cfg) {
     fail_combination(cfg, {"num_train_epochs", "max_steps"},
                      "num_train_epochs must be > 0 when max_steps is -1 (the run would have no steps)");
   }
+  if (!cfg.datasets.empty() && !source_of(cfg, "dataset_path").empty()) {
+    fail_combination(cfg, {"datasets", "dataset_path"},
+                     "datasets and dataset_path both name the training data; give one (datasets: a mixture of files, "
+                     "each with a weight; a lone path there is a mixture of one)");
+  }
   if (cfg.do_eval && cfg.eval_dataset_path.empty()) {
     fail_combination(cfg, {"eval_dataset_path", "do_eval"}, "do_eval needs an eval_dataset_path");
   }
@@ -425,6 +434,8 @@ std::string to_yaml(const TrainConfig& cfg) {
     // With a model directory the shape is its config.json's; writing it too would make the recipe
     // unloadable (a shape key beside model_name_or_path is an error).
     if (key.is_model_key && !cfg.model_name_or_path.empty()) continue;
+    // The same for dataset_path beside datasets, which replaces it.
+    if (key.name == "dataset_path" && !cfg.datasets.empty()) continue;
     const std::string text = value_text(cfg, key);
     // Structured keys are canonical JSON, which YAML reads as the same list or mapping.
     const bool as_is = !is_string_key(key) || (key.normalize && !text.empty());

@@ -296,7 +296,10 @@ TokenizedSample ChatEncoder::encode_segments(const std::vector<ChatSegment>& seg
     if (seg.special) {
       flush();
       // Later segments would be cut anyway; stop rendering them.
-      if (out.input_ids.size() >= limit) break;
+      if (out.input_ids.size() >= limit) {
+        out.truncated = true;
+        break;
+      }
       const std::int32_t id = id_of(seg.text);
       out.input_ids.push_back(id);
       out.labels.push_back(seg.takes_loss ? id : kIgnore);
@@ -307,6 +310,7 @@ TokenizedSample ChatEncoder::encode_segments(const std::vector<ChatSegment>& seg
   }
   flush();
   if (out.input_ids.size() > limit) {
+    out.truncated = true;
     out.input_ids.resize(limit);
     out.labels.resize(limit);
   }

@@ -59,6 +59,7 @@ class ByteTokenizer : public Tokenizer {
 struct TokenizedSample {
   std::vector<std::int32_t> input_ids;
   std::vector<std::int32_t> labels;
+  bool truncated = false;  // the rendered conversation was longer than max_seq_length (not kept in the cache)
 };
 
 // The shardft chat template with the byte tokenizer (ChatEncoder in data/chat_template.hpp does every

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -170,6 +171,45 @@ void write_training_set_cache(const std::string& path, const std::string& settin
   fs::rename(tmp, path);
 }
 
+namespace {
+
+bool has_target(const TokenizedSample& s) {
+  return std::any_of(s.labels.begin(), s.labels.end(), [](std::int32_t l) { return l != -100; });
+}
+
+// Per file of the mixture (its samples are consecutive in the mixed set), the samples cut at
+// max_seq_length and those left with no target token, which train nothing.
+std::string describe_data_checks(const MixedDataset& mixed, const std::vector<TokenizedSample>& samples,
+                                 int max_seq_length) {
+  std::ostringstream s;
+  std::size_t first = 0;
+  for (const MixedDataset::Part& p : mixed.parts) {
+    const std::size_t end = std::min(samples.size(), first + static_cast<std::size_t>(p.used));
+    std::int64_t truncated = 0, no_target = 0;
+    for (std::size_t i = first; i < end; ++i) {
+      truncated += samples[i].truncated ? 1 : 0;
+      no_target += has_target(samples[i]) ? 0 : 1;
+    }
+    if (truncated > 0 || no_target > 0) {
+      s << "dataset " << p.spec.path << ": " << truncated << " of " << (end - first)
+        << " samples truncated to max_seq_length " << max_seq_length << ", " << no_target
+        << " with no target token left (they train nothing)\n";
+    }
+    first = end;
+  }
+  return s.str();
+}
+
+}  // namespace
+
+void check_training_targets(const std::vector<TokenizedSample>& samples, const TrainConfig& cfg) {
+  if (std::any_of(samples.begin(), samples.end(), has_target)) return;
+  throw DataError("the training set (" + std::to_string(samples.size()) +
+                  " samples) has no target token: every answer lies past max_seq_length " +
+                  std::to_string(cfg.max_seq_length) +
+                  " or no sample has an assistant turn; raise max_seq_length or check the data");
+}
+
 TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp,
                                bool write_cache, std::ostream& log) {
   std::string settings, path;
@@ -180,6 +220,7 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
     if (read_training_set_cache(path, settings, cached)) {
       log << cached.report << "tokenized dataset from cache " << path << " (" << cached.samples.size() << " samples)"
           << std::endl;
+      check_training_targets(cached.samples, cfg);
       return cached;
     }
   }
@@ -196,6 +237,10 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
     progress.tick(set.samples.size(), tokens);
   }
   progress.finish(tokens);
+  const std::string checks = describe_data_checks(mixed, set.samples, cfg.max_seq_length);
+  log << checks << std::flush;
+  set.report += checks;
+  check_training_targets(set.samples, cfg);
   if (cfg.packing) set.rows = pack_first_fit_decreasing(set.samples, cfg.max_seq_length);
   set.cache_path = path;
   if (write_cache && !path.empty()) {

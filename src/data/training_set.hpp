@@ -37,6 +37,9 @@ std::string training_set_cache_path(const std::string& cache_dir, const std::str
 TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fingerprint,
                                bool write_cache, std::ostream& log);
 
+// DataError when no sample has a target token (training would run with loss 0 and change nothing).
+void check_training_targets(const std::vector<TokenizedSample>& samples, const TrainConfig& cfg);
+
 // The cache file itself. read: false when the file is absent, unreadable or made with other settings.
 bool read_training_set_cache(const std::string& path, const std::string& settings, TrainingSet& out);
 void write_training_set_cache(const std::string& path, const std::string& settings, const TrainingSet& set);

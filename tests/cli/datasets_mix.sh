@@ -72,4 +72,22 @@ out=$("$bin" train --config "$tmp/recipe.yaml" --chat_template chatml --max_step
   && fail "chatml with the byte tokenizer was accepted"
 grep -qF "chat_template chatml needs the token <|im_start|>, which the tokenizer byte does not have" <<<"$out" \
   || { echo "$out"; fail "no clear error for chatml with the byte tokenizer"; }
+
+# Samples cut at max_seq_length are counted per file; a set where no answer survives is an error.
+long=$(printf 'x%.0s' $(seq 1 200))
+{
+  echo '{"prompt": "upper: ab", "completion": "AB"}'
+  echo "{\"prompt\": \"upper: $long\", \"completion\": \"LONG\"}"
+  echo "{\"prompt\": \"upper: $long\", \"completion\": \"LONGER\"}"
+} > "$tmp/long.jsonl"
+"$bin" train --dataset_path "$tmp/long.jsonl" --max_seq_length 64 --max_steps 1 --per_device_train_batch_size 3 \
+  --do_eval false --dataset_cache_dir "" --output_dir "$tmp/long" > "$tmp/long.log" 2>&1 || { cat "$tmp/long.log"; fail "run with long samples failed"; }
+grep -qF "dataset $tmp/long.jsonl: 2 of 3 samples truncated to max_seq_length 64, 2 with no target token left" "$tmp/long.log" \
+  || { cat "$tmp/long.log"; fail "truncated samples not counted"; }
+tail -n 2 "$tmp/long.jsonl" > "$tmp/all_long.jsonl"
+out=$("$bin" train --dataset_path "$tmp/all_long.jsonl" --max_seq_length 64 --max_steps 1 --per_device_train_batch_size 2 \
+  --do_eval false --output_dir "$tmp/all_long" 2>&1); code=$?
+[ $code -eq 2 ] || { echo "$out"; fail "a training set with no target token: exit $code, expected 2"; }
+grep -qF "the training set (2 samples) has no target token: every answer lies past max_seq_length 64" <<<"$out" \
+  || { echo "$out"; fail "no clear error for a set with no target token"; }
 echo "datasets_mix: ok"

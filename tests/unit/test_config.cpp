@@ -124,10 +124,31 @@ TEST_F(ConfigRecipeDir, YamlSetsValuesAndRecordsSources) {
   EXPECT_EQ(source_of(cfg, "warmup_steps"), "");
 }
 
-TEST_F(ConfigRecipeDir, EmptyRecipeKeepsDefaults) {
-  const TrainConfig cfg = load_train_config(write_recipe("# nothing yet\n"), {});
-  const TrainConfig defaults;
-  EXPECT_EQ(to_yaml(cfg), to_yaml(defaults));
+TEST_F(ConfigRecipeDir, EmptyRecipeIsAnErrorNamingTheFile) {
+  for (const char* text : {"", "# nothing yet\n", "\n\n"}) {
+    const std::string path = write_recipe(text);
+    try {
+      load_train_config(path, {});
+      FAIL() << "an empty recipe was accepted: '" << text << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": the recipe has no keys"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(ConfigRecipeDir, DatasetsAndDatasetPathTogetherAreRefused) {
+  const std::string path = write_recipe("datasets: [a.jsonl, b.jsonl]\ndataset_path: c.jsonl\n");
+  try {
+    load_train_config(path, {});
+    FAIL() << "datasets and dataset_path were both accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("datasets and dataset_path both name the training data"), std::string::npos) << what;
+    EXPECT_NE(what.find("dataset_path = c.jsonl (" + path + ":2)"), std::string::npos) << what;
+  }
+  // Either alone is fine, datasets beside the default dataset_path too.
+  EXPECT_NO_THROW(load_train_config(write_recipe("datasets: [a.jsonl]\n"), {}));
+  EXPECT_NO_THROW(load_train_config(write_recipe("dataset_path: c.jsonl\n"), {}));
 }
 
 TEST_F(ConfigRecipeDir, NestedModelMapping) {
@@ -192,7 +213,7 @@ TEST(ConfigOverrides, DashedAndModelPrefixedSpellings) {
 const std::map<std::string, std::string>& sample_values() {
   static const std::map<std::string, std::string> samples = {
       {"model_name_or_path", SHARDFT_REFERENCE_DIR "/hf/tiny_qwen2"},
-      {"dataset_path", "data/a.jsonl"}, {"dataset_cache_dir", "/tmp/shardft-cache"}, {"peak_tflops", "989.0"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"},
+      {"dataset_path", "data/a.jsonl"}, {"max_memory_per_rank", "12GiB"}, {"dataset_cache_dir", "/tmp/shardft-cache"}, {"peak_tflops", "989.0"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"},
       {"datasets", R"([{"path": "data/a.jsonl", "weight": 2.0}, {"path": "data/b.json", "weight": 0.5}])"},
       {"dataset_text_field", "content"}, {"role_map", R"({"bot": "assistant", "tool": "user"})"},
       {"skip_bad_samples", "true"}, {"tokenizer_name_or_path", "models/qwen2"}, {"chat_template", "chatml"},
@@ -530,7 +551,8 @@ TEST_F(ConfigRecipeDir, RoundTripThroughToYaml) {
   std::vector<std::string> overrides;
   for (const auto& [key, value] : sample_values()) {
     // The model keys are set here; a model directory would bring its own (tested in test_hf_import).
-    if (key != "model_name_or_path") overrides.push_back("--" + key + "=" + value);
+    // datasets replaces dataset_path (both given is an error); its round trip is checked below.
+    if (key != "model_name_or_path" && key != "datasets") overrides.push_back("--" + key + "=" + value);
   }
   overrides.push_back("--min_lr_rate=0");  // cosine_with_min_lr takes one floor
   // DeepSpeed's schedule keys need a ds_* schedule (RoundTripWithADeepSpeedSchedule has them set).
@@ -556,6 +578,16 @@ TEST_F(ConfigRecipeDir, RoundTripThroughToYaml) {
   EXPECT_EQ(reloaded.num_train_epochs, 0.30000000000000004);  // exact, not just close
   EXPECT_EQ(reloaded.seed, 18446744073709551615ull);
   EXPECT_EQ(to_yaml(reloaded), to_yaml(original));
+}
+
+TEST_F(ConfigRecipeDir, RoundTripWithADatasetsMixture) {
+  // datasets replaces dataset_path, so the written recipe leaves dataset_path out and loads again.
+  const TrainConfig original = load_train_config("", {"--datasets=" + sample_values().at("datasets")});
+  const std::string yaml = to_yaml(original);
+  EXPECT_EQ(yaml.find("\ndataset_path:"), std::string::npos) << yaml;
+  const TrainConfig reloaded = load_train_config(write_recipe(yaml), {});
+  EXPECT_EQ(reloaded.datasets, original.datasets);
+  EXPECT_EQ(to_yaml(reloaded), yaml);
 }
 
 TEST_F(ConfigRecipeDir, RoundTripWithADeepSpeedSchedule) {
