@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "comm/mpi_communicator.hpp"
@@ -62,7 +63,7 @@ long consolidate_extra_peak_rss(const std::string& checkpoint, const std::string
     const long start = vm_kb("VmRSS:");
     ConsolidateOptions opt;
     opt.output_dir = out;
-    consolidate_checkpoint(checkpoint, opt);
+    consolidate_checkpoint(checkpoint, opt, std::cerr);
     const long grew = (vm_kb("VmHWM:") - start) * 1024;
     if (write(fds[1], &grew, sizeof grew) != sizeof grew) _exit(2);
     _exit(0);
@@ -91,7 +92,7 @@ void BM_Checkpoint110M(benchmark::State& state) {
     MPI_Allreduce(MPI_IN_PLACE, &ts, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     world.barrier();
     t0 = MPI_Wtime();
-    load_checkpoint(saved, tr);
+    load_checkpoint(saved, tr, std::cerr);  // verifies the files it reads, then reads them
     double tl = MPI_Wtime() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &tl, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     save_s += ts;
