@@ -59,7 +59,7 @@ import sys
 p = sys.argv[1]; d = bytearray(open(p, "rb").read()); d[-200] ^= 0x40; open(p, "wb").write(bytes(d))
 PY
 "$bin" inspect "$tmp/run2/checkpoint-12" > "$tmp/bad.log" 2>&1 && fail "a flipped byte went unnoticed"
-grep -q "rank-00001.h5: dataset '.*' fails its checksum" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "checksum error does not name file and dataset"; }
+grep -q "rank-00001.h5: dataset '.*': checksum mismatch" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "checksum error does not name file and dataset"; }
 truncate -s 3000 "$tmp/run4/checkpoint-12/rank-00002.h5"
 "$bin" inspect "$tmp/run4/checkpoint-12" > "$tmp/trunc.log" 2>&1 && fail "a truncated shard went unnoticed"
 grep -q "rank-00002.h5" "$tmp/trunc.log" || { cat "$tmp/trunc.log"; fail "truncation error does not name the file"; }
