@@ -79,6 +79,7 @@ bool is_stale_tmp(const std::string& name) {  // checkpoint-N.tmp, or latest.tmp
 // They are never a checkpoint (the rename to checkpoint-N is the commit) and may hold gigabytes.
 void remove_stale_tmp(const std::string& output_dir, std::ostream* log) {
   std::error_code ec;
+  if (!fs::exists(output_dir, ec)) return;  // the first save of a run creates it
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
     const std::string n = e.path().filename().string();
     if (!is_stale_tmp(n)) continue;
