@@ -159,6 +159,14 @@ TEST_F(RankFileCheck, AStepThatDisagreesWithTheRankFileIsNamed) {
   EXPECT_NE(err.find("rank-00000.h5: dataset 'master': attribute step is 30"), std::string::npos) << err;
 }
 
+TEST_F(RankFileCheck, SealedRankFilesUnderMetadataEditedToLookOlderAreCaught) {
+  write_checkpoint(30, 30, std::vector<float>(10, 0.5f));
+  // No seal to check in format 1, but the rank files say they belong to a format-2 checkpoint.
+  const CheckpointMeta old = parse_checkpoint_meta(sample_meta(kCheckpointFormatV1).dump(), dir_.string());
+  const std::string err = error_of([&] { verify_rank_file(old, 0); });
+  EXPECT_NE(err.find("dataset 'master': attribute format is shardft-checkpoint-2"), std::string::npos) << err;
+}
+
 TEST_F(RankFileCheck, AFlippedBitInExpAvgIsNamedWithItsDataset) {
   const CheckpointMeta m = write_checkpoint(30, 30, std::vector<float>(10, 0.5f));
   // Flip one bit of element 3 in place, as bit rot would, behind HDF5's back.
