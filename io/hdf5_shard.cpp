@@ -4,12 +4,12 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace shardft {
 
-std::uint64_t checksum64(const void* data, std::size_t bytes) {
-  std::uint64_t h = 1469598103934665603ull;
+std::uint64_t checksum64(const void* data, std::size_t bytes, std::uint64_t h) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
   for (std::size_t i = 0; i < bytes; ++i) {
     h ^= p[i];
@@ -189,25 +189,44 @@ bool Hdf5ShardReader::has(const std::string& name) const {
   return found > 0;
 }
 
-void Hdf5ShardReader::verify(const std::string& name) const {
+void Hdf5ShardReader::verify(const std::string& name, std::size_t chunk_bytes) const {
   const Attributes attrs = attributes(name);
   const auto it = attrs.find("checksum");
-  if (it == attrs.end()) throw FormatError(path_ + ": dataset '" + name + "' has no checksum attribute");
+  if (it == attrs.end()) throw FormatError(path_ + ": dataset '" + name + "': no checksum attribute");
   const std::size_t n = length(name);
-  std::uint64_t got;
-  if (attrs.count("dtype") && attrs.at("dtype") == "I64") {
-    const auto v = read_i64(name);
-    got = checksum64(v.data(), v.size() * sizeof(std::int64_t));
-  } else if (attrs.count("dtype") && attrs.at("dtype") == "I32") {
-    const auto v = read_i32(name);
-    got = checksum64(v.data(), v.size() * sizeof(std::int32_t));
-  } else {
-    std::vector<float> v(n);
-    read_f32(name, 0, n, v.data());
-    got = checksum64(v.data(), v.size() * sizeof(float));
+  const auto len = attrs.find("length");
+  if (len != attrs.end() && len->second != std::to_string(n)) {
+    throw FormatError(path_ + ": dataset '" + name + "': " + std::to_string(n) + " elements, its length attribute says " +
+                      len->second + " (truncated or damaged file)");
+  }
+  const std::string dtype = attrs.count("dtype") ? attrs.at("dtype") : "F32";
+  const hid_t type = dtype == "I64" ? H5T_NATIVE_INT64 : dtype == "I32" ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT;
+  const std::size_t elem = H5Tget_size(type);
+  // A bounded buffer: verifying a multi-GB shard must not hold a second copy of it in memory.
+  const std::size_t per_chunk = std::max<std::size_t>(1, chunk_bytes / elem);
+  std::vector<unsigned char> buf(std::min(n, per_chunk) * elem);
+  std::uint64_t got = kChecksum64Basis;
+  if (n > 0) {
+    hid_t set = open_set(file_, path_, name);
+    hid_t space = H5Dget_space(set);
+    herr_t ok = 0;
+    for (std::size_t at = 0; at < n && ok >= 0; at += per_chunk) {
+      const hsize_t start[1] = {at}, count[1] = {std::min(per_chunk, n - at)};
+      hid_t mem = H5Screate_simple(1, count, nullptr);
+      ok = H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+      if (ok >= 0) {
+        H5E_BEGIN_TRY { ok = H5Dread(set, type, mem, space, H5P_DEFAULT, buf.data()); }
+        H5E_END_TRY;
+      }
+      H5Sclose(mem);
+      if (ok >= 0) got = checksum64(buf.data(), static_cast<std::size_t>(count[0]) * elem, got);
+    }
+    H5Sclose(space);
+    H5Dclose(set);
+    if (ok < 0) throw FormatError(path_ + ": dataset '" + name + "': cannot be read (truncated or damaged file)");
   }
   if (std::to_string(got) != it->second) {
-    throw FormatError(path_ + ": dataset '" + name + "' fails its checksum (stored " + it->second + ", computed " +
+    throw FormatError(path_ + ": dataset '" + name + "': checksum mismatch (stored " + it->second + ", computed " +
                       std::to_string(got) + "): the file is damaged");
   }
 }

@@ -14,8 +14,10 @@ namespace shardft {
 
 using Attributes = std::map<std::string, std::string>;  // written as string attributes
 
-// FNV-1a 64 over raw bytes: cheap, and any flipped byte changes it.
-std::uint64_t checksum64(const void* data, std::size_t bytes);
+// FNV-1a 64 over raw bytes: cheap, and any flipped byte changes it. `h` continues an earlier call's
+// result, so a dataset read in chunks has the checksum of the whole.
+constexpr std::uint64_t kChecksum64Basis = 1469598103934665603ull;
+std::uint64_t checksum64(const void* data, std::size_t bytes, std::uint64_t h = kChecksum64Basis);
 
 class Hdf5ShardWriter {
  public:
@@ -50,8 +52,10 @@ class Hdf5ShardReader {
   std::vector<std::int64_t> read_i64(const std::string& name) const;
   std::vector<std::int32_t> read_i32(const std::string& name) const;
   bool has(const std::string& name) const;
-  // Reads the whole dataset and compares with its checksum attribute; FormatError naming file and dataset.
-  void verify(const std::string& name) const;
+  // Reads the whole dataset in chunks of at most `chunk_bytes` (memory stays bounded whatever its size)
+  // and compares with its checksum and length attributes; FormatError "FILE: dataset 'NAME': ...".
+  void verify(const std::string& name, std::size_t chunk_bytes = std::size_t{8} << 20) const;
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "comm/mpi_communicator.hpp"
@@ -62,7 +63,7 @@ long consolidate_extra_peak_rss(const std::string& checkpoint, const std::string
     const long start = vm_kb("VmRSS:");
     ConsolidateOptions opt;
     opt.output_dir = out;
-    consolidate_checkpoint(checkpoint, opt);
+    consolidate_checkpoint(checkpoint, opt, std::cerr);
     const long grew = (vm_kb("VmHWM:") - start) * 1024;
     if (write(fds[1], &grew, sizeof grew) != sizeof grew) _exit(2);
     _exit(0);
@@ -81,7 +82,7 @@ void BM_Checkpoint110M(benchmark::State& state) {
   const TrainConfig cfg = model_110m(dir);
   Trainer tr(cfg, 1, world);
   const double bytes = 12.0 * static_cast<double>(tr.model().layout().total_numel());
-  double save_s = 0, load_s = 0;
+  double save_s = 0, load_s = 0, verify_s = 0;
   std::string saved;
   for (auto _ : state) {
     world.barrier();
@@ -91,18 +92,26 @@ void BM_Checkpoint110M(benchmark::State& state) {
     MPI_Allreduce(MPI_IN_PLACE, &ts, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     world.barrier();
     t0 = MPI_Wtime();
-    load_checkpoint(saved, tr);
+    load_checkpoint(saved, tr, std::cerr);  // verifies the files it reads, then reads them
     double tl = MPI_Wtime() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &tl, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    world.barrier();
+    t0 = MPI_Wtime();
+    const std::string damage = check_checkpoint(saved, tr, std::cerr);  // the verification part of the load
+    double tv = MPI_Wtime() - t0;
+    if (!damage.empty()) state.SkipWithError(damage.c_str());
+    MPI_Allreduce(MPI_IN_PLACE, &tv, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     save_s += ts;
     load_s += tl;
+    verify_s += tv;
     state.SetIterationTime(ts + tl);
   }
   const double n = static_cast<double>(state.iterations());
   state.counters["parameters"] = static_cast<double>(tr.model().layout().total_numel());
   state.counters["checkpoint_bytes"] = bytes;
   state.counters["save_GBps"] = bytes / (save_s / n) / 1e9;
-  state.counters["load_GBps"] = bytes / (load_s / n) / 1e9;
+  state.counters["load_GBps"] = bytes / (load_s / n) / 1e9;  // verification included
+  state.counters["verify_GBps"] = bytes / (verify_s / n) / 1e9;  // metadata seal + every checksum a rank reads
   if (world.rank() == 0) {
     state.counters["consolidate_extra_peak_bytes"] = static_cast<double>(consolidate_extra_peak_rss(saved, dir + "/hf"));
     state.counters["largest_tensor_bytes"] = 4.0 * 32000 * 768;

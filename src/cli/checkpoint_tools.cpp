@@ -36,7 +36,7 @@ int consolidate(const std::vector<std::string>& args, std::ostream& out) {
     }
   }
   if (checkpoint.empty() || opt.output_dir.empty()) throw ConfigError("usage: shardft consolidate CHECKPOINT --output DIR");
-  const ConsolidateReport r = consolidate_checkpoint(checkpoint, opt);
+  const ConsolidateReport r = consolidate_checkpoint(checkpoint, opt, std::cerr);
   out << "consolidated " << r.tensors << " tensors into " << r.files << " safetensors file" << (r.files > 1 ? "s" : "")
       << " (" << r.bytes << " bytes, " << dtype_tag(opt.dtype) << ") and config.json in " << opt.output_dir
       << "; largest tensor " << r.largest_tensor << " elements\n";

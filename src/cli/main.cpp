@@ -2,6 +2,7 @@
 // and turns every error into one clear message and a non-zero exit on every rank.
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -80,6 +81,10 @@ int main(int argc, char** argv) {
   } catch (const shardft::DataError& e) {
     mpi.abort_job(2, std::string("error: ") + e.what());
   } catch (const shardft::FormatError& e) {
+    mpi.abort_job(2, std::string("error: ") + e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave (or one under it) that cannot be read or written: theirs to fix, like a bad key.
+    // Paths named by a key are checked where they are made (train/output_path.hpp); this is the rest.
     mpi.abort_job(2, std::string("error: ") + e.what());
   } catch (const std::exception& e) {
     mpi.abort_job(1, std::string("error: ") + e.what());

@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "config/train_config.hpp"
 #include "train/metrics_plot.hpp"
+#include "train/output_path.hpp"
 
 namespace shardft::cli {
 
@@ -34,6 +35,7 @@ int plot(const std::vector<std::string>& args, std::ostream& out) {
   if (output_dir.empty()) output_dir = (dir / "plots").string();
 
   const MetricsLog log = read_metrics_log(metrics);
+  create_output_dir(output_dir, "--output");
   const std::string run_name = fs::weakly_canonical(fs::absolute(metrics)).parent_path().filename().string();
   const std::vector<PlotFile> files = write_metric_plots(log, output_dir, run_name);
   for (const PlotFile& f : files) {

@@ -63,21 +63,6 @@ void apply_run_recipe(TrainConfig& cfg, const nlohmann::json& meta, const std::s
   }
 }
 
-void check_checkpoint_layout(const nlohmann::json& meta, const ParamLayout& layout, const std::string& meta_path) {
-  const auto& params = meta.at("params");
-  if (meta.at("total_numel").get<std::int64_t>() != layout.total_numel() || params.size() != layout.params().size()) {
-    throw FormatError(meta_path + ": its parameter table does not match its model " + meta.at("model").dump());
-  }
-  for (std::size_t p = 0; p < params.size(); ++p) {
-    const ParamSpec& spec = layout.params()[p];
-    if (params[p].at("name") != spec.name || params[p].at("shape").get<std::vector<std::int64_t>>() != spec.shape ||
-        params[p].at("layout_offset").get<std::int64_t>() != layout.offset(static_cast<int>(p))) {
-      throw FormatError(meta_path + ": parameter '" + params[p].at("name").get<std::string>() +
-                        "' is not where the model " + meta.at("model").dump() + " has it");
-    }
-  }
-}
-
 }  // namespace
 
 ChatModel open_chat_model(const std::string& dir_in, const std::string& what, TrainConfig cfg, std::ostream& log) {
@@ -128,7 +113,7 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
   int sliding_window = 0;
   nlohmann::json meta;
   if (checkpoint) {
-    meta = dir == run_checkpoint ? run_meta : read_checkpoint_metadata(dir);
+    meta = verify_checkpoint_for_reading(dir, log);  // the weights are read only from a checkpoint that verifies
     cfg.model = model_config_from_meta(meta.at("model"));
     cm.source = "checkpoint " + dir + " (step " + meta.value("step", nlohmann::json(0)).dump() + ")";
   } else {

@@ -11,7 +11,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "io/checkpoint_meta.hpp"
 #include "io/hdf5_shard.hpp"
+#include "train/collective_error.hpp"
 #include "train/hf_export.hpp"
 
 namespace fs = std::filesystem;
@@ -20,7 +22,6 @@ namespace shardft {
 
 namespace {
 
-const char* kFormat = "shardft-checkpoint-1";
 const char* kStates[] = {"master", "exp_avg", "exp_avg_sq"};
 
 void fsync_path(const std::string& path) {
@@ -48,20 +49,6 @@ std::string rank_file(int rank) {
   return name;
 }
 
-nlohmann::json read_metadata(const std::string& dir) {
-  const std::string path = dir + "/metadata.json";
-  std::ifstream in(path);
-  if (!in) throw FormatError("checkpoint '" + dir + "': metadata.json is missing (an interrupted save?)");
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw FormatError(path + ": not valid JSON (" + e.what() + ")");
-  }
-  if (meta.value("format", "") != kFormat) throw FormatError(path + ": not a " + std::string(kFormat) + " checkpoint");
-  return meta;
-}
-
 // Test hook: SHARDFT_CRASH_IN_SAVE=RANK:STEP kills that rank while it saves checkpoint-STEP, after its
 // shard is written and before the checkpoint is complete, as a power cut would.
 void maybe_crash_in_save(int rank, long step) {
@@ -71,18 +58,93 @@ void maybe_crash_in_save(int rank, long step) {
   if (spec && std::sscanf(spec, "%d:%ld", &r, &s) == 2 && r == rank && s == step) std::_Exit(9);
 }
 
+// Test hook: SHARDFT_FAIL_IN_SAVE=RANK:STEP makes that rank's write of checkpoint-STEP fail as a full
+// disk would, after its shard file was begun.
+void maybe_fail_in_save(int rank, long step) {
+  const char* spec = std::getenv("SHARDFT_FAIL_IN_SAVE");
+  int r = -1;
+  long s = -1;
+  if (spec && std::sscanf(spec, "%d:%ld", &r, &s) == 2 && r == rank && s == step) {
+    throw FormatError("cannot write (SHARDFT_FAIL_IN_SAVE: simulated full disk)");
+  }
+}
+
+bool is_stale_tmp(const std::string& name) {  // checkpoint-N.tmp, or latest.tmp from write_file_atomically
+  if (name == "latest.tmp") return true;
+  if (name.rfind("checkpoint-", 0) != 0 || name.size() <= 15 || name.compare(name.size() - 4, 4, ".tmp") != 0) return false;
+  return std::all_of(name.begin() + 11, name.end() - 4, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Rank 0, before a save: what an interrupted save (kill -9, power cut) of this output_dir left behind.
+// They are never a checkpoint (the rename to checkpoint-N is the commit) and may hold gigabytes.
+void remove_stale_tmp(const std::string& output_dir, std::ostream* log) {
+  std::error_code ec;
+  if (!fs::exists(output_dir, ec)) return;  // the first save of a run creates it
+  for (const auto& e : fs::directory_iterator(output_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!is_stale_tmp(n)) continue;
+    fs::remove_all(e.path());  // throws, naming the path, when it cannot
+    if (log) *log << "save: removed " << e.path().string() << " left by an interrupted save" << std::endl;
+  }
+  if (ec) throw fs::filesystem_error("cannot list output_dir", output_dir, ec);
+}
+
+// Every rank: the save failed somewhere (`err`, agreed). Rank 0 removes the partial directory.
+[[noreturn]] void abandon_save(Communicator& world, const std::string& output_dir, const std::string& tmp_dir,
+                               const std::string& err) {
+  std::string cleanup;
+  if (world.rank() == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp_dir, ec);
+    if (ec) cleanup = " (and " + tmp_dir + " could not be removed: " + ec.message() + ")";
+  }
+  std::string latest = "none";
+  std::ifstream in(output_dir + "/latest");
+  if (in) std::getline(in, latest);
+  throw ConfigError("output_dir '" + output_dir + "': saving " + fs::path(tmp_dir).stem().string() + " failed: " + err +
+                    cleanup + "; the last good checkpoint is kept (latest: " + latest + ")");
+}
+
+// Keeps the newest `keep` complete checkpoints.
+void remove_old_checkpoints(const std::string& output_dir, int keep) {
+  std::vector<std::pair<long, fs::path>> found;
+  for (const auto& e : fs::directory_iterator(output_dir)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("checkpoint-", 0) == 0 && n.find(".tmp") == std::string::npos) {
+      found.emplace_back(std::atol(n.c_str() + 11), e.path());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < found.size(); ++i) fs::remove_all(found[i].second);
+}
+
 }  // namespace
 
-std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state) {
-  Communicator& world = tr.plan().world();
+std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state, std::ostream* log) {
+  Communicator& world = tr.plan().host_world();  // host buffers: MPI even where collectives run on NCCL
   ZeroEngine& eng = tr.engine();
   const std::string name = "checkpoint-" + std::to_string(state.step);
   const std::string final_dir = cfg.output_dir + "/" + name, tmp_dir = final_dir + ".tmp";
+  std::string err;
   if (world.rank() == 0) {
-    fs::remove_all(tmp_dir);
-    fs::create_directories(tmp_dir);
+    try {
+      remove_stale_tmp(cfg.output_dir, log);
+      fs::create_directories(tmp_dir);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
   }
-  world.barrier();
+  err = broadcast_text(world, err, 0);
+  if (!err.empty()) abandon_save(world, cfg.output_dir, tmp_dir, err);
+
+  // The parameter table goes into metadata.json, its fingerprint into every dataset's attributes.
+  const ParamLayout& layout = tr.model().layout();
+  nlohmann::json params = nlohmann::json::array();
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    params.push_back({{"name", layout.params()[p].name}, {"shape", layout.params()[p].shape},
+                      {"layout_offset", layout.offset(static_cast<int>(p))}});
+  }
+  const std::string fingerprint = layout_fingerprint(params, layout.total_numel());
 
   // Each writing rank: its owned region and the table that places it in layout coordinates.
   const auto slices = eng.owned_slices();
@@ -90,24 +152,33 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
   for (const auto& s : slices) table.insert(table.end(), {s.layout_offset, s.owned_offset, s.length});
   int writes = eng.writes_checkpoint() ? 1 : 0;
   if (writes) {
-    Hdf5ShardWriter w(tmp_dir + "/" + rank_file(world.rank()));
-    const Attributes common = {{"full_shape", "[" + std::to_string(tr.model().layout().total_numel()) + "]"},
-                               {"stage", std::to_string(cfg.zero_stage)},
-                               {"world_size", std::to_string(world.size())},
-                               {"shard_group_size", std::to_string(eng.group().size())},
-                               {"shard_rank", std::to_string(eng.group().rank())},
-                               {"step", std::to_string(state.step)}};
-    View1<float> states[] = {eng.master(), eng.exp_avg(), eng.exp_avg_sq()};
-    for (int k = 0; k < 3; ++k) {
-      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), states[k]);
-      Attributes a = common;
-      a["offset"] = "owned region; see 'slices' (layout_offset, owned_offset, length)";
-      w.write_f32(kStates[k], host.data(), host.extent(0), a);
+    try {
+      Hdf5ShardWriter w(tmp_dir + "/" + rank_file(world.rank()));
+      const Attributes common = {{"format", kCheckpointFormat},
+                                 {"layout", fingerprint},
+                                 {"full_shape", "[" + std::to_string(layout.total_numel()) + "]"},
+                                 {"stage", std::to_string(cfg.zero_stage)},
+                                 {"world_size", std::to_string(world.size())},
+                                 {"shard_group_size", std::to_string(eng.group().size())},
+                                 {"shard_rank", std::to_string(eng.group().rank())},
+                                 {"step", std::to_string(state.step)}};
+      View1<float> states[] = {eng.master(), eng.exp_avg(), eng.exp_avg_sq()};
+      for (int k = 0; k < 3; ++k) {
+        auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), states[k]);
+        Attributes a = common;
+        a["offset"] = "owned region; see 'slices' (layout_offset, owned_offset, length)";
+        w.write_f32(kStates[k], host.data(), host.extent(0), a);
+        if (k == 0) maybe_fail_in_save(world.rank(), state.step);
+      }
+      w.write_i64("slices", table.data(), table.size(), common);
+      w.close();
+    } catch (const std::exception& e) {  // agreed on below, so that every rank stops and rank 0 cleans up
+      err = e.what();
     }
-    w.write_i64("slices", table.data(), table.size(), common);
-    w.close();
   }
   maybe_crash_in_save(world.rank(), state.step);
+  err = first_error(world, err);
+  if (!err.empty()) abandon_save(world, cfg.output_dir, tmp_dir, err);
 
   // Rank 0 learns every file's slice table, then completes the checkpoint.
   std::vector<int> flags(world.size());
@@ -119,144 +190,48 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
   std::vector<std::int64_t> padded(max_size, -1), all(static_cast<std::size_t>(max_size) * world.size());
   std::copy(table.begin(), table.end(), padded.begin());
   world.all_gather(padded.data(), all.data(), max_size, DType::i64);
+  bool committed = false;  // once renamed, checkpoint-N is complete and stays even if a later step fails
   if (world.rank() == 0) {
-    const ParamLayout& layout = tr.model().layout();
-    nlohmann::json meta = {{"format", kFormat},
-                           {"step", state.step},
-                           {"train_loss_sum", state.train_loss_sum},
-                           {"world_size", world.size()},
-                           {"zero_stage", cfg.zero_stage},
-                           {"shard_group_size", eng.group().size()},
-                           {"total_numel", layout.total_numel()},
-                           {"model", model_meta_json(cfg.model)},
-                           {"hf_config", read_source_config(cfg.model_name_or_path)},
-                           {"config", to_yaml(cfg)}};
-    nlohmann::json params = nlohmann::json::array();
-    for (std::size_t p = 0; p < layout.params().size(); ++p) {
-      params.push_back({{"name", layout.params()[p].name}, {"shape", layout.params()[p].shape},
-                        {"layout_offset", layout.offset(static_cast<int>(p))}});
-    }
-    meta["params"] = params;
-    nlohmann::json files = nlohmann::json::array();
-    for (int r = 0; r < world.size(); ++r) {
-      if (!flags[r]) continue;
-      std::vector<std::int64_t> t(all.begin() + static_cast<long>(r) * max_size,
-                                  all.begin() + static_cast<long>(r) * max_size + sizes[r]);
-      files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t}});
-    }
-    meta["files"] = files;
-    // Like HF Trainer, each checkpoint carries the tokenizer, so an export needs nothing else.
-    copy_tokenizer_files(cfg.tokenizer_name_or_path, tmp_dir);
-    write_file_atomically(tmp_dir + "/metadata.json", meta.dump(1));
-    fsync_path(tmp_dir);
-    fs::remove_all(final_dir);
-    fs::rename(tmp_dir, final_dir);
-    fsync_path(cfg.output_dir);
-    write_file_atomically(cfg.output_dir + "/latest", name + "\n");
-    if (cfg.save_total_limit > 0) {  // keep the newest save_total_limit complete checkpoints
-      std::vector<std::pair<long, fs::path>> found;
-      for (const auto& e : fs::directory_iterator(cfg.output_dir)) {
-        const std::string n = e.path().filename().string();
-        if (e.is_directory() && n.rfind("checkpoint-", 0) == 0 && n.find(".tmp") == std::string::npos) {
-          found.emplace_back(std::atol(n.c_str() + 11), e.path());
-        }
-      }
-      std::sort(found.begin(), found.end());
-      for (std::size_t i = 0; i + cfg.save_total_limit < found.size(); ++i) fs::remove_all(found[i].second);
-    }
-  }
-  world.barrier();
-  return final_dir;
-}
-
-CheckpointState load_checkpoint(const std::string& dir, Trainer& tr) {
-  Communicator& world = tr.plan().world();
-  const nlohmann::json meta = read_metadata(dir);
-  const ParamLayout& layout = tr.model().layout();
-  const std::string meta_path = dir + "/metadata.json";
-  if (meta.at("total_numel").get<std::int64_t>() != layout.total_numel() ||
-      meta.at("params").size() != layout.params().size()) {
-    throw FormatError(meta_path + ": the checkpoint holds another model (" + meta.at("model").dump() + ")");
-  }
-  for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    const auto& mp = meta.at("params")[p];
-    if (mp.at("name") != layout.params()[p].name || mp.at("shape").get<std::vector<std::int64_t>>() != layout.params()[p].shape) {
-      throw FormatError(meta_path + ": parameter '" + mp.at("name").get<std::string>() + "' does not match the recipe's model");
-    }
-  }
-  ZeroEngine& eng = tr.engine();
-  View1<float> states[] = {eng.master(), eng.exp_avg(), eng.exp_avg_sq()};
-  std::vector<decltype(Kokkos::create_mirror_view(states[0]))> host;
-  for (auto& s : states) host.push_back(Kokkos::create_mirror_view(s));
-  for (auto& h : host) Kokkos::deep_copy(h, 0.f);
-  // For each range this rank owns now, read it from whichever files hold it. Slice tables are parsed
-  // once and each file is opened at most once.
-  const auto& files = meta.at("files");
-  std::vector<std::vector<std::int64_t>> tables;
-  for (const auto& f : files) tables.push_back(f.at("slices").get<std::vector<std::int64_t>>());
-  std::vector<std::unique_ptr<Hdf5ShardReader>> readers(files.size());
-  for (const auto& mine : eng.owned_slices()) {
-    std::int64_t covered = 0;
-    for (std::size_t f = 0; f < files.size(); ++f) {
-      const auto& t = tables[f];
-      for (std::size_t i = 0; i + 2 < t.size(); i += 3) {
-        const std::int64_t lo = std::max(mine.layout_offset, t[i]);
-        const std::int64_t hi = std::min(mine.layout_offset + mine.length, t[i] + t[i + 2]);
-        if (lo >= hi) continue;
-        if (!readers[f]) readers[f] = std::make_unique<Hdf5ShardReader>(dir + "/" + files[f].at("file").get<std::string>());
-        for (int k = 0; k < 3; ++k) {
-          readers[f]->read_f32(kStates[k], static_cast<std::size_t>(t[i + 1] + (lo - t[i])),
-                               static_cast<std::size_t>(hi - lo),
-                               host[k].data() + mine.owned_offset + (lo - mine.layout_offset));
-        }
-        covered += hi - lo;
-      }
-    }
-    if (covered != mine.length) {
-      throw FormatError(meta_path + ": elements " + std::to_string(mine.layout_offset) + ".." +
-                        std::to_string(mine.layout_offset + mine.length) + " are in no rank file (a missing rank file?)");
-    }
-  }
-  for (int k = 0; k < 3; ++k) Kokkos::deep_copy(states[k], host[k]);
-  CheckpointState st;
-  st.step = meta.at("step").get<long>();
-  st.train_loss_sum = meta.value("train_loss_sum", 0.0);
-  eng.restore(st.step);
-  world.barrier();
-  return st;
-}
-
-void verify_checkpoint(const std::string& dir) {
-  const nlohmann::json meta = read_metadata(dir);
-  for (const auto& f : meta.at("files")) {
-    const std::string path = dir + "/" + f.at("file").get<std::string>();
-    Hdf5ShardReader r(path);
-    for (const char* name : {"master", "exp_avg", "exp_avg_sq", "slices"}) r.verify(name);
-  }
-}
-
-std::string resolve_checkpoint(const TrainConfig& cfg, std::ostream& log) {
-  const std::string& spec = cfg.resume_from_checkpoint;
-  if (spec != "true" && spec != "True") return spec;
-  std::vector<std::pair<long, std::string>> found;
-  if (fs::is_directory(cfg.output_dir)) {
-    for (const auto& e : fs::directory_iterator(cfg.output_dir)) {
-      const std::string n = e.path().filename().string();
-      if (e.is_directory() && n.rfind("checkpoint-", 0) == 0 && n.find(".tmp") == std::string::npos) {
-        found.emplace_back(std::atol(n.c_str() + 11), e.path().string());
-      }
-    }
-  }
-  std::sort(found.rbegin(), found.rend());
-  for (const auto& [step, dir] : found) {
     try {
-      verify_checkpoint(dir);
-      return dir;
-    } catch (const FormatError& e) {
-      log << "resume: skipping damaged " << dir << ": " << e.what() << std::endl;
+      nlohmann::json meta = {{"format", kCheckpointFormat},
+                             {"step", state.step},
+                             {"train_loss_sum", state.train_loss_sum},
+                             {"world_size", world.size()},
+                             {"zero_stage", cfg.zero_stage},
+                             {"shard_group_size", eng.group().size()},
+                             {"total_numel", layout.total_numel()},
+                             {"layout", fingerprint},
+                             {"model", model_meta_json(cfg.model)},
+                             {"hf_config", read_source_config(cfg.model_name_or_path)},
+                             {"config", to_yaml(cfg)}};
+      meta["params"] = params;
+      nlohmann::json files = nlohmann::json::array();
+      for (int r = 0; r < world.size(); ++r) {
+        if (!flags[r]) continue;
+        std::vector<std::int64_t> t(all.begin() + static_cast<long>(r) * max_size,
+                                    all.begin() + static_cast<long>(r) * max_size + sizes[r]);
+        files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t}});
+      }
+      meta["files"] = files;
+      seal_metadata(meta);  // last: the seal covers every other field
+      // Like HF Trainer, each checkpoint carries the tokenizer, so an export needs nothing else.
+      copy_tokenizer_files(cfg.tokenizer_name_or_path, tmp_dir);
+      write_file_atomically(tmp_dir + "/metadata.json", meta.dump(1));
+      fsync_path(tmp_dir);
+      fs::remove_all(final_dir);
+      fs::rename(tmp_dir, final_dir);
+      committed = true;
+      fsync_path(cfg.output_dir);
+      write_file_atomically(cfg.output_dir + "/latest", name + "\n");
+      if (cfg.save_total_limit > 0) remove_old_checkpoints(cfg.output_dir, cfg.save_total_limit);
+    } catch (const std::exception& e) {
+      err = e.what();
     }
   }
-  throw ConfigError("resume_from_checkpoint: true, but output_dir '" + cfg.output_dir + "' holds no usable checkpoint");
+  err = broadcast_text(world, err, 0);
+  if (!err.empty() && !committed) abandon_save(world, cfg.output_dir, tmp_dir, err);
+  if (!err.empty()) throw ConfigError("output_dir '" + cfg.output_dir + "': " + name + " is complete, but " + err);
+  return final_dir;
 }
 
 bool checkpoint_due(const TrainConfig& cfg, long step, long steps_per_epoch, long total_steps) {

@@ -3,8 +3,9 @@
 // owned slice of the fp32 master weights and both AdamW moments, with the slice table in layout
 // coordinates) and metadata.json (step, layout, config, every file's slices and checksums).
 // Saving is atomic: everything goes to checkpoint-N.tmp/, each file is fsynced, rank 0 writes the
-// metadata last, renames the directory and then updates `latest`. A crash at any moment leaves the
-// previous checkpoint intact. Loading works at any world size, stage or hybrid layout: each rank
+// metadata last (sealed: io/checkpoint_meta.hpp), renames the directory and then updates `latest`. A crash
+// at any moment leaves the previous checkpoint intact; a save that fails removes its .tmp directory and
+// stops the run, and the next save removes .tmp directories a killed save left behind. Loading works at any world size, stage or hybrid layout: each rank
 // reads only the element ranges it now owns.
 #include <ostream>
 #include <string>
@@ -20,23 +21,39 @@ struct CheckpointState {
   double train_loss_sum = 0; // sum of step losses so far (for the run's train_loss)
 };
 
-// Collective over the trainer's world (its parallel plan's). Returns the checkpoint directory.
-std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state);
+// Collective over the trainer's world (its parallel plan's). Returns the checkpoint directory. When any
+// rank fails to write, every rank throws ConfigError naming output_dir and the reason, after rank 0
+// removed checkpoint-N.tmp; `latest` still names the last good checkpoint.
+// Rank 0 says on `log` which leftovers of interrupted saves it removed.
+std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state,
+                            std::ostream* log = nullptr);
 
 // Whether save_strategy asks for a checkpoint after step `step` (1-based) of total_steps: steps: every
 // save_steps and the last; epoch: each epoch's last step and the last; no: never (a preempted run
 // saves regardless).
 bool checkpoint_due(const TrainConfig& cfg, long step, long steps_per_epoch, long total_steps);
 
-// Collective. Fills the trainer's engine from `dir` and returns the saved state. FormatError naming the
-// file and dataset when anything is missing, truncated, damaged or from another model.
-CheckpointState load_checkpoint(const std::string& dir, Trainer& tr);
+// Collective. Every rank checks metadata.json (seal, fields) and verifies each rank file it will read
+// (checksums, attributes against the metadata); then the ranks agree. "" when the checkpoint is good,
+// else the first failing rank's reason (naming the file and dataset), the same on every rank.
+// A format-1 checkpoint's warning goes to `log`.
+std::string check_checkpoint(const std::string& dir, Trainer& tr, std::ostream& log);
 
-// "true": the newest checkpoint in output_dir that verifies (a damaged newest one is reported on `log`
-// and skipped); otherwise the path itself. Throws ConfigError when there is none.
-std::string resolve_checkpoint(const TrainConfig& cfg, std::ostream& log);
+// Collective. check_checkpoint, then fills the trainer's engine from `dir` and returns the saved state.
+// FormatError naming the checkpoint, file and dataset when anything is missing, damaged, edited or from
+// another model: every rank throws it, none is left waiting.
+CheckpointState load_checkpoint(const std::string& dir, Trainer& tr, std::ostream& log);
 
-// Reads every dataset of every file and checks its checksum; FormatError on the first problem.
+struct ResumePoint {
+  std::string dir;
+  CheckpointState state;
+};
+// Collective. resume_from_checkpoint as a path: load_checkpoint of it. "true": the newest checkpoint in
+// output_dir that passes check_checkpoint; each one skipped is reported on `log` with its reason.
+// ConfigError when output_dir holds no checkpoint; FormatError listing them when none verifies.
+ResumePoint resume_checkpoint(const TrainConfig& cfg, Trainer& tr, std::ostream& log);
+
+// Single process: metadata.json's seal and every dataset of every rank file; FormatError on the first problem.
 void verify_checkpoint(const std::string& dir);
 
 }  // namespace shardft

@@ -7,23 +7,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/checkpoint_meta.hpp"
 #include "io/hdf5_shard.hpp"
 #include "train/checkpoint.hpp"
 #include "train/hf_export.hpp"
+#include "train/output_path.hpp"
 
 namespace shardft {
 
 namespace {
-
-nlohmann::json read_meta(const std::string& dir) {
-  std::ifstream in(dir + "/metadata.json");
-  if (!in) throw FormatError("checkpoint '" + dir + "': metadata.json is missing");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw FormatError(dir + "/metadata.json: not valid JSON (" + e.what() + ")");
-  }
-}
 
 // Assembles elements [lo, lo + n) in layout order from the rank files' master slices.
 class MasterReader {
@@ -57,16 +49,49 @@ class MasterReader {
 
 }  // namespace
 
-nlohmann::json read_checkpoint_metadata(const std::string& checkpoint_dir) { return read_meta(checkpoint_dir); }
+nlohmann::json read_checkpoint_metadata(const std::string& checkpoint_dir) {
+  return read_checkpoint_meta(checkpoint_dir).json;
+}
+
+void check_checkpoint_layout(const nlohmann::json& meta, const ParamLayout& layout, const std::string& meta_path) {
+  const auto& params = meta.at("params");
+  if (meta.at("total_numel").get<std::int64_t>() != layout.total_numel() || params.size() != layout.params().size()) {
+    throw FormatError(meta_path + ": its parameter table does not match its model " + meta.at("model").dump());
+  }
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    const ParamSpec& spec = layout.params()[p];
+    if (params[p].at("name") != spec.name || params[p].at("shape").get<std::vector<std::int64_t>>() != spec.shape ||
+        params[p].at("layout_offset").get<std::int64_t>() != layout.offset(static_cast<int>(p))) {
+      throw FormatError(meta_path + ": parameter '" + params[p].at("name").get<std::string>() +
+                        "' is not where the model " + meta.at("model").dump() + " has it");
+    }
+  }
+}
+
+nlohmann::json verify_checkpoint_for_reading(const std::string& checkpoint_dir, std::ostream& log) {
+  CheckpointMeta meta = read_checkpoint_meta(checkpoint_dir);
+  if (!meta.warning.empty()) log << "warning: " << meta.warning << std::endl;
+  // All rank files, all datasets, though a reader here uses only the master weights: a damaged moment
+  // means the save went wrong, and nothing from such a checkpoint should be trusted.
+  verify_checkpoint_files(meta);
+  return std::move(meta.json);
+}
 
 void read_checkpoint_master(const std::string& checkpoint_dir, const nlohmann::json& meta, std::int64_t lo,
                             std::int64_t n, float* out) {
   MasterReader(checkpoint_dir, meta).read(lo, n, out);
 }
 
-ConsolidateReport consolidate_checkpoint(const std::string& dir, const ConsolidateOptions& opt) {
-  const nlohmann::json meta = read_meta(dir);
-  std::filesystem::create_directories(opt.output_dir);
+void read_checkpoint_weights(const std::string& dir, const ParamLayout& layout, float* flat, std::ostream& log) {
+  const nlohmann::json meta = verify_checkpoint_for_reading(dir, log);
+  check_checkpoint_layout(meta, layout, dir + "/metadata.json");
+  read_checkpoint_master(dir, meta, 0, layout.total_numel(), flat);
+  log << "the master weights of checkpoint " << dir << " (step " << meta.at("step") << ")" << std::endl;
+}
+
+ConsolidateReport consolidate_checkpoint(const std::string& dir, const ConsolidateOptions& opt, std::ostream& log) {
+  const nlohmann::json meta = verify_checkpoint_for_reading(dir, log);
+  create_output_dir(opt.output_dir, "--output");
   std::vector<TensorEntry> all;
   std::vector<std::int64_t> offsets;
   for (const auto& p : meta.at("params")) {
@@ -123,18 +148,21 @@ ConsolidateReport consolidate_checkpoint(const std::string& dir, const Consolida
 }
 
 std::string inspect_checkpoint(const std::string& dir) {
-  const nlohmann::json meta = read_meta(dir);
+  const CheckpointMeta cm = read_checkpoint_meta(dir);
+  const nlohmann::json& meta = cm.json;
   std::ostringstream out;
   out << dir << ": step " << meta.at("step") << ", saved by " << meta.at("world_size") << " ranks at ZeRO stage "
       << meta.at("zero_stage") << " (shard groups of " << meta.at("shard_group_size") << ")\n"
       << "model: " << meta.at("model").dump() << "\n"
-      << meta.at("params").size() << " tensors, " << meta.at("total_numel") << " parameters (fp32 master + 2 AdamW moments)\n";
-  for (const auto& f : meta.at("files")) {
-    const std::string path = dir + "/" + f.at("file").get<std::string>();
-    Hdf5ShardReader r(path);
-    for (const char* name : {"master", "exp_avg", "exp_avg_sq", "slices"}) r.verify(name);
+      << meta.at("params").size() << " tensors, " << meta.at("total_numel") << " parameters (fp32 master + 2 AdamW moments)\n"
+      << "metadata.json: " << (cm.sealed ? "seal ok (" + meta.at("seal").get<std::string>() + ")" : "warning: " + cm.warning)
+      << "\n";
+  for (std::size_t i = 0; i < meta.at("files").size(); ++i) {
+    const auto& f = meta.at("files")[i];
+    verify_rank_file(cm, i);
+    const Hdf5ShardReader r(dir + "/" + f.at("file").get<std::string>());
     out << "  " << f.at("file").get<std::string>() << ": " << r.length("master") << " elements per state, "
-        << f.at("slices").size() / 3 << " slices, checksums ok\n";
+        << f.at("slices").size() / 3 << " slices, checksums ok, attributes match metadata.json\n";
   }
   return out.str();
 }

@@ -4,11 +4,13 @@
 // tensor is assembled from the rank files' slices, converted and written, so peak memory is about the
 // largest tensor, never the model.
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.hpp"
+#include "model/param_layout.hpp"
 
 namespace shardft {
 
@@ -25,15 +27,29 @@ struct ConsolidateReport {
   std::int64_t tensors = 0;
 };
 
-// A checkpoint directory's metadata.json; FormatError when it is missing or not JSON.
+// A checkpoint directory's metadata.json, its seal and fields checked (io/checkpoint_meta.hpp);
+// FormatError when it is missing, damaged or edited.
 nlohmann::json read_checkpoint_metadata(const std::string& checkpoint_dir);
+
+// Reads and checks metadata.json and verifies every rank file (checksums streamed in bounded chunks,
+// attributes against the metadata) before any of it is used: FormatError naming the file and dataset.
+// A format-1 checkpoint's warning goes to `log`. Returns the metadata.
+nlohmann::json verify_checkpoint_for_reading(const std::string& checkpoint_dir, std::ostream& log);
+
+// FormatError naming `meta_path` when the checkpoint's parameter table is not `layout`'s.
+void check_checkpoint_layout(const nlohmann::json& meta, const ParamLayout& layout, const std::string& meta_path);
 
 // Elements [lo, lo + n) of the checkpoint's fp32 master weights in layout order (metadata "params" gives
 // each tensor's name, shape and layout_offset), assembled from the rank files' slices.
 void read_checkpoint_master(const std::string& checkpoint_dir, const nlohmann::json& meta, std::int64_t lo,
                             std::int64_t n, float* out);
 
-ConsolidateReport consolidate_checkpoint(const std::string& checkpoint_dir, const ConsolidateOptions& opt);
+// verify_checkpoint_for_reading, check_checkpoint_layout, then the master weights into `flat` (layout order).
+void read_checkpoint_weights(const std::string& dir, const ParamLayout& layout, float* flat, std::ostream& log);
+
+// Verifies the whole checkpoint first (verify_checkpoint_for_reading): a damaged one exports nothing.
+ConsolidateReport consolidate_checkpoint(const std::string& checkpoint_dir, const ConsolidateOptions& opt,
+                                         std::ostream& log);
 
 // What the checkpoint holds, with every dataset's checksum verified; FormatError on the first problem.
 std::string inspect_checkpoint(const std::string& checkpoint_dir);

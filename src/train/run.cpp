@@ -23,8 +23,10 @@
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
 #include "train/checkpoint.hpp"
+#include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
 #include "train/mfu.hpp"
+#include "train/output_path.hpp"
 #include "train/pretrained.hpp"
 #include "train/trainer.hpp"
 
@@ -198,7 +200,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   const StepPlan plan = plan_steps(cfg, num_units, dp);
   std::ofstream metrics;
   if (writer) {
-    std::filesystem::create_directories(cfg.output_dir);
+    create_output_dir(cfg.output_dir, "output_dir");
     // A resumed run continues the log of the run it resumes.
     metrics.open(cfg.output_dir + "/metrics.jsonl", cfg.resume_from_checkpoint.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
@@ -213,11 +215,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   long first_step = 0;
   double total_loss = 0;
   if (!cfg.resume_from_checkpoint.empty()) {
-    const std::string dir = resolve_checkpoint(cfg, log);
-    const CheckpointState st = load_checkpoint(dir, tr);
-    first_step = st.step;
-    total_loss = st.train_loss_sum;
-    log << "resumed from " << dir << " at step " << first_step << std::endl;
+    const ResumePoint rp = resume_checkpoint(cfg, tr, log);
+    first_step = rp.state.step;
+    total_loss = rp.state.train_loss_sum;
+    log << "resumed from " << rp.dir << " at step " << first_step << std::endl;
   }
   install_preemption_handlers();
   const int shard_size = parallel.shard().size();
@@ -317,7 +318,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     // A preempted run saves whatever the strategy: its checkpoint is the only way on.
     if (checkpoint_due(cfg, s + 1, plan.steps_per_epoch, plan.total_steps) || preempted) {
       if (bar) bar->clear();
-      const std::string dir = save_checkpoint(cfg, tr, {s + 1, total_loss});
+      const std::string dir = save_checkpoint(cfg, tr, {s + 1, total_loss}, &log);
       log << "saved " << dir << std::endl;
     }
     if (preempted) {
@@ -387,9 +388,14 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   model.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
   LocalParams params(model.layout());
-  {  // output_dir is an HF directory: model.safetensors, or a sharded set with its index
+  {  // output_dir is an HF directory (model.safetensors, or a sharded set with its index) or a checkpoint-N
     auto host = Kokkos::create_mirror_view(params.weights());
-    read_pretrained_weights(model.layout(), cfg.output_dir, host.data());
+    std::error_code ec;
+    if (std::filesystem::exists(cfg.output_dir + "/metadata.json", ec)) {
+      read_checkpoint_weights(cfg.output_dir, model.layout(), host.data(), log);  // every rank verifies
+    } else {
+      read_pretrained_weights(model.layout(), cfg.output_dir, host.data());
+    }
     Kokkos::deep_copy(params.weights(), host);
   }
   if (cfg.bf16) round_to_bf16(params.weights(), params.weights());

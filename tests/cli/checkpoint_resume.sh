@@ -2,9 +2,9 @@
 # Sharded checkpoints: exact resume (bitwise, same world size), resume at another world size, stage and
 # hybrid layout (1e-5), a crash in the middle of a save leaves the previous checkpoint usable, a damaged
 # newest checkpoint is reported and skipped, and SIGTERM saves and exits 0.
-# Usage: checkpoint_resume.sh SHARDFT_BINARY SOURCE_DIR
+# Usage: checkpoint_resume.sh SHARDFT_BINARY SOURCE_DIR H5_OFFSET_HELPER
 set -u
-bin=$1; src=$2
+bin=$1; src=$2; h5_offset=$3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$src" || exit 2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -69,10 +69,11 @@ grep -q "resumed from .*checkpoint-10 at step 10" "$tmp/after.log" || fail "did 
 compare "$tmp/full/metrics.jsonl" "$tmp/crash/metrics.jsonl" 0 || fail "after the crash the losses differ from an uninterrupted run"
 
 echo "a damaged newest checkpoint is reported and the previous good one used:"
-python3 - "$tmp/full/checkpoint-30/rank-00001.h5" <<'PY'
+at=$("$h5_offset" "$tmp/full/checkpoint-30/rank-00001.h5" exp_avg_sq) || fail "no offset for exp_avg_sq"
+python3 - "$tmp/full/checkpoint-30/rank-00001.h5" "$at" <<'PY'
 import sys
 data = bytearray(open(sys.argv[1], "rb").read())
-data[-100] ^= 0xFF  # inside the last dataset's raw data
+data[int(sys.argv[2]) + 100] ^= 0xFF  # inside exp_avg_sq's raw data
 open(sys.argv[1], "wb").write(bytes(data))
 PY
 run 2 damaged --zero_stage 3 --max_steps 30 --output_dir "$tmp/full" --resume_from_checkpoint true || { cat "$tmp/damaged.log"; fail "resume with a damaged newest checkpoint"; }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "comm/self_communicator.hpp"
@@ -153,7 +154,7 @@ TEST_P(BiasExport, ConsolidatedConfigNamesTheArchitecture) {
   const std::string ckpt = save_checkpoint(cfg, tr, {1, 0.0});
   ConsolidateOptions opt;
   opt.output_dir = (dir_ / "hf").string();
-  consolidate_checkpoint(ckpt, opt);
+  consolidate_checkpoint(ckpt, opt, std::cerr);
 
   const nlohmann::json c = nlohmann::json::parse(std::ifstream(dir_ / "hf" / "config.json"));
   EXPECT_FALSE(c.contains("qkv_bias")) << "shardft's flags are not HF keys";

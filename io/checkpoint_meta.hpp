@@ -1,0 +1,58 @@
+#pragma once
+// The files of a sharded checkpoint as a reader checks them (src/train/checkpoint.cpp writes them):
+// metadata.json with its seal, and each rank file's datasets against it.
+//
+// The seal is a digest of metadata.json's own content, so one flipped bit or a hand edit (say "step": 30
+// -> 20) makes the checkpoint damaged instead of silently wrong. FNV-1a 64, like the dataset checksums:
+// it guards against damage and accidents, not against someone who recomputes it on purpose. Each rank
+// file also carries the format, step, world size and a fingerprint of the parameter layout as attributes
+// of every dataset, so metadata.json and the rank files must agree with each other too.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace shardft {
+
+// Format 2: sealed metadata.json, rank files carry format/step/world_size/layout attributes.
+inline constexpr const char* kCheckpointFormat = "shardft-checkpoint-2";
+// Format 1 (before the seal): still read, with a warning, and its rank files' step and world size
+// attributes (which format 1 wrote too) are still cross-checked. The format field is what tells the
+// two apart; rank files of format 2 carry it as well, so a format-2 checkpoint edited to claim format 1
+// is caught.
+inline constexpr const char* kCheckpointFormatV1 = "shardft-checkpoint-1";
+
+// The datasets of a rank file: fp32 master weights, both AdamW moments, and the slice table.
+inline constexpr const char* kCheckpointDatasets[] = {"master", "exp_avg", "exp_avg_sq", "slices"};
+
+struct CheckpointMeta {
+  nlohmann::json json;
+  std::string dir;       // the checkpoint directory
+  std::string path;      // its metadata.json
+  bool sealed = false;   // format 2
+  std::string warning;   // non-empty for a format-1 checkpoint: say it on the log
+  std::string layout;    // layout_fingerprint of its parameter table
+};
+
+// "fnv1a64:<16 hex digits>" over the compact dump of `meta` without its "seal" field (nlohmann's
+// objects keep their keys sorted, so the dump is canonical: indentation does not count).
+std::string metadata_digest(const nlohmann::json& meta);
+// Sets meta["seal"] to metadata_digest(meta).
+void seal_metadata(nlohmann::json& meta);
+// A digest of the parameter table (name, shape, layout offset of each) and the total element count.
+std::string layout_fingerprint(const nlohmann::json& params, std::int64_t total_numel);
+
+// Parses metadata.json's text and checks its format, its seal and the type of every field a reader uses.
+// FormatError "DIR/metadata.json: ..." naming the field.
+CheckpointMeta parse_checkpoint_meta(const std::string& text, const std::string& dir);
+// Reads DIR/metadata.json with parse_checkpoint_meta. FormatError when it is missing.
+CheckpointMeta read_checkpoint_meta(const std::string& dir);
+
+// Verifies rank file json["files"][index]: every dataset's checksum (read in bounded chunks), that its
+// attributes agree with the metadata (format, step, world size, layout) and that its slice table is the
+// metadata's. FormatError "DIR/rank-0000R.h5: dataset 'NAME': ...".
+void verify_rank_file(const CheckpointMeta& meta, std::size_t index);
+// Every rank file of the checkpoint.
+void verify_checkpoint_files(const CheckpointMeta& meta);
+
+}  // namespace shardft
