@@ -347,6 +347,16 @@ std::vector<ZeroEngine::OwnedSlice> ZeroEngine::owned_slices() const {
   return out;
 }
 
+int ZeroEngine::first_nonfinite_param() const {
+  int first = -1;
+  for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
+    if (first >= 0 && param >= first) return;
+    const Unmanaged1<const float> part(master_.data() + owned_offset, static_cast<std::size_t>(length));
+    if (!all_finite(part)) first = first < 0 ? param : std::min(first, param);
+  });
+  return first;
+}
+
 void ZeroEngine::restore(long steps_taken) {
   step_ = steps_taken;
   drain_gathers();

@@ -110,6 +110,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   View1<float> master() const { return master_; }
   View1<float> exp_avg() const { return exp_avg_; }
   View1<float> exp_avg_sq() const { return exp_avg_sq_; }
+  // The first parameter (layout order) whose master weights on this rank hold a NaN or Inf; -1 when none.
+  // Local (no collective), a device reduction per owned slice: for reporting a failed step.
+  int first_nonfinite_param() const;
   // After master and moments were filled from a checkpoint: the step count, and compute weights.
   void restore(long steps_taken);
   // Whether this rank's copy of the state is the one to save (replicas and stage-0 ranks hold copies).

@@ -1,8 +1,10 @@
 #include "train/pretrained.hpp"
 
+#include <cmath>
 #include <set>
 
 #include "io/hf_weights.hpp"
+#include "train/collective_error.hpp"
 
 namespace shardft {
 namespace {
@@ -53,6 +55,19 @@ std::vector<std::string> check_weights(HfModelWeights& weights, const ParamLayou
   return ignored;
 }
 
+// "" when every value is finite, else the tensor, the element and the value.
+std::string nonfinite_weight_problem(HfModelWeights& weights, const std::string& name, std::int64_t first,
+                                     const float* values, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) {
+      return weights.description() + ": tensor '" + name + "' holds " + (std::isnan(values[i]) ? "NaN" : "Inf") +
+             " at flat element " + std::to_string(first + i) + " of its " + shape_text(weights.shape(name)) +
+             "; a model with non-finite weights cannot train";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<std::string> check_pretrained_weights(const ParamLayout& layout, const std::string& dir) {
@@ -60,12 +75,20 @@ std::vector<std::string> check_pretrained_weights(const ParamLayout& layout, con
   return check_weights(weights, layout);
 }
 
-void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir) {
+void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir,
+                             Communicator& world) {
   HfModelWeights weights(dir);
   check_weights(weights, layout);
+  // Each rank reads only its slices, so only some ranks may meet a bad value: the load completes
+  // everywhere (its collectives carry the NaN harmlessly), then all ranks agree and stop together.
+  std::string bad;
   engine.load_weights([&](int param, std::int64_t first, std::int64_t count, float* out) {
-    weights.read(layout.params()[param].name, first, count, out);
+    const std::string& name = layout.params()[param].name;
+    weights.read(name, first, count, out);
+    if (bad.empty()) bad = nonfinite_weight_problem(weights, name, first, out, count);
   });
+  const std::string error = first_error(world, bad);
+  if (!error.empty()) throw FormatError(error);
 }
 
 void read_pretrained_weights(const ParamLayout& layout, const std::string& dir, float* flat) {
@@ -73,7 +96,10 @@ void read_pretrained_weights(const ParamLayout& layout, const std::string& dir, 
   check_weights(weights, layout);
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
     const ParamSpec& spec = layout.params()[p];
-    weights.read(spec.name, 0, spec.numel(), flat + layout.offset(static_cast<int>(p)));
+    float* out = flat + layout.offset(static_cast<int>(p));
+    weights.read(spec.name, 0, spec.numel(), out);
+    const std::string bad = nonfinite_weight_problem(weights, spec.name, 0, out, spec.numel());
+    if (!bad.empty()) throw FormatError(bad);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "model/param_layout.hpp"
 #include "parallel/zero_engine.hpp"
 
@@ -17,8 +18,10 @@ namespace shardft {
 // inv_freq buffers of old exports (recomputed) and an lm_head.weight next to tied embeddings.
 std::vector<std::string> check_pretrained_weights(const ParamLayout& layout, const std::string& dir);
 
-// check_pretrained_weights, then each rank reads the elements it owns.
-void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir);
+// check_pretrained_weights, then each rank reads the elements it owns. A NaN or Inf in any tensor is a
+// FormatError naming the tensor and element, thrown on every rank of `world` together (collective).
+void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir,
+                             Communicator& world);
 
 // The same checks, then every parameter into `flat` (layout.total_numel() floats, layout order): one
 // process holding the whole model (`shardft generate`).

@@ -128,6 +128,21 @@ std::string training_data_name(const TrainConfig& cfg) {
   return cfg.datasets.empty() ? cfg.dataset_path : "datasets " + cfg.datasets;
 }
 
+// A step whose loss or gradient norm is NaN or Inf names the step and where the bad values are.
+std::string nonfinite_step_message(long step, const StepStats& st, const std::string& first_bad) {
+  std::ostringstream m;
+  m << "step " << step << ": " << (std::isfinite(st.loss) ? "the gradient norm" : "the loss") << " is not finite (loss "
+    << st.loss << ", grad_norm " << st.grad_norm << ", learning_rate " << st.learning_rate << "); ";
+  if (first_bad.empty()) {
+    m << "every weight is still finite, so the overflow is in the activations or the loss";
+  } else {
+    m << "the first parameter holding NaN/Inf after the update is " << first_bad
+      << " (its gradient or its weights were not finite)";
+  }
+  m << ". Check learning_rate, max_grad_norm and the data of this step, or resume from the last checkpoint";
+  return m.str();
+}
+
 }  // namespace
 
 StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks) {
@@ -273,7 +288,9 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
           << ", forward to weight refresh: " << tr.last_step_traffic().describe(s == first_step ? 0 : 12)
           << "; then 1 read-back of the loss, gradient norm and non-finite count" << std::endl;
     }
-    if (!std::isfinite(st.loss)) throw std::runtime_error("step " + std::to_string(s + 1) + ": loss is not finite");
+    if (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm)) {
+      throw std::runtime_error(nonfinite_step_message(s + 1, st, tr.first_nonfinite_parameter()));
+    }
     window_loss += st.loss;
     total_loss += st.loss;
     window_seconds += st.seconds;

@@ -81,7 +81,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
   if (cfg.model_name_or_path.empty()) {
     engine_.init_weights(cfg.model, cfg.seed);
   } else {
-    load_pretrained_weights(engine_, model_.layout(), cfg.model_name_or_path);
+    load_pretrained_weights(engine_, model_.layout(), cfg.model_name_or_path, plan_.host_world());
   }
   schedule_ = make_lr_schedule(cfg, total_steps);
 }
@@ -126,6 +126,16 @@ class DeferredWaits {
 // in one copy, both values and the count of non-finite values ZeRO++ quantization met (an error:
 // counted on the device, so no quantization waits for the host). The token counts the loss is
 // normalised by come from the batches on the host and are summed over the host's (MPI) world.
+std::string Trainer::first_nonfinite_parameter() {
+  // Reduced with max: the earliest parameter p scores n - p, none scores 0.
+  const auto& params = model_.layout().params();
+  const std::int64_t n = static_cast<std::int64_t>(params.size());
+  const int mine = engine_.first_nonfinite_param();
+  std::int64_t score = mine >= 0 ? n - mine : 0;
+  plan_.host_world().all_reduce(&score, &score, 1, DType::i64, ReduceOp::max);
+  return score > 0 ? params[static_cast<std::size_t>(n - score)].name : "";
+}
+
 StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
   const LedgerTotals before = ledger_totals();

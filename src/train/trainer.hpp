@@ -50,6 +50,11 @@ class Trainer {
   const DeviceTraffic& last_step_traffic() const { return last_step_traffic_; }
   // Tensors of model_name_or_path's weights left out on purpose, each with why (train/pretrained.hpp).
   const std::vector<std::string>& ignored_weights() const { return ignored_weights_; }
+  // Collective: the name of the first parameter (layout order, over every rank's shard) whose master
+  // weights hold a NaN or Inf, or "" when none do. After a step whose loss or gradient norm was not
+  // finite, that is the first parameter the bad gradient reached (the update carried it into the
+  // weights) or whose weights were bad already.
+  std::string first_nonfinite_parameter();
   // What the memory preflight estimated for this rank before allocating (parallel/memory_preflight.hpp).
   const RankMemoryEstimate& memory_estimate() const { return memory_estimate_; }
   const RankMemoryBudget& memory_budget() const { return memory_budget_; }

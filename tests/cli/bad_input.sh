@@ -59,6 +59,8 @@ expect_error memory-size "key 'max_memory_per_rank' expects auto, none or a size
 # Qwen2-1.5B's shape in a 1 GB budget: refused before the 23 GiB of model state is allocated.
 expect_error memory-preflight "max_memory_per_rank: rank 0 needs about" --vocab_size 151936 --hidden_size 1536 \
   --num_hidden_layers 28 --num_attention_heads 12 --num_key_value_heads 2 --intermediate_size 8960 --max_memory_per_rank 1GB
+expect_error nonfinite-step "the first parameter holding NaN/Inf after the update is model." \
+  --learning_rate 1e30 --max_steps 4 --do_eval false
 
 expect_error too-few-samples "fewer than one optimizer step needs" --per_device_train_batch_size 5000
 out=$("$bin" frobnicate 2>&1); code=$?

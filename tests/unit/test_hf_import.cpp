@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -239,6 +240,32 @@ TEST_F(HfBadDir, RopeBuffersAndATiedHeadAreLeftOutAndListed) {
   ASSERT_EQ(tr.ignored_weights().size(), 2u);
   EXPECT_NE(tr.ignored_weights()[0].find("lm_head.weight (tie_word_embeddings"), std::string::npos);
   EXPECT_NE(tr.ignored_weights()[1].find("rotary_emb.inv_freq (RoPE's frequencies"), std::string::npos);
+}
+
+// A NaN or Inf in the weights would train with loss NaN from the first step: refused at load, naming
+// the tensor and the element.
+TEST_F(HfBadDir, NonFiniteWeightsAreRefusedNamingTheTensor) {
+  for (const float bad : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+    fs::remove_all(dir_);
+    fs::copy(kHfDir + "/tiny_qwen2", dir_);
+    HfModelWeights w(dir_.string());
+    const std::vector<std::string> names = w.names();
+    std::vector<std::vector<float>> data;
+    std::vector<NamedTensorRef> tensors;
+    for (const std::string& n : names) {
+      std::int64_t numel = 1;
+      for (std::int64_t d : w.shape(n)) numel *= d;
+      data.emplace_back(numel);
+      w.read(n, 0, numel, data.back().data());
+    }
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == "model.layers.1.mlp.up_proj.weight") data[i][37] = bad;
+      tensors.push_back({names[i], w.shape(names[i]), data[i].data()});
+    }
+    write_safetensors_f32((dir_ / "model.safetensors").string(), tensors);
+    EXPECT_ERROR_HAS("tensor 'model.layers.1.mlp.up_proj.weight' holds " + std::string(std::isnan(bad) ? "NaN" : "Inf") +
+                     " at flat element 37 of its [");
+  }
 }
 
 // config.json alone, for a model far larger than this machine: the missing weights are the error, found

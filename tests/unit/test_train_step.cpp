@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "tests/common/relative_difference.hpp"
 #include "comm/self_communicator.hpp"
@@ -54,6 +55,21 @@ std::vector<float> compute_weights(Trainer& tr) {
     out.insert(out.end(), w.data(), w.data() + w.extent(0));
   }
   return out;
+}
+
+TEST(TrainStep, TheFirstNonFiniteParameterIsNamed) {
+  Trainer tr(tiny_config(), 10, self());
+  EXPECT_EQ(tr.first_nonfinite_parameter(), "");
+  const auto& layout = tr.model().layout();
+  auto master = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tr.engine().master());
+  // Then a second, earlier in layout order: the earlier one is named, whatever order they went bad in.
+  for (const char* name : {"model.layers.1.self_attn.o_proj.weight", "model.layers.0.mlp.down_proj.weight"}) {
+    int p = 0;
+    while (layout.params()[p].name != name) ++p;
+    master(layout.offset(p) + 5) = std::numeric_limits<float>::quiet_NaN();
+    Kokkos::deep_copy(tr.engine().master(), master);
+    EXPECT_EQ(tr.first_nonfinite_parameter(), name);
+  }
 }
 
 TEST(TrainStep, MicroBatch4EqualsFourMicroBatchesOf1) {
