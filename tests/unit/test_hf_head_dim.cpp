@@ -10,6 +10,7 @@
 #include "config/hf_model_config.hpp"
 #include "tests/common/hf_fixture_batch.hpp"
 #include "tests/common/hf_fixture_grads.hpp"
+#include "train/hf_export.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -109,6 +110,45 @@ TEST(HfHeadDim, Qwen3InBf16KeepsTheSameNumbersWithAndWithoutRecomputation) {
   EXPECT_LT(std::abs(a.loss - expected) / expected, 2e-2);
   const auto g = testing_util::compare_hf_grads(fx.at("grads"), kept.model().layout(), a.grads);
   EXPECT_LT(g.worst, 0.08) << g.where;  // 0.037 seen; a q_norm gradient from k_norm's weight is 0.16 off
+}
+
+// A model made from a recipe (no source config.json) exports under the architecture its flags name, with
+// its head_dim; checkpoint metadata carries both and reads back.
+TEST(HfHeadDim, ExportedConfigNamesQwen3AndTheHeadDim) {
+  ModelConfig m;
+  m.qk_norm = true;
+  m.explicit_head_dim = 12;
+  const nlohmann::json meta = model_meta_json(m);
+  const ModelConfig back = model_config_from_meta(meta);
+  EXPECT_TRUE(back.qk_norm);
+  EXPECT_EQ(back.head_dim(), 12);
+  nlohmann::json c = hf_config_json(meta, nullptr, TensorDtype::F32);
+  EXPECT_EQ(c.at("architectures")[0], "Qwen3ForCausalLM");
+  EXPECT_EQ(c.at("model_type"), "qwen3");
+  EXPECT_EQ(c.at("head_dim"), 12);
+  EXPECT_EQ(c.at("attention_bias"), false);
+  EXPECT_FALSE(c.contains("qk_norm")) << "shardft's flag is not an HF key";
+  m.qk_norm = false;  // a Llama with another head_dim
+  c = hf_config_json(model_meta_json(m), nullptr, TensorDtype::F32);
+  EXPECT_EQ(c.at("model_type"), "llama");
+  EXPECT_EQ(c.at("head_dim"), 12);
+  m.explicit_head_dim = 0;  // plain: hidden / heads, and metadata as before
+  EXPECT_FALSE(model_meta_json(m).contains("head_dim"));
+  EXPECT_EQ(hf_config_json(model_meta_json(m), nullptr, TensorDtype::F32).at("head_dim"),
+            m.hidden_size / m.num_attention_heads);
+}
+
+// The recipe sets head_dim and qk_norm like the other shape keys; an odd head_dim is named.
+TEST(HfHeadDim, RecipeSetsHeadDimAndQkNorm) {
+  const TrainConfig c = load_train_config("", {"--head_dim=24", "--qk_norm=true"});
+  EXPECT_EQ(c.model.head_dim(), 24);
+  EXPECT_TRUE(c.model.qk_norm);
+  try {
+    load_train_config("", {"--head_dim=7"});
+    ADD_FAILURE() << "an odd head_dim was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim = 7 must be even"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
