@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fine-tune the tiny transformers-made Qwen2, Llama, Qwen3 (q_norm/k_norm, head_dim != hidden/heads) and
-# Llama 3.2 (llama3 RoPE, tied) models (tests/reference/hf) at 2 ranks
+# Fine-tune the tiny transformers-made Qwen2, Llama, Qwen3 (q_norm/k_norm, head_dim != hidden/heads),
+# Llama 3.2 (llama3 RoPE, tied), yarn Qwen2 and Mistral-Nemo-style head_dim models (tests/reference/hf) at 2 ranks
 # (ZeRO-3, chatml / llama3 templates with their BPE tokenizers), consolidate a checkpoint, and load
 # the export in transformers: its loss on held-out text equals shardft's eval_loss of the same files
 # to 1e-4, and differs from the untrained model's (the weights really moved). The end-of-run
@@ -41,7 +41,9 @@ rel() { "$py" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); pri
 for case in "tiny_qwen2 chatml <|endoftext|> - Qwen2ForCausalLM 3e-3" \
             "tiny_llama llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-3" \
             "tiny_qwen3 chatml <|endoftext|> - Qwen3ForCausalLM 1e-2" \
-            "tiny_llama32 llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-2"; do
+            "tiny_llama32 llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-2" \
+            "tiny_qwen2_yarn chatml <|endoftext|> - Qwen2ForCausalLM 1e-2" \
+            "tiny_headdim plain <|endoftext|> - MistralForCausalLM 1e-2"; do
   set -- $case
   model=$1 tmpl=$2 end=$3 begin=$4 arch=$5 lr=$6
   [ "$begin" = "-" ] && begin=""
