@@ -6,9 +6,11 @@ Writes, under tests/reference/hf/:
   tiny_qwen3/      Qwen3ForCausalLM: head_dim 16 != hidden 32 / 4 heads, 2 kv heads, q_norm / k_norm,
                    tied embeddings, F32, with the Qwen2-style tokenizer.json (bpe/qwen2_style)
   tiny_llama32/    LlamaForCausalLM as Llama 3.2 is: rope_scaling llama3 (factor 32, low 1, high 4,
-                   original 8192, theta 500000, max_position_embeddings 131072: the head's 4 frequencies are kept, blended and scaled),
+                   original 8192, theta 500000, max_position_embeddings 131072: the head's 4 frequencies
+                   are kept, blended and scaled),
                    tied embeddings, F32, with the Llama-3-style tokenizer.json
-  tiny_qwen2_yarn/ Qwen2ForCausalLM with rope_scaling yarn (factor 4, original context 1024 = max_position_embeddings,
+  tiny_qwen2_yarn/ Qwen2ForCausalLM with rope_scaling yarn (factor 4, original context 1024 =
+                   max_position_embeddings,
                    theta 10000: the ramp runs over the head's frequencies), tied, F32,
                    with the Qwen2-style tokenizer.json
   tiny_headdim/    MistralForCausalLM as Mistral Nemo is: head_dim 16 != hidden 32 / 4 heads, untied,
