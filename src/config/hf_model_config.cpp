@@ -66,16 +66,18 @@ std::string model_type_of(const ConfigJson& c) {
   if (c.present("model_type")) {
     if (!c.at("model_type").is_string()) c.fail("model_type", "expected a string");
     const std::string t = c.at("model_type").get<std::string>();
-    if (t == "llama" || t == "qwen2" || t == "mistral") return t;
-    c.fail("model_type", "\"" + t + "\" is not supported (expected llama, qwen2 or mistral)");
+    if (t == "llama" || t == "qwen2" || t == "qwen3" || t == "mistral") return t;
+    c.fail("model_type", "\"" + t + "\" is not supported (expected llama, qwen2, qwen3 or mistral)");
   }
   if (c.present("architectures") && c.at("architectures").is_array() && !c.at("architectures").empty()) {
     const std::string a = c.at("architectures")[0].is_string() ? c.at("architectures")[0].get<std::string>() : "";
     if (a == "LlamaForCausalLM") return "llama";
     if (a == "Qwen2ForCausalLM") return "qwen2";
+    if (a == "Qwen3ForCausalLM") return "qwen3";
     if (a == "MistralForCausalLM") return "mistral";
     c.fail("architectures", c.at("architectures")[0].dump() +
-                                " is not supported (expected LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM)");
+                                " is not supported (expected LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM or "
+                                "MistralForCausalLM)");
   }
   c.fail("model_type", "missing (and no architectures either)");
 }
@@ -98,15 +100,19 @@ HfModelConfig read_hf_model_config(const std::string& dir) {
   m.num_hidden_layers = c.positive_int("num_hidden_layers");
   m.num_attention_heads = c.positive_int("num_attention_heads");
   m.num_key_value_heads = c.positive_int("num_key_value_heads", m.num_attention_heads);
-  if (m.hidden_size % m.num_attention_heads != 0) {
-    c.fail("num_attention_heads", "must divide hidden_size " + std::to_string(m.hidden_size));
-  }
   if (m.num_attention_heads % m.num_key_value_heads != 0) {
     c.fail("num_key_value_heads", "must divide num_attention_heads " + std::to_string(m.num_attention_heads));
   }
-  if (c.present("head_dim") && c.positive_int("head_dim") != m.head_dim()) {
-    c.fail("head_dim", "is " + c.at("head_dim").dump() + "; only hidden_size / num_attention_heads = " +
-                           std::to_string(m.head_dim()) + " is supported");
+  // head_dim (Qwen3, Mistral Nemo, Gemma-style shapes): any width; absent or null, hidden / heads.
+  if (c.present("head_dim")) {
+    m.explicit_head_dim = c.positive_int("head_dim");
+  } else if (m.hidden_size % m.num_attention_heads != 0) {
+    c.fail("num_attention_heads", "must divide hidden_size " + std::to_string(m.hidden_size) + " (no head_dim given)");
+  }
+  if (m.head_dim() % 2 != 0) {
+    if (c.present("head_dim")) c.fail("head_dim", "is " + c.at("head_dim").dump() + "; it must be even (RoPE rotates pairs)");
+    c.fail("num_attention_heads", "gives head_dim = hidden_size / num_attention_heads = " +
+                                      std::to_string(m.head_dim()) + ", which must be even (RoPE rotates pairs)");
   }
   if (c.present("hidden_act") &&
       !(c.at("hidden_act").is_string() && c.at("hidden_act").get<std::string>() == "silu")) {
@@ -136,6 +142,10 @@ HfModelConfig read_hf_model_config(const std::string& dir) {
   m.initializer_range = c.positive_number("initializer_range", 0.02);
   if (out.model_type == "qwen2") {
     m.qkv_bias = true;
+    if (c.boolean("use_sliding_window", false)) out.sliding_window = c.positive_int("sliding_window", 4096);
+  } else if (out.model_type == "qwen3") {  // Qwen3: attention_bias on q/k/v/o (off by default), q_norm/k_norm
+    m.qkv_bias = m.o_bias = c.boolean("attention_bias", false);
+    m.qk_norm = true;
     if (c.boolean("use_sliding_window", false)) out.sliding_window = c.positive_int("sliding_window", 4096);
   } else if (out.model_type == "llama") {
     m.qkv_bias = m.o_bias = c.boolean("attention_bias", false);

@@ -1,5 +1,5 @@
 #pragma once
-// The decoder's shape, under the names HF config.json uses (LlamaConfig / Qwen2Config).
+// The decoder's shape, under the names HF config.json uses (LlamaConfig / Qwen2Config / Qwen3Config).
 #include <cstdint>
 #include <string>
 
@@ -23,10 +23,17 @@ struct ModelConfig {
   // and o_bias both set. o_bias alone is rejected (no HF architecture has it).
   bool qkv_bias = false;  // q_proj/k_proj/v_proj carry biases
   bool o_bias = false;    // o_proj carries a bias
+  // Qwen3: an RMSNorm over each head of q and of k (q_norm, k_norm: [head_dim] weights, eps rms_norm_eps)
+  // after the projections, before RoPE.
+  bool qk_norm = false;
   int max_position_embeddings = 256;
   double initializer_range = 0.02;
+  // config.json's head_dim, the width of one attention head: q_proj is [heads * head_dim, hidden], k_proj
+  // and v_proj [kv_heads * head_dim, hidden], o_proj [hidden, heads * head_dim]. 0: absent, and then
+  // hidden_size / num_attention_heads.
+  int explicit_head_dim = 0;
 
-  int head_dim() const { return hidden_size / num_attention_heads; }
+  int head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
 };
 
 }  // namespace shardft

@@ -244,12 +244,16 @@ std::vector<RecipeKey> build_recipe_keys() {
       model_key("num_attention_heads", &M::num_attention_heads, "query heads").in(at_least(1)),
       model_key("num_key_value_heads", &M::num_key_value_heads, "key/value heads (grouped-query attention)")
           .in(at_least(1)),
+      model_key("head_dim", &M::explicit_head_dim,
+                "width of one attention head: q_proj is [heads * head_dim, hidden]; 0: hidden_size / "
+                "num_attention_heads").in(at_least(0)),
       model_key("intermediate_size", &M::intermediate_size, "SwiGLU hidden width").in(at_least(1)),
       model_key("rope_theta", &M::rope_theta, "RoPE base frequency").in(greater_than(0)),
       model_key("rms_norm_eps", &M::rms_norm_eps, "RMSNorm epsilon").in(greater_than(0)),
       model_key("tie_word_embeddings", &M::tie_word_embeddings, "LM head shares the embedding matrix"),
       model_key("qkv_bias", &M::qkv_bias, "q_proj/k_proj/v_proj carry biases (Qwen2; Llama attention_bias)"),
       model_key("o_bias", &M::o_bias, "o_proj carries a bias (Llama attention_bias, with qkv_bias)"),
+      model_key("qk_norm", &M::qk_norm, "RMSNorm over each head of q and of k before RoPE (Qwen3's q_norm, k_norm)"),
       model_key("max_position_embeddings", &M::max_position_embeddings, "longest sequence the model supports")
           .in(at_least(1)),
       model_key("initializer_range", &M::initializer_range, "std of the normal initialisation").in(at_least(0)),

@@ -248,11 +248,15 @@ void validate_each_key(const TrainConfig& cfg) {
 
 void validate_combinations(const TrainConfig& cfg) {
   const ModelConfig& m = cfg.model;
-  if (m.hidden_size % m.num_attention_heads != 0) {
+  if (m.explicit_head_dim == 0 && m.hidden_size % m.num_attention_heads != 0) {
     fail_combination(cfg, {"hidden_size", "num_attention_heads"},
-                     "hidden_size must be divisible by num_attention_heads");
+                     "hidden_size must be divisible by num_attention_heads (or head_dim given)");
   }
   if (m.head_dim() % 2 != 0) {
+    if (m.explicit_head_dim > 0) {
+      fail_combination(cfg, {"head_dim"}, "head_dim = " + std::to_string(m.head_dim()) +
+                                              " must be even (RoPE rotates pairs of dimensions)");
+    }
     fail_combination(cfg, {"hidden_size", "num_attention_heads"},
                      "head_dim = hidden_size / num_attention_heads = " + std::to_string(m.head_dim()) +
                          " must be even (RoPE rotates pairs of dimensions)");

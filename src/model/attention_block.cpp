@@ -27,34 +27,57 @@ void attend(const AttentionTokens& t, Unmanaged2<const float> q, Unmanaged2<cons
 
 struct Qkv {
   Unmanaged2<float> q, k, v;
+  Unmanaged2<float> q_proj, k_proj;  // qk_norm: q and k before their norms; else empty
 };
 
-// Where forward writes q, k, v (widen: backward's copies of them, as forward kept them): their own
-// buffers, or, held as bf16, side by side in the shared scratch.
-Qkv qkv_of(AttentionActivations& a, std::int64_t N, std::int64_t qd, std::int64_t kvd, Kept how,
+// Where forward writes q, k, v and, with qk_norm, the projections before the norms (widen: backward's
+// copies of them, as forward kept them): their own buffers, or, held as bf16, side by side in the shared
+// scratch.
+Qkv qkv_of(AttentionActivations& a, std::int64_t N, std::int64_t qd, std::int64_t kvd, bool qk_norm, Kept how,
            GrowingBuffer& scratch, bool widen) {
-  if (how == Kept::bf16) scratch.reserve(N * (qd + 2 * kvd));  // one allocation: the views stay put
-  if (widen) {
-    return {a.q.values(N, qd, how, scratch), a.k.values(N, kvd, how, scratch, N * qd),
-            a.v.values(N, kvd, how, scratch, N * (qd + kvd))};
+  if (how == Kept::bf16) scratch.reserve(N * (qd + 2 * kvd + (qk_norm ? qd + kvd : 0)));  // the views stay put
+  const auto at = [&](KeptActivation& x, std::int64_t cols, std::int64_t offset) {
+    return widen ? x.values(N, cols, how, scratch, offset) : x.staging(N, cols, how, scratch, offset);
+  };
+  Qkv out{at(a.q, qd, 0), at(a.k, kvd, N * qd), at(a.v, kvd, N * (qd + kvd)), {}, {}};
+  if (qk_norm) {
+    out.q_proj = at(a.q_proj, qd, N * (qd + 2 * kvd));
+    out.k_proj = at(a.k_proj, kvd, N * (2 * qd + 2 * kvd));
   }
-  return {a.q.staging(N, qd, how, scratch), a.k.staging(N, kvd, how, scratch, N * qd),
-          a.v.staging(N, kvd, how, scratch, N * (qd + kvd))};
+  return out;
+}
+
+// x [tokens, heads * hd] as [tokens * heads, hd]: one row per token and head, for the per-head norms.
+template <class T>
+Unmanaged2<T> head_rows(Unmanaged2<T> x, std::int64_t hd) {
+  return Unmanaged2<T>(x.data(), static_cast<std::int64_t>(x.extent(0)) * x.extent(1) / hd, hd);
 }
 
 }  // namespace
 
 AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P,
                                       float norm_eps, ComputeDtype dtype) {
-  return {params.weight(P.input_layernorm), norm_eps, linear_of(params, layout, P.q_proj, P.q_bias, dtype),
-          linear_of(params, layout, P.k_proj, P.k_bias, dtype), linear_of(params, layout, P.v_proj, P.v_bias, dtype),
-          linear_of(params, layout, P.o_proj, P.o_bias, dtype)};
+  AttentionWeights w{params.weight(P.input_layernorm), norm_eps,
+                     linear_of(params, layout, P.q_proj, P.q_bias, dtype),
+                     linear_of(params, layout, P.k_proj, P.k_bias, dtype),
+                     linear_of(params, layout, P.v_proj, P.v_bias, dtype),
+                     linear_of(params, layout, P.o_proj, P.o_bias, dtype), {}, {}};
+  if (P.q_norm >= 0) {
+    w.q_norm = params.weight(P.q_norm);
+    w.k_norm = params.weight(P.k_norm);
+  }
+  return w;
 }
 
 AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
-  return {grads.grad(P.input_layernorm), linear_grads_of(grads, layout, P.q_proj, P.q_bias),
-          linear_grads_of(grads, layout, P.k_proj, P.k_bias), linear_grads_of(grads, layout, P.v_proj, P.v_bias),
-          linear_grads_of(grads, layout, P.o_proj, P.o_bias)};
+  AttentionGrads g{grads.grad(P.input_layernorm), linear_grads_of(grads, layout, P.q_proj, P.q_bias),
+                   linear_grads_of(grads, layout, P.k_proj, P.k_bias), linear_grads_of(grads, layout, P.v_proj, P.v_bias),
+                   linear_grads_of(grads, layout, P.o_proj, P.o_bias), {}, {}};
+  if (P.q_norm >= 0) {
+    g.q_norm = grads.grad(P.q_norm);
+    g.k_norm = grads.grad(P.k_norm);
+  }
+  return g;
 }
 
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
@@ -64,12 +87,22 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
   const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   const ComputeDtype dt = w.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  const auto [q, k, v] = qkv_of(a, N, qd, kvd, how, scratch.kept, false);
+  const auto [q, k, v, q_proj, k_proj] = qkv_of(a, N, qd, kvd, w.qk_norm(), how, scratch.kept, false);
   const auto h_staged = a.h.staging(N, d, dt, scratch.gemm_input);
   rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
   const GemmOperand h = a.h.keep(h_staged, dt);
-  w.q.forward(h, q);
-  w.k.forward(h, k);
+  if (w.qk_norm()) {  // Qwen3: q and k projected, kept (rounded) as their norms' backward reads them, normed
+    const std::int64_t hd = w.q_norm.extent(0);
+    w.q.forward(h, q_proj);
+    w.k.forward(h, k_proj);
+    a.q_proj.keep(q_proj, how);
+    a.k_proj.keep(k_proj, how);
+    rmsnorm_forward(head_rows(q_proj, hd), w.q_norm, w.norm_eps, head_rows(q, hd), a.q_rstd.vec(N * qd / hd));
+    rmsnorm_forward(head_rows(k_proj, hd), w.k_norm, w.norm_eps, head_rows(k, hd), a.k_rstd.vec(N * kvd / hd));
+  } else {
+    w.q.forward(h, q);
+    w.k.forward(h, k);
+  }
   w.v.forward(h, v);
   rope_rotate_qk(q, k, t.positions, *t.rope, false);
   a.q.keep(q, how);
@@ -91,7 +124,8 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   const std::int64_t N = t.num_tokens(), d = x.extent(1);
   const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   const ComputeDtype dt = w.q.dtype();
-  const auto [q, k, v] = qkv_of(a, N, qd, kvd, kept_as(dt, a.every_layer), scratch.kept, true);
+  const auto [q, k, v, q_proj, k_proj] =
+      qkv_of(a, N, qd, kvd, w.qk_norm(), kept_as(dt, a.every_layer), scratch.kept, true);
   const GemmOperand h = a.h.kept(N, d, dt);
   auto dattn = b.dattn.mat(N, qd), dq = b.dq.mat(N, qd), dk = b.dk.mat(N, kvd), dv = b.dv.mat(N, kvd);
   w.o.backward(a.o.kept(N, qd, dt), dx, dattn, 0.f, g.o);
@@ -104,8 +138,20 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
                        b.dscores.vec(t.shape.probs_size()));
   }
   rope_rotate_qk(dq, dk, t.positions, *t.rope, true);
-  w.q.backward(h, dq, dh, 0.f, g.q);
-  w.k.backward(h, dk, dh, 1.f, g.k);
+  Unmanaged2<float> dq_in = dq, dk_in = dk;  // d loss / d (the projections' outputs)
+  if (w.qk_norm()) {
+    const std::int64_t hd = w.q_norm.extent(0);
+    dq_in = b.dq_proj.mat(N, qd);
+    dk_in = b.dk_proj.mat(N, kvd);
+    Kokkos::deep_copy(ExecSpace(), dq_in, 0.f);  // rmsnorm_backward adds into them
+    Kokkos::deep_copy(ExecSpace(), dk_in, 0.f);
+    rmsnorm_backward(head_rows(q_proj, hd), w.q_norm, a.q_rstd.vec(N * qd / hd), head_rows(dq, hd),
+                     head_rows(dq_in, hd), g.q_norm);
+    rmsnorm_backward(head_rows(k_proj, hd), w.k_norm, a.k_rstd.vec(N * kvd / hd), head_rows(dk, hd),
+                     head_rows(dk_in, hd), g.k_norm);
+  }
+  w.q.backward(h, dq_in, dh, 0.f, g.q);
+  w.k.backward(h, dk_in, dh, 1.f, g.k);
   w.v.backward(h, dv, dh, 1.f, g.v);
   rmsnorm_backward(x, w.norm, a.rstd.vec(N), dh, dx, g.norm);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The attention half of a decoder layer (HF LlamaAttention with its pre-norm and residual):
-//   h = RMSNorm(x);  q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv;  RoPE(q, k) at each token's position
-//   o = causal grouped-query attention(q, k, v);  out = x + o Wo^T + bo
+//   h = RMSNorm(x);  q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
+//   Qwen3 (qk_norm): q, k = RMSNorm_qn(each head of q), RMSNorm_kn(each head of k)
+//   RoPE(q, k) at each token's position;  o = causal grouped-query attention(q, k, v);  out = x + o Wo^T + bo
 // Training and generation run this same forward; generation hands it a layer's KV cache, into which the
 // step's keys and values go, and from which a decode step's queries read.
 #include <cstdint>
@@ -18,11 +19,14 @@ struct AttentionWeights {
   Unmanaged1<const float> norm;  // input_layernorm
   float norm_eps = 0.f;
   Linear q, k, v, o;
+  Unmanaged1<const float> q_norm, k_norm;  // [head_dim] each; empty without qk_norm
+  bool qk_norm() const { return q_norm.extent(0) > 0; }
 };
 
 struct AttentionGrads {
   Unmanaged1<float> norm;
   LinearGrads q, k, v, o;
+  Unmanaged1<float> q_norm, k_norm;  // empty without qk_norm
 };
 
 // The attention of layer P of an acquired block, and where its gradients go.
@@ -58,17 +62,20 @@ struct LayerKvCache {
 };
 
 // What forward keeps for backward; h and o are GEMM inputs, bf16 in bf16 compute. q, k, v (after RoPE)
-// are the attention kernel's inputs, which its backward reads again: kept_as(dtype, every_layer).
+// are the attention kernel's inputs, which its backward reads again: kept_as(dtype, every_layer). With
+// qk_norm also the projections' q and k before their norms (the norms' backward reads them) and each
+// head's 1 / rms.
 struct AttentionActivations {
   bool every_layer = false;  // one of every layer's, kept together until backward (model/linear.hpp Kept)
   LinearInput h{"attn_h"}, o{"o"};
-  KeptActivation q{"q"}, k{"k"}, v{"v"};
-  GrowingBuffer rstd{"attn_rstd"}, probs{"probs"}, lse{"lse"};
+  KeptActivation q{"q"}, k{"k"}, v{"v"}, q_proj{"q_proj"}, k_proj{"k_proj"};
+  GrowingBuffer rstd{"attn_rstd"}, q_rstd{"q_rstd"}, k_rstd{"k_rstd"}, probs{"probs"}, lse{"lse"};
 };
 
 // Backward's scratch, shared by every layer.
 struct AttentionGradBuffers {
   GrowingBuffer dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dscores{"dscores"}, delta{"delta"};
+  GrowingBuffer dq_proj{"dq_proj"}, dk_proj{"dk_proj"};  // qk_norm: the gradients before the norms
 };
 
 // out = x + Attention(RMSNorm(x)); out may be x's own buffer. With a cache, the step's keys and values

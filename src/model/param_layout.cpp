@@ -35,8 +35,10 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
     lp.input_layernorm = param("input_layernorm.weight", {d}, K::norm);
     lp.q_proj = param("self_attn.q_proj.weight", {q_out, d}, K::matrix);
     if (c.qkv_bias) lp.q_bias = param("self_attn.q_proj.bias", {q_out}, K::bias);
+    if (c.qk_norm) lp.q_norm = param("self_attn.q_norm.weight", {hd}, K::norm);
     lp.k_proj = param("self_attn.k_proj.weight", {kv_out, d}, K::matrix);
     if (c.qkv_bias) lp.k_bias = param("self_attn.k_proj.bias", {kv_out}, K::bias);
+    if (c.qk_norm) lp.k_norm = param("self_attn.k_norm.weight", {hd}, K::norm);
     lp.v_proj = param("self_attn.v_proj.weight", {kv_out, d}, K::matrix);
     if (c.qkv_bias) lp.v_bias = param("self_attn.v_proj.bias", {kv_out}, K::bias);
     lp.o_proj = param("self_attn.o_proj.weight", {d, q_out}, K::matrix);

@@ -32,10 +32,13 @@ struct ParamBlock {
 
 // Indices of one decoder layer's parameters, in the order the layout stores them. The attention
 // biases (HF "...q_proj.bias" etc., stored right after their weight) are -1 when the model has none:
-// q/k/v with ModelConfig::qkv_bias (Qwen2), o with ModelConfig::o_bias.
+// q/k/v with ModelConfig::qkv_bias (Qwen2), o with ModelConfig::o_bias. q_norm / k_norm (HF
+// "...self_attn.q_norm.weight", [head_dim], stored right after q_proj's / k_proj's weight and bias) are -1
+// without ModelConfig::qk_norm (Qwen3 has them).
 struct LayerParams {
-  int input_layernorm = -1, q_proj = -1, q_bias = -1, k_proj = -1, k_bias = -1, v_proj = -1, v_bias = -1,
-      o_proj = -1, o_bias = -1, post_attention_layernorm = -1, gate_proj = -1, up_proj = -1, down_proj = -1;
+  int input_layernorm = -1, q_proj = -1, q_bias = -1, q_norm = -1, k_proj = -1, k_bias = -1, k_norm = -1,
+      v_proj = -1, v_bias = -1, o_proj = -1, o_bias = -1, post_attention_layernorm = -1, gate_proj = -1,
+      up_proj = -1, down_proj = -1;
 };
 
 class ParamLayout {

@@ -61,8 +61,10 @@ ModelSize model_size(const ModelConfig& cfg) {
 double activation_bytes(const ModelConfig& c, int batch, int seq) {
   const double tokens = static_cast<double>(batch) * seq, d = c.hidden_size, hd = c.head_dim();
   const double qd = c.num_attention_heads * hd, kvd = c.num_key_value_heads * hd;
+  // qk_norm (Qwen3) keeps q and k before their norms too, and one 1 / rms per token and head of each.
+  const double qk_norm = c.qk_norm ? qd + kvd + c.num_attention_heads + c.num_key_value_heads : 0.0;
   const double per_layer_per_token = 4 * d + 2 * qd + 2 * kvd + 3.0 * c.intermediate_size + 2 +
-                                     static_cast<double>(c.num_attention_heads) * seq;
+                                     static_cast<double>(c.num_attention_heads) * seq + qk_norm;
   const double head = tokens * (d + 1 + c.vocab_size) + tokens * d;  // final norm, logits, embeddings
   return 4 * (tokens * per_layer_per_token * c.num_hidden_layers + head);
 }

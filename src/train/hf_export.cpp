@@ -23,8 +23,10 @@ nlohmann::json model_meta_json(const ModelConfig& m) {
           {"intermediate_size", m.intermediate_size}, {"rope_theta", m.rope_theta}, {"rms_norm_eps", m.rms_norm_eps},
           {"tie_word_embeddings", m.tie_word_embeddings}, {"max_position_embeddings", m.max_position_embeddings},
           {"qkv_bias", m.qkv_bias}, {"o_bias", m.o_bias}};
-  // Only where there is one, so that plain-RoPE metadata reads as before.
+  // Only where there is one, so that plain-RoPE, hidden / heads metadata reads as before.
   if (!m.rope_scaling.plain()) j["rope_scaling"] = rope_scaling_json(m.rope_scaling);
+  if (m.explicit_head_dim > 0) j["head_dim"] = m.explicit_head_dim;
+  if (m.qk_norm) j["qk_norm"] = true;
   return j;
 }
 
@@ -43,6 +45,8 @@ ModelConfig model_config_from_meta(const nlohmann::json& j) {
     m.max_position_embeddings = j.at("max_position_embeddings").get<int>();
     m.qkv_bias = j.value("qkv_bias", false);
     m.o_bias = j.value("o_bias", false);
+    m.qk_norm = j.value("qk_norm", false);
+    m.explicit_head_dim = j.value("head_dim", 0);
     if (j.contains("rope_scaling")) m.rope_scaling = parse_rope_scaling(j.at("rope_scaling"), "checkpoint model: ");
   } catch (const nlohmann::json::exception& e) {
     throw FormatError("checkpoint model " + j.dump() + ": " + e.what());
@@ -71,13 +75,22 @@ nlohmann::json hf_config_json(const nlohmann::json& model, const nlohmann::json&
     return c;
   }
   nlohmann::json c = model;
-  // The bias flags name the HF architecture: q/k/v biases alone are Qwen2, q/k/v/o biases Llama's
-  // attention_bias (checkpoints from before the flags have neither).
+  // The bias and norm flags name the HF architecture: q/k/v biases alone are Qwen2, q_norm/k_norm Qwen3
+  // (attention_bias: q/k/v/o biases or none), q/k/v/o biases Llama's attention_bias (checkpoints from
+  // before the flags have none).
   const bool qkv_bias = model.value("qkv_bias", false), o_bias = model.value("o_bias", false);
+  const bool qk_norm = model.value("qk_norm", false);
   c.erase("qkv_bias");
   c.erase("o_bias");
+  c.erase("qk_norm");
   if (o_bias && !qkv_bias) throw FormatError("no HF architecture has an o_proj bias without q/k/v biases");
-  if (qkv_bias && !o_bias) {
+  if (qk_norm) {
+    if (qkv_bias != o_bias) throw FormatError("no HF architecture has q_norm/k_norm with q/k/v biases alone");
+    c["architectures"] = {"Qwen3ForCausalLM"};
+    c["model_type"] = "qwen3";
+    c["attention_bias"] = qkv_bias;
+    c["use_sliding_window"] = false;
+  } else if (qkv_bias && !o_bias) {
     c["architectures"] = {"Qwen2ForCausalLM"};
     c["model_type"] = "qwen2";
   } else {
@@ -87,7 +100,7 @@ nlohmann::json hf_config_json(const nlohmann::json& model, const nlohmann::json&
     c["mlp_bias"] = false;
   }
   c["hidden_act"] = "silu";
-  c["head_dim"] = model.at("hidden_size").get<int>() / model.at("num_attention_heads").get<int>();
+  c["head_dim"] = model.value("head_dim", model.at("hidden_size").get<int>() / model.at("num_attention_heads").get<int>());
   c["torch_dtype"] = torch_dtype(dtype);
   c["bos_token_id"] = 257;  // the byte tokenizer's <|bos|>, <|end|>, <|pad|>
   c["eos_token_id"] = 258;

@@ -114,7 +114,9 @@ double training_flops_per_token(const ModelConfig& m, double mean_sequence_lengt
   const double q = m.num_attention_heads * hd, kv = m.num_key_value_heads * hd;
   const double per_layer = d * q + 2 * d * kv + q * d + 3 * d * I;  // q, k, v, o, gate, up, down
   const double matmul_params = m.num_hidden_layers * per_layer + V * d;  // + the LM head
-  return 6.0 * matmul_params + 12.0 * m.num_hidden_layers * d * mean_sequence_length;
+  // Attention's scores and weighted sum: 12 L H hd T (PaLM's 12 L H Q T), heads * head_dim wide, which is
+  // hidden_size only where head_dim is hidden / heads.
+  return 6.0 * matmul_params + 12.0 * m.num_hidden_layers * q * mean_sequence_length;
 }
 
 double known_gpu_peak_tflops(const std::string& name, bool bf16) {

@@ -1,10 +1,11 @@
 #pragma once
 // Model FLOPs utilisation: the FLOPs a step must do, divided by what the hardware could do in the
 // same time. Training FLOPs per token follow the usual count (PaLM, Megatron):
-//   6 * P_matmul + 12 * L * d * T
+//   6 * P_matmul + 12 * L * H * hd * T
 // P_matmul: the parameters used as GEMM weights (every layer's projections and the LM head; the
 // embedding lookup, norms and biases do no matmul), 6 = forward 2 + backward 4 per weight;
-// 12 * L * d * T: QK^T and PV, forward and backward, for a token attending to a sequence of T
+// 12 * L * H * hd * T: QK^T and PV over H heads of head_dim hd (H * hd = hidden_size unless config.json
+// sets another head_dim), forward and backward, for a token attending to a sequence of T
 // (T: the mean sample length; packed rows attend within a sample). Recomputation for activation
 // checkpointing is not counted, as MFU (unlike HFU) does not count it.
 #include <string>

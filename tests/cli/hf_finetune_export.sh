@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fine-tune the tiny transformers-made Qwen2 and Llama models (tests/reference/hf) at 2 ranks
+# Fine-tune the tiny transformers-made Qwen2, Llama, Qwen3 (q_norm/k_norm, head_dim != hidden/heads),
+# Llama 3.2 (llama3 RoPE, tied), yarn Qwen2 and Mistral-Nemo-style head_dim models (tests/reference/hf) at 2 ranks
 # (ZeRO-3, chatml / llama3 templates with their BPE tokenizers), consolidate a checkpoint, and load
 # the export in transformers: its loss on held-out text equals shardft's eval_loss of the same files
 # to 1e-4, and differs from the untrained model's (the weights really moved). The end-of-run
@@ -36,14 +37,20 @@ hf_loss() {
 hf_field() { "$py" -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$tmp/hf.json" "$1"; }
 rel() { "$py" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(abs(a - b) / abs(b))" "$1" "$2"; }
 
-for case in "tiny_qwen2 chatml <|endoftext|> - Qwen2ForCausalLM" "tiny_llama llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM"; do
+# model, chat template, end / begin token, the architecture transformers must load, learning rate
+for case in "tiny_qwen2 chatml <|endoftext|> - Qwen2ForCausalLM 3e-3" \
+            "tiny_llama llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-3" \
+            "tiny_qwen3 chatml <|endoftext|> - Qwen3ForCausalLM 1e-2" \
+            "tiny_llama32 llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-2" \
+            "tiny_qwen2_yarn chatml <|endoftext|> - Qwen2ForCausalLM 1e-2" \
+            "tiny_headdim plain <|endoftext|> - MistralForCausalLM 1e-2"; do
   set -- $case
-  model=$1 tmpl=$2 end=$3 begin=$4 arch=$5
+  model=$1 tmpl=$2 end=$3 begin=$4 arch=$5 lr=$6
   [ "$begin" = "-" ] && begin=""
   out="$tmp/$model"
   timeout 300 mpirun -np 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "$bin" train \
     --model_name_or_path "tests/reference/hf/$model" --chat_template "$tmpl" --dataset_path "$tmp/train.jsonl" \
-    --max_seq_length 128 --per_device_train_batch_size 4 --max_steps 4 --save_steps 3 --learning_rate 3e-3 \
+    --max_seq_length 128 --per_device_train_batch_size 4 --max_steps 4 --save_steps 3 --learning_rate "$lr" \
     --lr_scheduler_type constant --logging_steps 1 --zero_stage 3 --do_eval false --output_dir "$out" \
     > "$tmp/$model.train.log" 2>&1 || { cat "$tmp/$model.train.log"; fail "training $model at 2 ranks"; }
   "$bin" consolidate "$out/checkpoint-3" --output "$tmp/$model.export" > /dev/null || fail "consolidate $model"

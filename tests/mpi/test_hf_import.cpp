@@ -12,6 +12,7 @@
 #include "comm/mpi_communicator.hpp"
 #include "io/hf_weights.hpp"
 #include "tests/common/hf_fixture_batch.hpp"
+#include "tests/common/hf_fixture_grads.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -54,6 +55,39 @@ TEST(HfImportSharded, EachRankReadsItsShardAndTheLossMatchesTransformers) {
       const double loss = ls.loss_sum / static_cast<double>(ls.num_targets);
       const double expected = fx.at("loss").get<double>();
       EXPECT_LT(std::abs(loss - expected) / expected, 1e-4) << loss << " vs transformers " << expected;
+    }
+  }
+}
+
+// Qwen3, Llama 3.2, yarn Qwen2 and an explicit head_dim under ZeRO: at 2 ranks each rank takes one row of
+// the fixture batch (at other sizes every rank takes the whole batch, its loss weighted 1 / ranks), and the
+// reduced gradient of every parameter equals transformers' to 1e-4, as does the loss.
+TEST(HfImportSharded, HeadDimFamiliesLossAndGradientsMatchTransformers) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world");
+  const int N = world.size(), rank = world.rank();
+  for (const std::string model : {"tiny_qwen3", "tiny_llama32", "tiny_qwen2_yarn", "tiny_headdim"}) {
+    const auto fx = testing_util::hf_fixture(model);
+    const TokenBatch all = hf_fixture_batch(fx);
+    const TokenBatch mine = N == 2 ? hf_fixture_batch(fx, rank, 1) : all;
+    for (int stage : {1, 3}) {
+      SCOPED_TRACE(model + " stage " + std::to_string(stage));
+      const TrainConfig cfg = load_train_config(
+          "", {"--model_name_or_path=" + kHfDir + "/" + model, "--zero_stage=" + std::to_string(stage)});
+      Trainer tr(cfg, 1, world);
+      ZeroEngine& eng = tr.engine();
+      eng.begin_step();
+      eng.begin_micro_batch(true);
+      const double normalizer = static_cast<double>(all.num_targets()) * (N == 2 ? 1 : N);
+      const LossSums ls = tr.model().forward_backward(to_model_inputs(mine), eng, eng, normalizer);
+      eng.end_micro_batch();
+      const std::vector<float> grads = eng.gather_grads();
+      double loss = ls.loss_sum / normalizer;
+      MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      const double expected = fx.at("loss").get<double>();
+      EXPECT_LT(std::abs(loss - expected) / expected, 1e-4) << loss << " vs transformers " << expected;
+      const auto g = testing_util::compare_hf_grads(fx.at("grads"), tr.model().layout(), grads);
+      EXPECT_LT(g.worst, 1e-4) << g.where;
+      EXPECT_EQ(g.params_compared, static_cast<int>(tr.model().layout().params().size()));
     }
   }
 }

@@ -18,6 +18,9 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM
 
+import qwen3_compat
+
+qwen3_compat.register()  # Qwen3 where the venv's transformers predates it
 torch.set_num_threads(1)
 
 

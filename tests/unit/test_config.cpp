@@ -231,7 +231,7 @@ const std::map<std::string, std::string>& sample_values() {
       {"vocab_size", "32000"}, {"hidden_size", "256"}, {"num_hidden_layers", "4"}, {"num_attention_heads", "8"},
       {"num_key_value_heads", "4"}, {"intermediate_size", "512"}, {"rope_theta", "500000.0"},
       {"rms_norm_eps", "1.0e-06"}, {"tie_word_embeddings", "false"}, {"qkv_bias", "true"}, {"o_bias", "true"},
-      {"max_position_embeddings", "512"},
+      {"head_dim", "64"}, {"qk_norm", "true"}, {"max_position_embeddings", "512"},
       {"initializer_range", "0.01"},
   };
   return samples;
@@ -309,7 +309,7 @@ TEST(ConfigSchema, KeysAreUniqueAndDocumented) {
   for (const char* model_key : {"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                                 "intermediate_size", "vocab_size", "rope_theta", "rms_norm_eps",
                                 "tie_word_embeddings", "qkv_bias", "o_bias", "max_position_embeddings",
-                                "initializer_range"}) {
+                                "initializer_range", "head_dim", "qk_norm"}) {
     const RecipeKey* key = find_recipe_key(model_key);
     ASSERT_NE(key, nullptr) << model_key;
     EXPECT_TRUE(key->is_model_key) << model_key;

@@ -67,9 +67,10 @@ TEST(AttentionDecode, EqualsTheFullAttentionsLastQueryOfEachRow) {
 
 struct Variant {
   bool qkv_bias, o_bias, tied, bf16, memory_efficient;
+  bool qwen3 = false;  // q_norm / k_norm, head_dim 12 != hidden 32 / 4 heads
   std::string name() const {
     return std::string(bf16 ? "bf16" : "fp32") + (tied ? " tied" : " untied") + (qkv_bias ? " qkv_bias" : "") +
-           (o_bias ? " o_bias" : "") + (memory_efficient ? " memory_efficient" : "");
+           (o_bias ? " o_bias" : "") + (memory_efficient ? " memory_efficient" : "") + (qwen3 ? " qwen3" : "");
   }
 };
 
@@ -85,6 +86,8 @@ ModelConfig model_of(const Variant& v) {
   m.tie_word_embeddings = v.tied;
   m.qkv_bias = v.qkv_bias;
   m.o_bias = v.o_bias;
+  m.qk_norm = v.qwen3;
+  m.explicit_head_dim = v.qwen3 ? 12 : 0;
   m.initializer_range = 0.2;
   return m;
 }
@@ -141,6 +144,8 @@ TEST(KvCache, LogitsAtEveryStepEqualTheFullPrefixForward) {
         variants.push_back({qkv, o, tied, bf16, false});
   variants.push_back({true, true, false, false, true});  // prefill through the memory-efficient kernel
   variants.push_back({false, false, true, true, true});
+  variants.push_back({false, false, true, false, false, true});
+  variants.push_back({false, false, false, true, true, true});
   for (const Variant& var : variants) {
     SCOPED_TRACE(var.name());
     const ModelConfig cfg = model_of(var);

@@ -140,7 +140,7 @@ class HfBadDir : public ::testing::Test {
 
 TEST_F(HfBadDir, UnsupportedArchitectureNamesTheKey) {
   edit_config([](nlohmann::json& c) { c["model_type"] = "gpt2"; });
-  EXPECT_ERROR_HAS("config.json: model_type: \"gpt2\" is not supported (expected llama, qwen2 or mistral)");
+  EXPECT_ERROR_HAS("config.json: model_type: \"gpt2\" is not supported (expected llama, qwen2, qwen3 or mistral)");
 }
 
 TEST_F(HfBadDir, UnsupportedFeaturesNameTheKey) {
@@ -154,8 +154,15 @@ TEST_F(HfBadDir, UnsupportedFeaturesNameTheKey) {
   edit_config([](nlohmann::json& c) { c.erase("partial_rotary_factor"); c["rope_scaling"] = nullptr; });
   edit_config([](nlohmann::json& c) { c["hidden_act"] = "gelu"; });
   EXPECT_ERROR_HAS("config.json: hidden_act: \"gelu\" is not supported");
-  edit_config([](nlohmann::json& c) { c["hidden_act"] = "silu"; c["head_dim"] = 16; });
-  EXPECT_ERROR_HAS("config.json: head_dim: is 16; only hidden_size / num_attention_heads = 8 is supported");
+  edit_config([](nlohmann::json& c) { c["hidden_act"] = "silu"; c["head_dim"] = 0; });
+  EXPECT_ERROR_HAS("config.json: head_dim: expected a positive integer, got 0");
+  edit_config([](nlohmann::json& c) { c["head_dim"] = 7; });
+  EXPECT_ERROR_HAS("config.json: head_dim: is 7; it must be even (RoPE rotates pairs)");
+  edit_config([](nlohmann::json& c) { c["head_dim"] = "8"; });
+  EXPECT_ERROR_HAS("config.json: head_dim: expected a positive integer, got \"8\"");
+  // Another head_dim is a model of other shapes: the weights say it is not this one.
+  edit_config([](nlohmann::json& c) { c["head_dim"] = 16; });
+  EXPECT_ERROR_HAS("tensor 'model.layers.0.self_attn.q_proj.weight' has shape [32, 32], config.json implies [64, 32]");
   edit_config([](nlohmann::json& c) { c.erase("head_dim"); c.erase("hidden_size"); });
   EXPECT_ERROR_HAS("config.json: hidden_size: missing (expected a positive integer)");
   edit_config([](nlohmann::json& c) { c["hidden_size"] = "32"; });
@@ -182,6 +189,16 @@ TEST_F(HfBadDir, ShapeKeysBesideAModelDirectoryAreRefused) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST_F(HfBadDir, Qwen3WithoutItsNormTensorsNamesTheTensor) {
+  edit_config([](nlohmann::json& c) {
+    c["model_type"] = "qwen3";
+    c["architectures"] = {"Qwen3ForCausalLM"};
+  });
+  EXPECT_ERROR_HAS("model.safetensors: no tensor 'model.layers.0.self_attn.q_norm.weight' (the model's config.json needs it)");
+  edit_config([](nlohmann::json& c) { c["use_sliding_window"] = true; c["sliding_window"] = 8; });
+  EXPECT_ERROR_HAS("longer than the sliding_window 8");
 }
 
 TEST_F(HfBadDir, MissingOrMisshapenTensorNamesTheTensor) {

@@ -32,6 +32,9 @@ TEST(Mfu, FlopsPerTokenIsSixTimesTheMatmulWeightsPlusAttention) {
     m.qkv_bias = true;  // biases do no matmul
     const double T = 37;
     EXPECT_DOUBLE_EQ(training_flops_per_token(m, T), 6 * matmul_params(m) + 12.0 * 3 * 64 * T) << tied;
+    // An explicit head_dim (Qwen3, Mistral Nemo): the projections and attention are heads * head_dim wide.
+    m.explicit_head_dim = 16;  // 8 heads * 16 = 128 != hidden 64
+    EXPECT_DOUBLE_EQ(training_flops_per_token(m, T), 6 * matmul_params(m) + 12.0 * 3 * 128 * T) << tied;
   }
 }
 
