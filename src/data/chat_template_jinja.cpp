@@ -200,6 +200,8 @@ ChatTemplate resolve_chat_template(const std::string& setting, const std::string
     t.chosen_by = "file " + setting + (config_path.empty() ? "" : ", bos/eos from " + config_path.string());
     return t;
   }
+  const std::string ext = fs::path(setting).extension().string();
+  if (ext == ".jinja" || ext == ".json") throw DataError("chat_template " + setting + ": no such file");
   throw DataError("unknown chat_template '" + setting +
                   "' (expected auto, shardft, chatml, llama3, plain, or the path of a .jinja file or a "
                   "tokenizer_config.json)");
