@@ -176,9 +176,9 @@ ChatTemplate resolve_chat_template(const std::string& setting, const std::string
         return t;
       }
     }
+    // The built-in default, logged as before unless a tokenizer_config.json was there without a template.
     ChatTemplate t = chat_template_for(ChatTemplateKind::shardft, tok);
-    t.chosen_by = config_path.empty() ? "auto: no tokenizer_config.json with the tokenizer, the built-in default"
-                                      : "auto: " + config_path.string() + " has no chat_template, the built-in default";
+    if (!config_path.empty()) t.chosen_by = "auto: " + config_path.string() + " has no chat_template, the built-in default";
     return t;
   }
   for (const char* builtin : {"shardft", "chatml", "llama3", "plain"}) {

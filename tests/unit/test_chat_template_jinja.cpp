@@ -226,7 +226,9 @@ TEST_F(ChatTemplateSelection, AutoWithoutATemplateIsTheOldDefault) {
   EXPECT_EQ(t.kind, ChatTemplateKind::shardft);
   EXPECT_NE(t.chosen_by.find("has no chat_template"), std::string::npos);
   const auto bytes = load_tokenizer("byte");
-  EXPECT_EQ(resolve_chat_template("auto", "byte", *bytes).kind, ChatTemplateKind::shardft);
+  const ChatTemplate byte_default = resolve_chat_template("auto", "byte", *bytes);
+  EXPECT_EQ(byte_default.kind, ChatTemplateKind::shardft);
+  EXPECT_EQ(ChatEncoder(*bytes, byte_default).describe(), "chat template shardft (stop: <|end|>; pad id 256)");
   EXPECT_EQ(resolve_chat_template("chatml", dir, *tok).kind, ChatTemplateKind::chatml);  // built-ins still win
 }
 
