@@ -36,6 +36,20 @@ std::string bound_text(double v) {
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
+
+// chat_template: a template's name, or the path of a template file (data/chat_template.hpp reads it
+// and reports a missing or unreadable file).
+std::string checked_chat_template(const std::string& value) {
+  for (const char* name : {"auto", "shardft", "chatml", "llama3", "plain"}) {
+    if (value == name) return value;
+  }
+  auto ends_with = [&](const std::string& suffix) {
+    return value.size() > suffix.size() && value.compare(value.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with(".jinja") || ends_with(".json")) return value;
+  throw std::invalid_argument("must be auto, shardft, chatml, llama3, plain, or the path of a .jinja file or a "
+                              "tokenizer_config.json, got '" + value + "'");
+}
 }  // namespace
 
 std::string ValueRange::describe() const {
@@ -118,8 +132,11 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "skip malformed records (counted, first reasons logged) instead of stopping"),
       train_key("tokenizer_name_or_path", &T::tokenizer_name_or_path,
                 "byte (built in), an HF tokenizer.json, or a directory holding one").non_empty(),
-      train_key("chat_template", &T::chat_template, "how conversations become tokens")
-          .one_of({"shardft", "chatml", "llama3", "plain"}),
+      train_key("chat_template", &T::chat_template,
+                "how conversations become tokens: auto (the model's own Jinja template from the tokenizer's "
+                "tokenizer_config.json, else shardft), shardft, chatml, llama3, plain, or a .jinja / "
+                "tokenizer_config.json file")
+          .structured(checked_chat_template),
       train_key("dataset_cache_dir", &T::dataset_cache_dir,
                 "where tokenized (and packed) training sets are stored, keyed by the data's content, the tokenizer, "
                 "the template and the length; empty: no cache"),

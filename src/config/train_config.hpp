@@ -33,7 +33,8 @@ struct TrainConfig {
   std::string role_map;                      // extra dataset roles -> system|user|assistant (canonical JSON)
   bool skip_bad_samples = false;             // skip malformed records (counted and logged) instead of failing
   std::string tokenizer_name_or_path = "byte";  // "byte", a tokenizer.json, or a directory holding one
-  std::string chat_template = "shardft";     // shardft | chatml (Qwen2) | llama3 | plain
+  std::string chat_template = "auto";        // auto (the model's own, else shardft) | shardft | chatml (Qwen2) |
+                                             // llama3 | plain | a .jinja file or tokenizer_config.json
   std::string dataset_cache_dir = ".cache/tokenized";  // tokenized sets are cached here by content; "": no cache
 
   // optimisation

@@ -69,6 +69,40 @@ bool python_space(char32_t c) {
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
+// transformers' assistant mask (apply_chat_template with return_assistant_tokens_mask): for each loss
+// range [a, b) of the text, the tokens from char_to_token(a) to char_to_token(b - 1), where
+// char_to_token is the first token whose offsets hold the byte. Kept as it is, quirks included: a range
+// whose first byte no token holds ends the marking; one whose last byte no token holds (or token 0)
+// marks up to the end. A token that covers no bytes (the "▁" a Metaspace pre-tokenizer puts before a
+// word) has, in HF's offsets, the span of the token that follows it at the same place.
+std::vector<char> transformers_mask(const std::vector<std::pair<std::size_t, bool>>& parts, std::size_t text_size,
+                                    std::vector<TokenSpan> spans) {
+  for (std::size_t k = spans.size(); k-- > 0;) {
+    if (spans[k].begin == spans[k].end && k + 1 < spans.size() && spans[k + 1].begin == spans[k].begin) {
+      spans[k].end = spans[k + 1].end;
+    }
+  }
+  std::vector<char> mask(spans.size(), 0);
+  auto char_to_token = [&](std::size_t byte) -> std::ptrdiff_t {
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      if (spans[k].begin <= byte && byte < spans[k].end) return static_cast<std::ptrdiff_t>(k);
+    }
+    return -1;
+  };
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    if (!parts[p].second) continue;
+    const std::size_t begin = parts[p].first;
+    while (p + 1 < parts.size() && parts[p + 1].second) ++p;  // adjacent loss parts are one range
+    const std::size_t end = p + 1 < parts.size() ? parts[p + 1].first : text_size;
+    if (end <= begin) continue;
+    const std::ptrdiff_t first = char_to_token(begin), last = char_to_token(end - 1);
+    if (first < 0) break;
+    const std::size_t stop = last > 0 ? static_cast<std::size_t>(last) + 1 : spans.size();
+    for (std::size_t k = static_cast<std::size_t>(first); k < stop; ++k) mask[k] = 1;
+  }
+  return mask;
+}
+
 }  // namespace
 
 std::string python_strip(const std::string& text) {
@@ -108,18 +142,20 @@ std::string chat_template_name(ChatTemplateKind kind) {
     case ChatTemplateKind::chatml: return "chatml";
     case ChatTemplateKind::llama3: return "llama3";
     case ChatTemplateKind::plain: return "plain";
+    case ChatTemplateKind::jinja: return "jinja";
   }
   return "?";
 }
 
 ChatTemplate builtin_chat_template(ChatTemplateKind kind) {
   switch (kind) {
-    case ChatTemplateKind::shardft: return {kind, "<|bos|>", "<|end|>"};
-    case ChatTemplateKind::chatml: return {kind, "", "<|endoftext|>"};
-    case ChatTemplateKind::llama3: return {kind, "<|begin_of_text|>", "<|end_of_text|>"};
-    case ChatTemplateKind::plain: return {kind, "", "</s>"};
+    case ChatTemplateKind::shardft: return {kind, "<|bos|>", "<|end|>", nullptr, ""};
+    case ChatTemplateKind::chatml: return {kind, "", "<|endoftext|>", nullptr, ""};
+    case ChatTemplateKind::llama3: return {kind, "<|begin_of_text|>", "<|end_of_text|>", nullptr, ""};
+    case ChatTemplateKind::plain: return {kind, "", "</s>", nullptr, ""};
+    case ChatTemplateKind::jinja: break;
   }
-  return {};
+  throw DataError("a jinja chat template has no built-in form: it comes from a tokenizer_config.json or a .jinja file");
 }
 
 ChatTemplate chat_template_for(ChatTemplateKind kind, const Tokenizer& tok) {
@@ -154,6 +190,7 @@ std::vector<ChatSegment> render_chat(ChatTemplateKind kind, const Conversation& 
 
 std::vector<ChatSegment> render_chat(const ChatTemplate& tmpl, const Conversation& conv, bool add_generation_prompt) {
   check_roles(conv);
+  if (tmpl.kind == ChatTemplateKind::jinja) return render_jinja_chat(tmpl, conv, add_generation_prompt);
   Segments out;
   if (is_text_sample(conv)) {
     if (!tmpl.bos.empty()) out.special(tmpl.bos);
@@ -197,6 +234,7 @@ std::vector<ChatSegment> render_chat(const ChatTemplate& tmpl, const Conversatio
       for (const Turn& turn : conv) out.text(turn.content, turn.role == "assistant");
       if (!add_generation_prompt) out.special(tmpl.eos, !conv.empty() && conv.back().role == "assistant");
       break;
+    case ChatTemplateKind::jinja: break;  // rendered above
   }
   return out.take();
 }
@@ -229,6 +267,9 @@ ChatEncoder::ChatEncoder(const Tokenizer& tok, const ChatTemplate& tmpl) : tok_(
       if (!tmpl_.bos.empty()) required.push_back(tmpl_.bos);
       stops = {tmpl_.eos};
       break;
+    case ChatTemplateKind::jinja:
+      if (!tmpl_.jinja_template) throw std::logic_error("a jinja ChatTemplate without its template");
+      break;
   }
   for (const std::string& token : required) ids_[token] = id_of(token);
   // Beginning/end of text only serve plain-text samples in the chat templates: looked up when present,
@@ -238,6 +279,7 @@ ChatEncoder::ChatEncoder(const Tokenizer& tok, const ChatTemplate& tmpl) : tok_(
     const std::int32_t id = tok_.special_token_id(token);
     if (id >= 0) ids_[token] = id;
   }
+  if (tmpl_.kind == ChatTemplateKind::jinja) find_jinja_stops();
   for (const std::string& token : stops) {
     auto it = ids_.find(token);
     if (it == ids_.end() || std::count(stop_ids_.begin(), stop_ids_.end(), it->second)) continue;
@@ -246,7 +288,7 @@ ChatEncoder::ChatEncoder(const Tokenizer& tok, const ChatTemplate& tmpl) : tok_(
   }
   const std::int32_t pad = tok_.special_token_id("<|pad|>");
   auto eos = ids_.find(tmpl_.eos);
-  pad_id_ = pad >= 0 ? pad : eos != ids_.end() ? eos->second : stop_ids_.front();
+  pad_id_ = pad >= 0 ? pad : eos != ids_.end() ? eos->second : !stop_ids_.empty() ? stop_ids_.front() : 0;
 }
 
 std::int32_t ChatEncoder::id_of(const std::string& content) const {
@@ -254,7 +296,7 @@ std::int32_t ChatEncoder::id_of(const std::string& content) const {
   if (it != ids_.end()) return it->second;
   const std::int32_t id = tok_.special_token_id(content);
   if (id < 0) {
-    throw DataError("chat_template " + chat_template_name(tmpl_.kind) + " needs the token " + content +
+    throw DataError("chat_template " + chat_template_label(tmpl_) + " needs the token " + content +
                     ", which the tokenizer " + tok_.fingerprint() + " does not have");
   }
   return id;
@@ -272,6 +314,7 @@ TokenizedSample ChatEncoder::encode_segments(const std::vector<ChatSegment>& seg
     throw std::invalid_argument("chat template: max_seq_length must be positive, got " + std::to_string(max_seq_length));
   }
   const auto limit = static_cast<std::size_t>(max_seq_length);
+  const bool overlap_rule = tmpl_.kind == ChatTemplateKind::jinja;
   TokenizedSample out;
   std::string text;                                  // consecutive text segments, joined
   std::vector<std::pair<std::size_t, bool>> parts;   // (start byte in `text`, takes loss), increasing
@@ -281,11 +324,12 @@ TokenizedSample ChatEncoder::encode_segments(const std::vector<ChatSegment>& seg
     const std::vector<std::int32_t> ids = tok_.encode(text, &spans);
     if (spans.size() != ids.size()) throw std::logic_error("tokenizer gave " + std::to_string(spans.size()) +
                                                            " spans for " + std::to_string(ids.size()) + " ids");
+    const std::vector<char> hf_mask = overlap_rule ? transformers_mask(parts, text.size(), spans) : std::vector<char>();
     std::size_t part = 0;
     for (std::size_t k = 0; k < ids.size(); ++k) {
       // Spans are in order, so the part holding a token's first byte only moves forward.
       while (part + 1 < parts.size() && parts[part + 1].first <= spans[k].begin) ++part;
-      const bool loss = spans[k].begin < text.size() && parts[part].second;
+      const bool loss = overlap_rule ? hf_mask[k] != 0 : spans[k].begin < text.size() && parts[part].second;
       out.input_ids.push_back(ids[k]);
       out.labels.push_back(loss ? ids[k] : kIgnore);
     }
@@ -331,15 +375,35 @@ GenerationPrompt ChatEncoder::generation_prompt(const Conversation& conv) const 
   GenerationPrompt prompt;
   // No length limit here: evaluation decides how long a prompt may grow.
   prompt.prompt_ids = encode_segments(render_chat(tmpl_, prefix, true), 1 << 30).input_ids;
-  prompt.reference = tmpl_.kind == ChatTemplateKind::llama3 ? python_strip(conv.back().content) : conv.back().content;
+  prompt.reference = reference_text(conv);
   return prompt;
+}
+
+std::string ChatEncoder::reference_text(const Conversation& conv) const {
+  if (conv.empty() || conv.back().role != "assistant") return "";
+  if (tmpl_.kind == ChatTemplateKind::llama3) return python_strip(conv.back().content);
+  if (tmpl_.kind != ChatTemplateKind::jinja) return conv.back().content;
+  // What the turn adds to the generation prompt, up to the first stop token; the content itself
+  // when the template does not render the turn after its prompt.
+  const Conversation prefix(conv.begin(), conv.end() - 1);
+  const std::string prompt = segments_text(render_chat(tmpl_, prefix, true));
+  const std::string whole = segments_text(render_chat(tmpl_, conv, false));
+  if (whole.compare(0, prompt.size(), prompt) != 0) return conv.back().content;
+  std::string turn = whole.substr(prompt.size());
+  for (const std::string& stop : stop_names_) {
+    const std::size_t at = turn.find(stop);
+    if (at != std::string::npos) turn.resize(at);
+  }
+  return turn;
 }
 
 std::string ChatEncoder::describe() const {
   std::string stops;
   for (const std::string& name : stop_names_) stops += (stops.empty() ? "" : " ") + name;
-  return "chat template " + chat_template_name(tmpl_.kind) + " (stop: " + stops + "; pad id " +
-         std::to_string(pad_id_) + ")";
+  const std::string how = tmpl_.chosen_by.empty() ? "" : " [" + tmpl_.chosen_by + "]";
+  const std::string note = stop_note_.empty() ? "" : "; " + stop_note_;
+  return "chat template " + chat_template_label(tmpl_) + how + " (stop: " + (stops.empty() ? "none" : stops) + note +
+         "; pad id " + std::to_string(pad_id_) + ")";
 }
 
 // ---- the byte tokenizer's shortcuts ---------------------------------------------------------

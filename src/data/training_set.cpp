@@ -94,7 +94,7 @@ std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& enc
     << "role_map: " << cfg.role_map << "\n"
     << "skip_bad_samples: " << cfg.skip_bad_samples << "\n"
     << "tokenizer: " << tokenizer_fp << "\n"
-    << "chat_template: " << chat_template_name(encoder.chat_template().kind) << " bos '" << encoder.chat_template().bos
+    << "chat_template: " << chat_template_label(encoder.chat_template()) << " bos '" << encoder.chat_template().bos
     << "' eos '" << encoder.chat_template().eos << "'\n"
     << "max_seq_length: " << cfg.max_seq_length << "\n"
     << "packing: " << cfg.packing << "\n";

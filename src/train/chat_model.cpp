@@ -140,7 +140,7 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
                       cm.tokenizer->fingerprint() + "); set tokenizer_name_or_path to the model's tokenizer");
   }
   cm.encoder = std::make_unique<ChatEncoder>(
-      *cm.tokenizer, chat_template_for(parse_chat_template_kind(cfg.chat_template), *cm.tokenizer));
+      *cm.tokenizer, resolve_chat_template(cfg.chat_template, cfg.tokenizer_name_or_path, *cm.tokenizer));
 
   cm.model = std::make_unique<Decoder>(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32);
   cm.model->set_logits_chunk_tokens(cfg.logits_chunk_tokens);
@@ -175,8 +175,7 @@ ChatPrompt make_chat_prompt(const ChatEncoder& encoder, Conversation conv, const
     return p;
   }
   if (conv.back().role == "assistant") {
-    const bool trims = encoder.chat_template().kind == ChatTemplateKind::llama3;
-    p.reference = trims ? python_strip(conv.back().content) : conv.back().content;
+    p.reference = encoder.reference_text(conv);
     p.has_reference = true;
     conv.pop_back();
   }

@@ -116,8 +116,8 @@ TextPipeline text_pipeline(const TrainConfig& cfg, std::ostream& log) {
     throw ConfigError("vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
                       std::to_string(p.tokenizer->vocab_size()) + " (" + p.tokenizer->fingerprint() + ")");
   }
-  const ChatTemplateKind kind = parse_chat_template_kind(cfg.chat_template);
-  p.encoder = std::make_unique<ChatEncoder>(*p.tokenizer, chat_template_for(kind, *p.tokenizer));
+  p.encoder = std::make_unique<ChatEncoder>(
+      *p.tokenizer, resolve_chat_template(cfg.chat_template, cfg.tokenizer_name_or_path, *p.tokenizer));
   log << "tokenizer " << p.tokenizer->fingerprint() << " (" << p.tokenizer->vocab_size() << " ids), "
       << p.encoder->describe() << std::endl;
   return p;

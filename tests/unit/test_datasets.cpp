@@ -330,7 +330,9 @@ TEST_F(DatasetFiles, StructuredKeyErrorsNameTheKeyAndItem) {
   EXPECT_CONTAINS(config_error("role_map: [bot]\n"), "key 'role_map' expects a mapping");
   EXPECT_CONTAINS(error_of([&] { load_train_config("", {"--datasets=[{path: a, weight: x}]"}); }),
                   "--datasets: key 'datasets' item 1: weight must be a number > 0, got 'x'");
-  EXPECT_CONTAINS(config_error("chat_template: vicuna\n"), "key 'chat_template' must be one of shardft, chatml, llama3, plain");
+  EXPECT_CONTAINS(config_error("chat_template: vicuna\n"),
+                  "key 'chat_template' must be auto, shardft, chatml, llama3, plain, or the path of a .jinja file or a "
+                  "tokenizer_config.json, got 'vicuna'");
   TrainConfig cfg;
   cfg.datasets = "[{path: a, weight: 0}]";  // set in code, caught by validate
   EXPECT_CONTAINS(error_of([&] { validate(cfg); }), "key 'datasets' item 1: weight must be a number > 0");

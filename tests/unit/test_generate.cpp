@@ -389,7 +389,8 @@ TEST(OpenChatModel, HfDirectoryCheckpointAndOutputDirWithoutModel) {
   fs::remove(fs::path(cfg.output_dir) / "latest");
   cm = open_chat_model(cfg.output_dir, "--model", TrainConfig{}, log);
   EXPECT_EQ(cm.context_limit, 64);
-  EXPECT_EQ(cm.cfg.chat_template, "shardft");
+  EXPECT_EQ(cm.cfg.chat_template, "auto");  // the default: no tokenizer_config.json here, so shardft
+  EXPECT_EQ(cm.encoder->chat_template().kind, ChatTemplateKind::shardft);
 
   // Neither: the message names the flag and the directory.
   try {

@@ -36,7 +36,7 @@ class TrainingSetCache : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   TrainingSet build(std::string* log_text = nullptr) {
-    const ChatEncoder enc(tok_, chat_template_for(parse_chat_template_kind(cfg_.chat_template), tok_));
+    const ChatEncoder enc(tok_, resolve_chat_template(cfg_.chat_template, cfg_.tokenizer_name_or_path, tok_));
     std::ostringstream log;
     TrainingSet set = build_training_set(cfg_, enc, tok_.fingerprint(), true, log);
     if (log_text) *log_text = log.str();
