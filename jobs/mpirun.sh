@@ -11,6 +11,8 @@
 #   `node01 slots=8`; --ranks-per-node K puts K ranks on each of its hosts (to make ranks on one
 #   machine act as nodes, use shardft's --ranks_per_node). With more ranks than local cores and no
 #   hostfile, ranks share cores, unbound, and yield while they wait. --dry-run prints the command.
+# For `train`, SIGTERM or SIGINT (Ctrl-C) to this script stops the run after its current step with a
+# checkpoint and exit 0 (passed on as SIGUSR1, see below); a second SIGINT ends it at once.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 np=${NP:-${SLURM_NTASKS:-1}}; hostfile=${HOSTFILE:-}; per_node=${RANKS_PER_NODE:-}
