@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -72,6 +73,17 @@ std::string describe(const Holder& h) {
   return "host " + h.host + ", pid " + std::to_string(h.pid) + ", started " + h.start;
 }
 
+// No process by that pid on this host, or only its zombie (killed, not yet reaped by its parent or init).
+bool process_gone(long pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const std::size_t name_end = line.rfind(')');  // "PID (COMM) STATE ...": COMM may hold spaces
+  return name_end != std::string::npos && name_end + 2 < line.size() &&
+         (line[name_end + 2] == 'Z' || line[name_end + 2] == 'X');
+}
+
 bool unsupported(int err) { return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL; }
 
 }  // namespace
@@ -131,7 +143,7 @@ OutputLock lock_output_dir(const std::string& output_dir, std::string* note) {
   const std::string me = this_host();
   if (note) {
     note->clear();
-    if (before.pid > 0 && before.host == me && ::kill(static_cast<pid_t>(before.pid), 0) != 0 && errno == ESRCH) {
+    if (before.pid > 0 && before.host == me && process_gone(before.pid)) {
       *note = "output_dir: took over the lock of a dead run (" + describe(before) + ")";
     } else if (!before.raw.empty()) {
       *note = "output_dir: took over the lock left by " + describe(before) + ", which no longer held it";

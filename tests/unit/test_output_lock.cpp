@@ -83,6 +83,32 @@ TEST(OutputLock, TheLockOfADeadProcessIsTakenOverAndSaidSo) {
   EXPECT_EQ(read_file(dir.path / kOutputLockName).rfind(host() + " " + std::to_string(::getpid()) + " ", 0), 0u);
 }
 
+TEST(OutputLock, AKilledRunNotYetReapedCountsAsDead) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  // Not waited for yet: a zombie, as a rank SIGKILLed by mpirun stays until init reaps it.
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    if (line.find(") Z") != std::string::npos) break;
+    ::usleep(10000);
+  }
+  {
+    std::ofstream out(dir.path / kOutputLockName);
+    out << host() << " " << child << " 2024-01-01T00:00:00Z\n";
+  }
+  std::string note;
+  OutputLock lock = lock_output_dir(dir.path.string(), &note);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_NE(note.find("took over the lock of a dead run (host " + host() + ", pid " + std::to_string(child)),
+            std::string::npos)
+      << note;
+}
+
 TEST(OutputLock, AnUnwritableDirectoryIsAConfigErrorNamingTheFile) {
   TempDir dir;
   const std::string missing = (dir.path / "not-there").string();
