@@ -11,6 +11,8 @@
 #   `node01 slots=8`; --ranks-per-node K puts K ranks on each of its hosts (to make ranks on one
 #   machine act as nodes, use shardft's --ranks_per_node). With more ranks than local cores and no
 #   hostfile, ranks share cores, unbound, and yield while they wait. --dry-run prints the command.
+# For `train`, SIGTERM or SIGINT (Ctrl-C) to this script stops the run after its current step with a
+# checkpoint and exit 0 (passed on as SIGUSR1, see below); a second SIGINT ends it at once.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 np=${NP:-${SLURM_NTASKS:-1}}; hostfile=${HOSTFILE:-}; per_node=${RANKS_PER_NODE:-}
@@ -58,4 +60,35 @@ if [ "$(id -u)" -eq 0 ]; then  # containers and CI run as root; OpenMPI refuses 
 fi
 export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 if [ "$dry" = 1 ]; then echo mpirun "${args[@]}" "$bin" "$@"; exit 0; fi
-exec mpirun "${args[@]}" "$bin" "$@"
+[ "${1:-}" = train ] || exec mpirun "${args[@]}" "$bin" "$@"
+
+# Training: SIGTERM or SIGINT (Ctrl-C) to this script reaches the ranks as SIGUSR1, which Open MPI
+# forwards as it is: they finish the step, save a checkpoint and exit 0, and so does this script.
+# Open MPI 4.1's mpirun, signalled itself, would not wait: on SIGTERM/SIGINT it sends the ranks SIGCONT,
+# SIGTERM odls_base_sigkill_timeout (1 s) later and SIGKILL after as long again, and exits 1 whatever
+# the ranks did (raising the timeout also delays every failed run's exit by twice as long). So mpirun
+# runs in a process group of its own (set -m), where a Ctrl-C at the terminal does not reach it.
+# A second SIGINT ends the ranks at once (non-zero exit; the last saved checkpoint stays as it was).
+set -m
+mpirun "${args[@]}" "$bin" "$@" &
+pid=$!
+set +m
+signals=0
+on_signal() {
+  signals=$((signals + 1))
+  if [ "$signals" -gt 1 ] && [ "$1" = INT ]; then
+    echo "mpirun.sh: second SIGINT: ending the ranks now, without a checkpoint of this step" >&2
+    kill -TERM "$pid" 2> /dev/null || true
+  else
+    echo "mpirun.sh: SIG$1: passing SIGUSR1 to the ranks: they finish the step, save a checkpoint and exit" \
+      "(Ctrl-C again to abort)" >&2
+    kill -USR1 "$pid" 2> /dev/null || true
+  fi
+}
+trap 'on_signal INT' INT
+trap 'on_signal TERM' TERM
+# `wait` returns early (status > 128) when a trapped signal arrives: wait again until mpirun is gone.
+while kill -0 "$pid" 2> /dev/null; do wait "$pid" || true; done
+rc=0
+wait "$pid" || rc=$?
+exit "$rc"

@@ -1,8 +1,6 @@
 #include "train/run.hpp"
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -26,8 +24,9 @@
 #include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
 #include "train/mfu.hpp"
-#include "train/output_path.hpp"
+#include "train/output_lock.hpp"
 #include "train/pretrained.hpp"
+#include "train/stop_signal.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -86,15 +85,6 @@ void maybe_inject_fault(int rank, long step) {
   if (std::string(kind) == "exit") std::_Exit(3);  // dies without a word, like a killed process
   throw std::runtime_error("injected fault (SHARDFT_FAULT) before step " + std::to_string(step));
 }
-
-std::atomic<int> g_preempt{0};
-extern "C" void on_preemption_signal(int) { g_preempt.store(1); }
-
-void install_preemption_handlers() {
-  std::signal(SIGTERM, on_preemption_signal);
-  std::signal(SIGUSR1, on_preemption_signal);
-}
-bool preemption_requested() { return g_preempt.load() != 0; }
 
 std::vector<Conversation> eval_subset(const TrainConfig& cfg, std::ostream& log) {
   DatasetFileReport report;
@@ -186,6 +176,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   const auto t_start = std::chrono::steady_clock::now();
   Communicator& world = parallel.world();
   const bool writer = world.rank() == 0;
+  install_stop_signal_handlers();  // from here a signal stops the run after its first step, with a checkpoint
   std::ostream null_stream(nullptr);
   std::ostream& log = writer ? log_stream : null_stream;
   const TextPipeline text = text_pipeline(cfg, log);
@@ -213,9 +204,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       << " tokens per sample), peak " << peak_flops / 1e9 << " GFLOP/s per rank (" << peak.basis << ")" << std::endl;
   const int dp = world.size();
   const StepPlan plan = plan_steps(cfg, num_units, dp);
+  // Collective: one run per output_dir (train/output_lock.hpp), taken before anything in it is written.
+  const OutputLock output_lock = OutputLock::acquire(cfg.output_dir, parallel.host_world(), log);
   std::ofstream metrics;
   if (writer) {
-    create_output_dir(cfg.output_dir, "output_dir");
     // A resumed run continues the log of the run it resumes.
     metrics.open(cfg.output_dir + "/metrics.jsonl", cfg.resume_from_checkpoint.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
@@ -235,7 +227,6 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     total_loss = rp.state.train_loss_sum;
     log << "resumed from " << rp.dir << " at step " << first_step << std::endl;
   }
-  install_preemption_handlers();
   const int shard_size = parallel.shard().size();
   const MemoryReport mem = tr.engine().memory();
   log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size() << " samples, "
@@ -328,10 +319,14 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       window_tokens = 0;
       window_steps = 0;
     }
-    // A signal on any rank (SLURM's --signal, a scheduler's SIGTERM) stops every rank at this step.
-    int stop = preemption_requested() ? 1 : 0;
+    // A signal on any rank (SLURM's --signal, a scheduler's SIGTERM, Ctrl-C) stops every rank at this step.
+    int stop = stop_signal();
     parallel.host_world().all_reduce(&stop, &stop, 1, DType::i32, ReduceOp::max);
     preempted = stop != 0;
+    if (preempted) {
+      if (bar) bar->clear();
+      log << stop_signal_name(stop) << ": step " << s + 1 << " done; saving a checkpoint and stopping" << std::endl;
+    }
     // A preempted run saves whatever the strategy: its checkpoint is the only way on.
     if (checkpoint_due(cfg, s + 1, plan.steps_per_epoch, plan.total_steps) || preempted) {
       if (bar) bar->clear();
@@ -339,8 +334,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       log << "saved " << dir << std::endl;
     }
     if (preempted) {
-      log << "preempted: stopped after step " << s + 1 << " with a checkpoint; resume with --resume_from_checkpoint true"
-          << std::endl;
+      log << "preempted: stopped after step " << s + 1 << " on " << stop_signal_name(stop)
+          << " with a checkpoint; resume with --resume_from_checkpoint true" << std::endl;
       RunSummary sum;
       sum.steps = s + 1;
       sum.preempted = true;

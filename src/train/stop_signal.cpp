@@ -1,0 +1,47 @@
+#include "train/stop_signal.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+
+namespace shardft {
+
+namespace {
+
+std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free flag");
+
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  if (g_stop.compare_exchange_strong(none, sig)) return;  // the first: finish the step, save, stop
+  if (sig == SIGINT) {
+    static const char msg[] = "shardft: second interrupt: stopping now, without a checkpoint of this step\n";
+    const ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    ::_exit(130);
+  }
+}
+
+}  // namespace
+
+void install_stop_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::sigaction(sig, &sa, nullptr);
+}
+
+int stop_signal() { return g_stop.load(); }
+
+std::string stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+}  // namespace shardft
