@@ -271,18 +271,9 @@ void read_json_array(const std::string& path, const std::string& text, std::size
   }
 }
 
-}  // namespace
-
-std::vector<Conversation> read_dataset(const std::string& path, const DatasetOptions& options,
+// The records of a dataset file's content, `in` read from its start.
+std::vector<Conversation> read_records(const std::string& path, std::istream& in, const DatasetOptions& options,
                                        DatasetFileReport* report) {
-  // A directory opens fine as a stream and only fails on the first read; reject it up front with the
-  // same wording as any other file that cannot be opened.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail_open(path, EISDIR);
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_open(path, errno);
-
   DatasetFileReport local;
   SampleSink sink(path, options, report ? *report : local);
 
@@ -319,6 +310,26 @@ std::vector<Conversation> read_dataset(const std::string& path, const DatasetOpt
     throw DataError(path + ":" + std::to_string(line + 1) + ": read error: " + std::strerror(err));
   }
   return sink.finish();
+}
+
+}  // namespace
+
+std::vector<Conversation> read_dataset(const std::string& path, const DatasetOptions& options,
+                                       DatasetFileReport* report) {
+  // A directory opens fine as a stream and only fails on the first read; reject it up front with the
+  // same wording as any other file that cannot be opened.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail_open(path, EISDIR);
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_open(path, errno);
+  return read_records(path, in, options, report);
+}
+
+std::vector<Conversation> read_dataset_text(const std::string& path, const std::string& text,
+                                            const DatasetOptions& options, DatasetFileReport* report) {
+  std::istringstream in(text);
+  return read_records(path, in, options, report);
 }
 
 std::vector<Conversation> read_conversations_jsonl(const std::string& path) { return read_dataset(path, {}); }
