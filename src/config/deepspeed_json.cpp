@@ -464,7 +464,7 @@ DeepSpeedConfig parse_deepspeed_config(const std::string& text, const std::strin
   Json j;
   try {
     j = Json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw ConfigError(path + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw ConfigError(path + ": a DeepSpeed config is a JSON object");

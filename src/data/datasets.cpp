@@ -54,6 +54,12 @@ std::string brief_parse_reason(const json::parse_error& e) {
   return "column " + std::to_string(e.byte) + ": " + reason;
 }
 
+// "[json.exception.out_of_range.406] number overflow parsing '1e999'" without its bracketed id.
+std::string without_exception_id(const std::string& what) {
+  const std::size_t close = what.find("] ");
+  return what.rfind("[json.exception", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
+}
+
 // The field names of a turn: ShareGPT's from/value or the messages format's role/content.
 struct TurnFields {
   const char* list;
@@ -73,6 +79,8 @@ class RecordParser {
       record = json::parse(text);
     } catch (const json::parse_error& e) {
       fail_at(at, "not valid JSON (" + brief_parse_reason(e) + ")");
+    } catch (const json::exception& e) {  // out_of_range.406: a number beyond a double's range
+      fail_at(at, "not valid JSON (" + without_exception_id(e.what()) + ")");
     }
     if (!record.is_object()) fail_at(at, "expected a JSON object, got " + type_name(record));
 

@@ -52,8 +52,9 @@ bool safetensors(const std::string& bytes) {
   return parses([&] {
     for (const auto& [name, t] : read_safetensors_f32(path)) {
       std::uint64_t numel = 1;
-      for (const std::int64_t d : t.shape) numel *= static_cast<std::uint64_t>(d);
-      if (numel != t.data.size()) broken("tensor '" + name + "': shape and element count differ");
+      bool overflow = false;
+      for (const std::int64_t d : t.shape) overflow |= d < 0 || __builtin_mul_overflow(numel, static_cast<std::uint64_t>(d), &numel);
+      if (overflow || numel != t.data.size()) broken("tensor '" + name + "': shape and element count differ");
     }
   });
 }
