@@ -63,7 +63,7 @@ TEST(Safetensors, HeadersThatLieAreNamed) {
         {"b", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {4, 12}}}}},
        "overlap"},
       {{{"w", {{"dtype", "F32"}, {"shape", {2}}}}}, "expected dtype, shape and data_offsets"},
-      // Element counts that wrap around 2^64 (found by fuzzing): 2^62 x 4 bytes is 0 bytes, modulo 2^64.
+      // Element counts that wrap around 2^64 (found writing the fuzz harness): 2^62 x 4 bytes is 0 bytes, modulo 2^64.
       {{{"w", {{"dtype", "F32"}, {"shape", {1ull << 31, 1ull << 31}}, {"data_offsets", {0, 0}}}}},
        "needs more bytes than the data section holds"},
       {{{"w", {{"dtype", "F16"}, {"shape", {1ull << 62, 4}}, {"data_offsets", {0, 0}}}}},
