@@ -195,12 +195,21 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     }
     if (!h["shape"].is_array()) throw FormatError(where + ": shape must be an array of integers");
     std::uint64_t n = 1;
+    bool overflow = false, empty = false;
     for (const auto& dim : h["shape"]) {
       if (!dim.is_number_integer() || dim.get<std::int64_t>() < 0) {
         throw FormatError(where + ": shape must be an array of non-negative integers, got " + h["shape"].dump());
       }
       info.shape.push_back(dim.get<std::int64_t>());
-      n *= static_cast<std::uint64_t>(info.shape.back());
+      empty |= info.shape.back() == 0;
+      overflow |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(info.shape.back()), &n);
+    }
+    // A product that wraps around could otherwise match a small byte length and claim 2^62 elements.
+    if (empty) {
+      n = 0;
+    } else if (overflow || n > data_size / dtype_bytes(info.dtype)) {
+      throw FormatError(where + ": shape " + h["shape"].dump() + " needs more bytes than the data section holds (" +
+                        std::to_string(data_size) + ")");
     }
     const auto& off = h["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "config/deepspeed_scheduler.hpp"
 #include "config/recipe_schema.hpp"
@@ -452,12 +453,18 @@ std::string resolved_value(const TrainConfig& cfg, const std::string& recipe_key
 }  // namespace
 
 DeepSpeedConfig read_deepspeed_config(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("cannot open DeepSpeed config '" + path + "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_deepspeed_config(text.str(), path);
+}
+
+DeepSpeedConfig parse_deepspeed_config(const std::string& text, const std::string& path) {
   Json j;
   try {
-    j = Json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+    j = Json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw ConfigError(path + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw ConfigError(path + ": a DeepSpeed config is a JSON object");

@@ -45,6 +45,8 @@ struct DeepSpeedConfig {
 
 // Reads and checks the file; throws ConfigError naming the file and key for anything rejected.
 DeepSpeedConfig read_deepspeed_config(const std::string& path);
+// The same for the file's text already read; `path` names it in messages.
+DeepSpeedConfig parse_deepspeed_config(const std::string& text, const std::string& path);
 
 // Runs final_checks against the finished config.
 void check_deepspeed_config(const DeepSpeedConfig& ds, const TrainConfig& cfg);

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include "config/hf_model_config.hpp"
@@ -67,17 +68,10 @@ class RecipeFileReader {
  public:
   RecipeFileReader(TrainConfig& cfg, std::string path) : cfg_(cfg), path_(std::move(path)) {}
 
-  void read() {
-    std::ifstream in(path_);
-    if (!in) throw ConfigError("cannot open recipe '" + path_ + "': " + std::strerror(errno));
-    // A directory opens fine on Linux and reads as empty, which would mean "all defaults".
-    std::error_code ec;
-    if (std::filesystem::is_directory(path_, ec)) {
-      throw ConfigError("cannot open recipe '" + path_ + "': Is a directory");
-    }
+  void read(const std::string& text) {
     YAML::Node root;
     try {
-      root = YAML::Load(in);
+      root = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
       throw ConfigError(path_ + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
     }
@@ -394,15 +388,30 @@ bool is_hybrid_strategy(const std::string& s) { return s == "HYBRID_SHARD" || s 
 
 TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides,
                               const std::string& deepspeed_path) {
-  TrainConfig cfg;
-  if (!config_path.empty()) RecipeFileReader(cfg, config_path).read();
-  DeepSpeedConfig ds;
-  if (!deepspeed_path.empty()) {
-    ds = read_deepspeed_config(deepspeed_path);
-    for (const KeySetting& s : ds.settings) {
-      set_value_from_text(cfg, key_named(s.key.c_str()), s.value, s.where);
-      record_source(cfg, s.key, s.where);
+  std::string recipe_text;
+  if (!config_path.empty()) {
+    std::ifstream in(config_path, std::ios::binary);
+    if (!in) throw ConfigError("cannot open recipe '" + config_path + "': " + std::strerror(errno));
+    // A directory opens fine on Linux and reads as empty, which would mean "all defaults".
+    std::error_code ec;
+    if (std::filesystem::is_directory(config_path, ec)) {
+      throw ConfigError("cannot open recipe '" + config_path + "': Is a directory");
     }
+    std::ostringstream text;
+    text << in.rdbuf();
+    recipe_text = text.str();
+  }
+  const DeepSpeedConfig ds = deepspeed_path.empty() ? DeepSpeedConfig{} : read_deepspeed_config(deepspeed_path);
+  return train_config_from_text(config_path, recipe_text, ds, overrides);
+}
+
+TrainConfig train_config_from_text(const std::string& recipe_path, const std::string& recipe_text,
+                                   const DeepSpeedConfig& ds, const std::vector<std::string>& overrides) {
+  TrainConfig cfg;
+  if (!recipe_path.empty()) RecipeFileReader(cfg, recipe_path).read(recipe_text);
+  for (const KeySetting& s : ds.settings) {
+    set_value_from_text(cfg, key_named(s.key.c_str()), s.value, s.where);
+    record_source(cfg, s.key, s.where);
   }
   apply_overrides(cfg, overrides);
   if (!cfg.model_name_or_path.empty()) apply_pretrained_model_config(cfg);

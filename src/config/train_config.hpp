@@ -112,6 +112,13 @@ struct TrainConfig {
 TrainConfig load_train_config(const std::string& config_path, const std::vector<std::string>& overrides,
                               const std::string& deepspeed_path = "");
 
+// load_train_config on what has been read already: `recipe_text` is the recipe file `recipe_path` (no
+// recipe when the path is empty) and `ds` the DeepSpeed config (read_deepspeed_config or
+// parse_deepspeed_config; default-constructed: none). The same errors, naming recipe_path.
+struct DeepSpeedConfig;
+TrainConfig train_config_from_text(const std::string& recipe_path, const std::string& recipe_text,
+                                   const DeepSpeedConfig& ds, const std::vector<std::string>& overrides);
+
 // FSDP's sharding_strategy in ZeRO terms: the stage it means (-1 when none is given) and whether it
 // shards within a node and replicates across nodes.
 int stage_of_sharding_strategy(const std::string& strategy);

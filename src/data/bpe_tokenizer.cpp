@@ -337,4 +337,8 @@ std::unique_ptr<Tokenizer> load_bpe_tokenizer(const std::string& path) {
   return std::make_unique<BpeTokenizer>(file, read_file(file));
 }
 
+std::unique_ptr<Tokenizer> parse_bpe_tokenizer(const std::string& content, const std::string& file) {
+  return std::make_unique<BpeTokenizer>(file, content);
+}
+
 }  // namespace shardft

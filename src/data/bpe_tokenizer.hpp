@@ -52,5 +52,7 @@ namespace shardft {
 
 // Loads a tokenizer.json file, or the tokenizer.json inside a directory (an HF model directory).
 std::unique_ptr<Tokenizer> load_bpe_tokenizer(const std::string& path);
+// The same for a tokenizer.json's content already in memory; `file` names it in messages.
+std::unique_ptr<Tokenizer> parse_bpe_tokenizer(const std::string& content, const std::string& file);
 
 }  // namespace shardft

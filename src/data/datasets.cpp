@@ -54,6 +54,12 @@ std::string brief_parse_reason(const json::parse_error& e) {
   return "column " + std::to_string(e.byte) + ": " + reason;
 }
 
+// "[json.exception.out_of_range.406] number overflow parsing '1e999'" without its bracketed id.
+std::string without_exception_id(const std::string& what) {
+  const std::size_t close = what.find("] ");
+  return what.rfind("[json.exception", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
+}
+
 // The field names of a turn: ShareGPT's from/value or the messages format's role/content.
 struct TurnFields {
   const char* list;
@@ -73,6 +79,8 @@ class RecordParser {
       record = json::parse(text);
     } catch (const json::parse_error& e) {
       fail_at(at, "not valid JSON (" + brief_parse_reason(e) + ")");
+    } catch (const json::exception& e) {  // out_of_range.406: a number beyond a double's range
+      fail_at(at, "not valid JSON (" + without_exception_id(e.what()) + ")");
     }
     if (!record.is_object()) fail_at(at, "expected a JSON object, got " + type_name(record));
 
@@ -271,18 +279,9 @@ void read_json_array(const std::string& path, const std::string& text, std::size
   }
 }
 
-}  // namespace
-
-std::vector<Conversation> read_dataset(const std::string& path, const DatasetOptions& options,
+// The records of a dataset file's content, `in` read from its start.
+std::vector<Conversation> read_records(const std::string& path, std::istream& in, const DatasetOptions& options,
                                        DatasetFileReport* report) {
-  // A directory opens fine as a stream and only fails on the first read; reject it up front with the
-  // same wording as any other file that cannot be opened.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail_open(path, EISDIR);
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_open(path, errno);
-
   DatasetFileReport local;
   SampleSink sink(path, options, report ? *report : local);
 
@@ -319,6 +318,26 @@ std::vector<Conversation> read_dataset(const std::string& path, const DatasetOpt
     throw DataError(path + ":" + std::to_string(line + 1) + ": read error: " + std::strerror(err));
   }
   return sink.finish();
+}
+
+}  // namespace
+
+std::vector<Conversation> read_dataset(const std::string& path, const DatasetOptions& options,
+                                       DatasetFileReport* report) {
+  // A directory opens fine as a stream and only fails on the first read; reject it up front with the
+  // same wording as any other file that cannot be opened.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail_open(path, EISDIR);
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_open(path, errno);
+  return read_records(path, in, options, report);
+}
+
+std::vector<Conversation> read_dataset_text(const std::string& path, const std::string& text,
+                                            const DatasetOptions& options, DatasetFileReport* report) {
+  std::istringstream in(text);
+  return read_records(path, in, options, report);
 }
 
 std::vector<Conversation> read_conversations_jsonl(const std::string& path) { return read_dataset(path, {}); }

@@ -49,6 +49,9 @@ struct DatasetFileReport {
 
 std::vector<Conversation> read_dataset(const std::string& path, const DatasetOptions& options,
                                        DatasetFileReport* report = nullptr);
+// The same for a file's content already in memory; `path` names it in messages.
+std::vector<Conversation> read_dataset_text(const std::string& path, const std::string& text,
+                                            const DatasetOptions& options, DatasetFileReport* report = nullptr);
 
 // Several files mixed into one training set, drawn once per run (every epoch then shuffles the same
 // set). A file of n good samples with weight w contributes round(n * w) samples: each of its samples

@@ -57,7 +57,7 @@ MetricsLog read_metrics_log(const std::string& path) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       throw FormatError(where + "not a JSON object: " + parse_message(e));
     }
     if (!j.is_object()) throw FormatError(where + "expected a JSON object, got " + std::string(j.type_name()));

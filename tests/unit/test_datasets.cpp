@@ -124,6 +124,7 @@ TEST_F(DatasetFiles, EveryMalformedCaseNamesFileLineAndReason) {
       {R"([1])", "expected a JSON object, got array"},
       {R"({"text": ""})", "\"text\" is empty"},
       {R"({"text": null})", "\"text\" must be a string, got null"},
+      {R"({"text": "x", "n": 1e999})", "not valid JSON (number overflow parsing '1e999')"},  // found by fuzzing
   };
   int n = 0;
   for (const Case& c : cases) {

@@ -385,6 +385,7 @@ TEST(ConfigDeepSpeed, EveryRejectedKeyIsNamedWithTheReason) {
       {R"({"train_micro_batch_size_per_gpu": [1, 2]})", {"expects a number, a boolean or \"auto\""}},
       {R"({"zero_optimization": {"stage": 1, "zero_quantized_weights": true}})", {"need zero_stage 3"}},
       {"{ not json", {"not valid JSON"}},
+      {R"({"gradient_clipping": 1e400})", {"not valid JSON", "number overflow parsing '1e400'"}},  // as found by fuzzing in datasets
       {"[1, 2]", {"a DeepSpeed config is a JSON object"}},
   };
   int i = 0;

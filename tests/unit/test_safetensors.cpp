@@ -63,6 +63,11 @@ TEST(Safetensors, HeadersThatLieAreNamed) {
         {"b", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {4, 12}}}}},
        "overlap"},
       {{{"w", {{"dtype", "F32"}, {"shape", {2}}}}}, "expected dtype, shape and data_offsets"},
+      // Element counts that wrap around 2^64 (found writing the fuzz harness): 2^62 x 4 bytes is 0 bytes, modulo 2^64.
+      {{{"w", {{"dtype", "F32"}, {"shape", {1ull << 31, 1ull << 31}}, {"data_offsets", {0, 0}}}}},
+       "needs more bytes than the data section holds"},
+      {{{"w", {{"dtype", "F16"}, {"shape", {1ull << 62, 4}}, {"data_offsets", {0, 0}}}}},
+       "needs more bytes than the data section holds"},
   };
   int i = 0;
   for (const auto& [header, want] : cases) {
@@ -79,6 +84,12 @@ TEST(Safetensors, HeadersThatLieAreNamed) {
   const std::string junk = tmp("junk.safetensors");
   std::ofstream(junk) << "not a safetensors file at all";
   EXPECT_THROW(read_safetensors_f32(junk), FormatError);
+}
+
+TEST(Safetensors, AnEmptyDimensionMakesAnEmptyTensorWhateverTheOthers) {
+  const std::string path = tmp("empty_dim.safetensors");
+  write_raw(path, {{"w", {{"dtype", "F32"}, {"shape", {1ull << 62, 0}}, {"data_offsets", {0, 0}}}}}, 0);
+  EXPECT_TRUE(read_safetensors_f32(path).at("w").data.empty());
 }
 
 }  // namespace
