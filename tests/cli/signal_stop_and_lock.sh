@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stopping a 2-rank run through jobs/mpirun.sh whose steps take over 2 s: SIGTERM to mpirun.sh, SIGINT
 # to its process group (a terminal's Ctrl-C) and SIGTERM to one rank each finish the step, save a
-# checkpoint that verifies and exit 0; a second SIGINT ends the job within seconds, non-zero, and
+# checkpoint that verifies and exit 0 (and the SIGTERM-stopped run resumes bit-identically); a second SIGINT ends the job within seconds, non-zero, and
 # `latest` still names a good checkpoint. One run per output_dir: a second run on a directory in use
 # exits 2 naming the holder; the lock left by the killed run is taken over, and the log says so.
 # Usage: signal_stop_and_lock.sh SHARDFT_BINARY SOURCE_DIR
@@ -82,6 +82,22 @@ grep -q "mpirun.sh: SIGTERM: passing SIGUSR1 to the ranks" "$tmp/term.log" || fa
 n=$(grep -c '"step"' "$tmp/term/metrics.jsonl")
 [ "$n" -ge 1 ] && python3 -c "import json,sys; s=[json.loads(l)['step'] for l in open(sys.argv[1])]; assert s==list(range(1,len(s)+1)), s" \
   "$tmp/term/metrics.jsonl" || fail "term: metrics.jsonl was touched by the second run"
+
+# The stopped run resumes bit-identically: its next step's loss and gradient norm (metrics.jsonl holds
+# doubles exactly) equal those of an uninterrupted run of the same steps.
+stop=$(cat "$tmp/term/latest"); stop=${stop#checkpoint-}
+launch term --resume_from_checkpoint true --max_steps $((stop + 1))
+finish term 180
+[ "$code" -eq 0 ] || { cat "$tmp/term.log"; fail "the resume after SIGTERM exited $code"; }
+launch straight --max_steps $((stop + 1)) --save_strategy no
+finish straight 300
+[ "$code" -eq 0 ] || { cat "$tmp/straight.log"; fail "the uninterrupted run exited $code"; }
+python3 - "$tmp/term/metrics.jsonl" "$tmp/straight/metrics.jsonl" <<'PY' || fail "the resume after SIGTERM is not bit-identical"
+import json, sys
+rows = [{r["step"]: (r["loss"], r["grad_norm"]) for r in map(json.loads, open(p)) if "step" in r} for p in sys.argv[1:]]
+assert rows[0] == rows[1], rows
+PY
+echo "ok   resumed after the SIGTERM stop at step $stop: steps 1-$((stop + 1)) bit-identical to an uninterrupted run"
 
 # 2. SIGINT to the process group: Ctrl-C at the terminal.
 launch int
