@@ -30,7 +30,8 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 grep -q "'loss'" "$tmp/run.log" || fail "no training step logged within 60 s"
-for pid in $(pgrep -f "$bin train"); do
+# This job's ranks only (its output_dir): other tests may run 2-rank jobs of the same binary meanwhile.
+for pid in $(pgrep -f "$bin train.*$tmp/out"); do
   if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then stopped=$pid; fi
 done
 [ -n "$stopped" ] || fail "rank 1's process not found"
