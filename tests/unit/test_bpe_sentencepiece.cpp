@@ -119,7 +119,9 @@ TEST(BpeSentencePiece, OlderMetaspaceKeysReadAsHfReadsThem) {
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kMeta}, {"add_prefix_space", true}, {"str_rep", kMeta}};
   const auto older = load_bpe_tokenizer(write_json("older.json", j));
   const auto fixture = load_bpe_tokenizer(kBpeDir + "spm_edge_style");
-  for (const json& c : load_json(kBpeDir + "spm_edge_style/cases.json")["cases"]) {
+  // Held in a local: a range-for over a temporary's ["cases"] would read it after it is destroyed.
+  const json cases = load_json(kBpeDir + "spm_edge_style/cases.json");
+  for (const json& c : cases["cases"]) {
     EXPECT_EQ(older->encode(c["text"]), c["ids"].get<Ids>()) << c["text"];
   }
   j["pre_tokenizer"]["add_prefix_space"] = false;
