@@ -14,10 +14,11 @@ cd "$src" || exit 2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export SHARDFT_BIN=$bin BIND_TO=none
 fail() { echo "FAIL: $*"; exit 1; }
-# Real work: a 4-layer, 256-wide model and 32 micro-batches of 8 per step (about 2 s on an idle core).
+# Real work: a 4-layer, 256-wide model and 64 micro-batches of 8 per step (about 3 s on an idle core;
+# `stopped` checks that the steps took over 2 s, as the stop must hold for slow steps).
 common=(train --config jobs/recipes/default.yaml --max_steps 40 --logging_steps 1 --do_eval false
   --lr_scheduler_type constant --warmup_ratio 0 --hidden_size 256 --intermediate_size 768 --num_hidden_layers 4
-  --num_attention_heads 8 --num_key_value_heads 4 --gradient_accumulation_steps 32)
+  --num_attention_heads 8 --num_key_value_heads 4 --gradient_accumulation_steps 64)
 
 # jobs/mpirun.sh in a session of its own, as a terminal starts it (SIGINT not ignored, its own process
 # group): sets $job, the script's pid, which is also its process group.
@@ -60,6 +61,7 @@ stopped() {  # NAME SIGNAL-AS-LOGGED: exit 0, stopped on that signal, a checkpoi
   local secs
   secs=$(python3 -c "import json,sys; print(min(json.loads(l)['step_seconds'] for l in open(sys.argv[1])))" \
     "$tmp/$1/metrics.jsonl")
+  python3 -c "import sys; sys.exit(float(sys.argv[1]) <= 2.0)" "$secs" || fail "$1: steps of $secs s, not over 2 s"
   echo "ok   $1: stopped after step $step (steps of ${secs%.*}+ s) within ${took} s of the signal, exit 0, checkpoint-$step verifies"
 }
 
@@ -114,8 +116,10 @@ kill -TERM "$rank_pid"
 finish rank 90
 stopped rank SIGTERM
 
-# 4. Ctrl-C twice: the first asks for a checkpoint, the second ends the ranks at once.
-launch twice --save_steps 1
+# 4. Ctrl-C twice: the first asks for a checkpoint, the second ends the ranks at once. Steps 2x longer
+# here, so that the second Ctrl-C, 0.5 s after the first, still finds the step running on an idle machine.
+slow=(--gradient_accumulation_steps 128)
+launch twice --save_steps 1 "${slow[@]}"
 await twice "^saved .*checkpoint-1$" 120
 kill -INT -- "-$job"
 sleep 0.5
@@ -130,7 +134,7 @@ pkill -KILL -f "^$bin train.*$tmp/twice( |$)" 2> /dev/null && fail "twice: ranks
 
 # 5. The lock of the killed run is taken over by the resume, which says so.
 dead=$(cut -d' ' -f1,2 "$tmp/twice/.shardft.lock")
-launch twice --resume_from_checkpoint true --max_steps $((good + 1))
+launch twice --resume_from_checkpoint true --max_steps $((good + 1)) "${slow[@]}"
 finish twice 120
 [ "$code" -eq 0 ] || { cat "$tmp/twice.log"; fail "the resume on the killed run's output_dir exited $code"; }
 grep -q "took over the lock of a dead run (host ${dead% *}, pid ${dead#* }," "$tmp/twice.log" \
