@@ -9,7 +9,4 @@ SHARDFT_CMAKE_ARGS="-DSHARDFT_BUILD_TESTS=ON -DSHARDFT_BUILD_PERF=ON ${SHARDFT_C
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 "$root/../shared/tools/check-layers.sh" "$root" 2>/dev/null || [ ! -x "$root/../shared/tools/check-layers.sh" ]
-(cd build && ctest --output-on-failure -j"$(nproc)" --timeout 600)
-# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, gcc -O1):
-# about 6 minutes of build and 80 s of tests on 2 cores.
-jobs/sanitize-unit-tests.sh
+cd build && ctest --output-on-failure -j"$(nproc)" --timeout 600

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the unit tests with ASan + UBSan (gcc, -O1) into build-asan/ and runs them; the last phase of
-# jobs/run-tests.sh (on 2 cores: about 6 minutes of build, 80 s of tests).
+# Builds the unit tests with ASan + UBSan (gcc, -O1) into build-asan/ and runs them (2 cores: 7-10 min).
+# Not part of jobs/run-tests.sh: with it a fresh clone's suite took 25 min 12 s, past the 25-minute budget.
 # Leak checking is off: OpenMPI and Kokkos keep allocations for the life of the process.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
