@@ -1,10 +1,10 @@
 #pragma once
 // A group of one rank without MPI: every collective is a copy (or nothing). Lets the engine and the
 // trainer run in single-process code and tests exactly as they run in a job.
-#include <cstring>
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "kernels/buffer_copy.hpp"
 
 namespace shardft {
 
@@ -34,7 +34,7 @@ class SelfCommunicator : public Communicator {
  private:
   static RequestPtr done() { return completed_request(); }
   static RequestPtr copy(const void* send, void* recv, std::size_t bytes) {
-    if (send != recv && bytes > 0) std::memmove(recv, send, bytes);
+    copy_buffer_bytes(recv, send, bytes);  // device buffers on a GPU build
     return done();
   }
   std::string name_ = "self";

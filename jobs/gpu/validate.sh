@@ -289,7 +289,10 @@ stage_test() {
   local filter=(); [ -n "${UNIT_TEST_FILTER:-}" ] && filter=("--gtest_filter=$UNIT_TEST_FILTER")
   echo "validate: unit tests (log: $log)"
   local rc=0
-  (cd "$build" && OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive OMP_PROC_BIND=false \
+  # The OpenMP threads the build was configured to test with (SHARDFT_TEST_OMP_THREADS, set by
+  # jobs/gpu/build.sh): TestEnvironment checks that they arrive.
+  local omp; omp=$(sed -n 's/^SHARDFT_TEST_OMP_THREADS:[A-Z]*=//p' "$build/CMakeCache.txt"); omp=${omp:-1}
+  (cd "$build" && OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=$omp OMP_WAIT_POLICY=passive OMP_PROC_BIND=false \
      "$build/tests/shardft_unit_tests" "${filter[@]}" --gtest_output="json:$json") > "$log" 2>&1 || rc=$?
   local secs; secs=$(since "$t0")
   python3 "$helper" gtest "$json" "$log" "$state/results/test.json" "$secs" "$rc" "$mode"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "tests/common/device_build.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
@@ -70,8 +71,11 @@ TEST(KernelFused, RopeTableRotatesQandKExactlyLikeThePerTokenKernel) {
       }
       rope_rotate_qk(q, k, pd, table, inverse);
       const auto qa = to_host(q), qb = to_host(q_ref), ka = to_host(k), kb = to_host(k_ref);
-      for (std::size_t i = 0; i < qa.size(); ++i) ASSERT_EQ(qa[i], qb[i]) << "q " << i << " theta " << theta;
-      for (std::size_t i = 0; i < ka.size(); ++i) ASSERT_EQ(ka[i], kb[i]) << "k " << i << " theta " << theta;
+      // Exact on the CPU. On a GPU nvcc contracts the two kernels' products into FMAs differently: a few
+      // ulps of the inputs (in [-1, 1]), which q0 cos - q1 sin can cancel down to a small result.
+      const auto near = [](float a, float b) { return std::abs(a - b) <= testing_util::host_or_device_tol(0, 3e-7); };
+      for (std::size_t i = 0; i < qa.size(); ++i) ASSERT_TRUE(near(qa[i], qb[i])) << "q " << i << " theta " << theta << ": " << qa[i] << " vs " << qb[i];
+      for (std::size_t i = 0; i < ka.size(); ++i) ASSERT_TRUE(near(ka[i], kb[i])) << "k " << i << " theta " << theta << ": " << ka[i] << " vs " << kb[i];
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "tests/common/device_build.hpp"
 #include "tests/common/relative_difference.hpp"
 #include "kernels/elementwise.hpp"
 #include "model/decoder.hpp"
@@ -89,7 +90,9 @@ TEST(ModelBf16Storage, SameResultsAsBf16ValuesHeldInFp32) {
     const LossSums b = model.forward_backward(in, bf16_held, grads_b, 22.0);
     EXPECT_EQ(a.num_targets, b.num_targets);
     EXPECT_NEAR(b.loss_sum, a.loss_sum, 1e-6 * std::abs(a.loss_sum));
-    EXPECT_LT(rel_diff(to_host(grads_b.grads()), to_host(grads_a.grads())), 1e-6);
+    // A GPU multiplies bf16 storage with bf16 tensor-core GEMMs and fp32 storage with fp32 ones: the
+    // same products, summed in another order.
+    EXPECT_LT(rel_diff(to_host(grads_b.grads()), to_host(grads_a.grads())), testing_util::host_or_device_tol(1e-6, 5e-5));
 
     View2<float> la("la", 3, cfg.vocab_size), lb("lb", 3, cfg.vocab_size);
     const auto rows = to_device(std::vector<std::int32_t>{0, 11, 17});

@@ -2,6 +2,8 @@
 // collectives' backend, for every build: the facts of a build are arguments here.
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA
+
 #include <string>
 
 #include "comm/communicator_factory.hpp"

@@ -1,6 +1,8 @@
 // The startup report: build, topology, and the keys off their defaults with where they were set.
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA
+
 #include "train/startup_report.hpp"
 
 namespace shardft {
