@@ -2,6 +2,7 @@
 // and turns every error into one clear message and a non-zero exit on every rank.
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "io/safetensors.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/kernel_timer.hpp"
 
 namespace {
 
@@ -63,6 +65,8 @@ int main(int argc, char** argv) {
   try {
     Kokkos::ScopeGuard kokkos;
     shardft::install_device_traffic_hooks();  // the step's host<->device traffic in the log
+    const char* kernel_times = std::getenv("SHARDFT_KERNEL_TIMES");
+    if (kernel_times && std::string(kernel_times) != "0") shardft::install_kernel_timer();
     shardft::gemm_set_num_threads(1);  // one rank per core
     const shardft::cli::Invocation inv = shardft::cli::parse_invocation(args);
     if (command == "train") {
@@ -76,6 +80,7 @@ int main(int argc, char** argv) {
       usage(std::cerr);
       code = 2;
     }
+    if (shardft::kernel_timer_installed()) std::cerr << "rank " << mpi.rank() << ": " << shardft::kernel_timer_report();
   } catch (const shardft::ConfigError& e) {
     mpi.abort_job(2, std::string("error: ") + e.what());
   } catch (const shardft::DataError& e) {

@@ -1,0 +1,142 @@
+#include "kernels/kernel_timer.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cxxabi.h>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+namespace shardft {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Totals {
+  double seconds = 0;
+  std::int64_t count = 0;
+};
+
+struct Timer {
+  bool installed = false;
+  std::map<std::string, Totals> kernels;
+  Totals outside;  // between the end of one Kokkos kernel and the start of the next
+  Clock::time_point last_end{}, started{};
+  bool have_last = false;
+  int depth = 0;  // a kernel launched from inside another's callback is not timed twice
+};
+
+Timer& timer() {
+  static Timer t;
+  return t;
+}
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A lambda's type name is its enclosing function's mangled name plus the closure: demangled, it names
+// the kernel's function. Long template arguments are cut; the function name is what is wanted.
+std::string readable(const char* name) {
+  std::string raw = name ? name : "(unnamed)";
+  for (const std::string& candidate : {raw, "_" + raw, "_Z" + raw}) {
+    int status = 1;
+    std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(candidate.c_str(), nullptr, nullptr, &status),
+                                                std::free);
+    if (status == 0 && out) {
+      raw = out.get();
+      break;
+    }
+  }
+  const std::size_t ours = raw.find("shardft::");
+  if (ours != std::string::npos) raw = raw.substr(ours);
+  if (raw.size() > 150) raw = raw.substr(0, 147) + "...";
+  return raw;
+}
+
+void begin_kernel(const char* name, std::uint32_t, std::uint64_t* id) {
+  Timer& t = timer();
+  *id = 0;
+  if (t.depth++ > 0) return;
+  Kokkos::fence();
+  const Clock::time_point now = Clock::now();
+  if (t.have_last) {
+    t.outside.seconds += std::chrono::duration<double>(now - t.last_end).count();
+    ++t.outside.count;
+  }
+  t.started = now;
+  // The id carries the name's slot: std::map nodes do not move.
+  *id = reinterpret_cast<std::uint64_t>(&t.kernels[readable(name)]);
+}
+
+void end_kernel(std::uint64_t id) {
+  Timer& t = timer();
+  if (--t.depth > 0 || id == 0) return;
+  Kokkos::fence();
+  Totals& k = *reinterpret_cast<Totals*>(id);
+  k.seconds += since(t.started);
+  ++k.count;
+  t.last_end = Clock::now();
+  t.have_last = true;
+}
+
+}  // namespace
+
+void install_kernel_timer() {
+  Timer& t = timer();
+  if (t.installed) return;
+  namespace tools = Kokkos::Tools::Experimental;
+  tools::set_begin_parallel_for_callback(&begin_kernel);
+  tools::set_begin_parallel_reduce_callback(&begin_kernel);
+  tools::set_begin_parallel_scan_callback(&begin_kernel);
+  tools::set_end_parallel_for_callback(&end_kernel);
+  tools::set_end_parallel_reduce_callback(&end_kernel);
+  tools::set_end_parallel_scan_callback(&end_kernel);
+  t.installed = true;
+}
+
+bool kernel_timer_installed() { return timer().installed; }
+
+void uninstall_kernel_timer() {
+  namespace tools = Kokkos::Tools::Experimental;
+  tools::set_begin_parallel_for_callback(nullptr);
+  tools::set_begin_parallel_reduce_callback(nullptr);
+  tools::set_begin_parallel_scan_callback(nullptr);
+  tools::set_end_parallel_for_callback(nullptr);
+  tools::set_end_parallel_reduce_callback(nullptr);
+  tools::set_end_parallel_scan_callback(nullptr);
+  timer() = Timer{};
+}
+
+std::string kernel_timer_report(std::size_t top) {
+  const Timer& t = timer();
+  std::vector<std::pair<std::string, Totals>> rows(t.kernels.begin(), t.kernels.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = t.outside.seconds;
+  std::int64_t launches = 0;
+  for (const auto& [name, k] : rows) {
+    total += k.seconds;
+    launches += k.count;
+  }
+  std::ostringstream s;
+  char line[96];
+  s << "kernel times (SHARDFT_KERNEL_TIMES, every kernel fenced): " << launches << " Kokkos kernel launches\n";
+  std::snprintf(line, sizeof line, "%10s %6s %8s %10s  ", "seconds", "%", "count", "mean us");
+  s << line << "kernel\n";
+  auto row = [&](const std::string& name, const Totals& k) {
+    std::snprintf(line, sizeof line, "%10.4f %6.2f %8lld %10.1f  ", k.seconds, total > 0 ? 100 * k.seconds / total : 0.0,
+                  static_cast<long long>(k.count), k.count ? 1e6 * k.seconds / k.count : 0.0);
+    s << line << name << "\n";
+  };
+  row("(between Kokkos kernels: cuBLAS, NCCL, host)", t.outside);
+  for (std::size_t i = 0; i < rows.size() && i < top; ++i) row(rows[i].first, rows[i].second);
+  if (rows.size() > top) s << "... and " << rows.size() - top << " more kernels\n";
+  return s.str();
+}
+
+}  // namespace shardft

@@ -1,0 +1,45 @@
+// SHARDFT_KERNEL_TIMES: every Kokkos kernel is counted under its label, and the time between kernels
+// is reported apart.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdio>
+#include <string>
+
+#include "kernels/elementwise.hpp"
+#include "kernels/kernel_timer.hpp"
+#include "kernels/types.hpp"
+
+namespace shardft {
+namespace {
+
+TEST(KernelTimer, CountsEachLabelledKernelAndTheGapsBetween) {
+  install_kernel_timer();
+  View1<float> x(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"), 4096);
+  for (int i = 0; i < 3; ++i) Kokkos::deep_copy(x, 2.f);  // Kokkos's own fill kernel, 3 times
+  View1<double> s("s", 1);
+  sum_squares(x, s);  // shardft's, labelled sum_squares
+  const std::string report = kernel_timer_report();
+  uninstall_kernel_timer();
+  EXPECT_FALSE(kernel_timer_installed());
+  EXPECT_DOUBLE_EQ(sum_squares(x), 4.0 * 4096);
+  // "seconds % count mean-us name": the fill ran 3 times, the reduction once.
+  const auto count_of = [&](const std::string& name) {
+    const std::size_t at = report.find(name);
+    if (at == std::string::npos) return -1;
+    const std::size_t line = report.rfind('\n', at) + 1;
+    double seconds = 0, percent = 0, mean = 0;
+    long long count = -1;
+    std::sscanf(report.c_str() + line, "%lf %lf %lld %lf", &seconds, &percent, &count, &mean);
+    return static_cast<int>(count);
+  };
+  EXPECT_EQ(count_of("ViewFill-1D"), 3) << report;
+  EXPECT_EQ(count_of("sum_squares"), 1) << report;
+  EXPECT_NE(report.find("(between Kokkos kernels"), std::string::npos) << report;
+  // Taken off: later kernels are not counted.
+  Kokkos::deep_copy(x, 0.f);
+  EXPECT_EQ(kernel_timer_report().find("ViewFill"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardft
