@@ -19,7 +19,8 @@ labels that are not -100); torch.optim.AdamW over all LoRA parameters (lr 1e-3, 
 eps 1e-8, weight decay 0.01 on every one of them), constant lr, no clipping; 3 steps on the same batch,
 losses[i] taken before update i + 1.
 
-Before writing anything the script checks itself and stops with an assertion if a check fails:
+Each case is checked as it is written (a failing check stops the script with an assertion, leaving
+that folder half made):
   1. PEFT reloads adapter_init (check_peft_adapter.check: every tensor placed, values equal) and gives
      losses[0]; it reloads adapter_after and gives loss_after, merged or not, and a merged model saved
      with save_pretrained and reloaded with transformers gives it too;
