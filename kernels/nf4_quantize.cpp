@@ -97,7 +97,7 @@ void dequantize_into(Unmanaged1<const std::uint8_t> packed, Unmanaged1<const std
     throw std::invalid_argument("nf4_dequantize: packed, absmax_q or absmax2 is shorter than " + std::to_string(n) +
                                 " values need");
   }
-  const std::int64_t blocks = nf4_blocks(n);
+  const std::int64_t blocks = nf4_blocks(n), nbytes = nf4_packed_bytes(n);
   const int league = static_cast<int>((blocks + kBlocksPerTeam - 1) / kBlocksPerTeam);
   TeamPolicy policy(league, Kokkos::AUTO);
   policy.set_scratch_size(0, Kokkos::PerTeam(Scratch::shmem_size(16) + Scratch::shmem_size(kBlocksPerTeam)));
@@ -115,8 +115,7 @@ void dequantize_into(Unmanaged1<const std::uint8_t> packed, Unmanaged1<const std
         });
         team.team_barrier();
         const std::int64_t byte0 = first * (kNf4Block / 2);
-        const std::int64_t byte1 = nf4_packed_bytes(n) < byte0 + nb * (kNf4Block / 2) ? nf4_packed_bytes(n)
-                                                                                        : byte0 + nb * (kNf4Block / 2);
+        const std::int64_t byte1 = nbytes < byte0 + nb * (kNf4Block / 2) ? nbytes : byte0 + nb * (kNf4Block / 2);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, byte0, byte1), [&](const std::int64_t j) {
           const unsigned byte = packed(j);
           const float s = scale(static_cast<int>(j / (kNf4Block / 2) - first));
