@@ -23,7 +23,7 @@ run "${common[@]}" --deepspeed jobs/recipes/ds_zero2_auto.json --per_device_trai
   --gradient_accumulation_steps 2 --weight_decay 0.01 --output_dir "$tmp/z2" > "$tmp/z2.log" 2>&1 \
   || { cat "$tmp/z2.log"; fail "stage-2 run with ds_zero2_auto.json failed"; }
 log=$tmp/z2.log
-expect "$log" "DeepSpeed config jobs/recipes/ds_zero2_auto.json: 19 keys map to recipe keys, 13 are accepted"
+expect "$log" "DeepSpeed config jobs/recipes/ds_zero2_auto.json: 25 keys map to recipe keys, 7 are accepted"
 expect "$log" "  zero_optimization.stage = 2 -> zero_stage = 2"
 expect "$log" "  train_micro_batch_size_per_gpu = auto -> per_device_train_batch_size = 4 (auto: --per_device_train_batch_size)"
 expect "$log" "  gradient_accumulation_steps = auto -> gradient_accumulation_steps = 2 (auto: --gradient_accumulation_steps)"
