@@ -111,13 +111,22 @@ bool is_auto(const Json& v) { return v.is_string() && v.get<std::string>() == "a
 // A scalar as the recipe reads it: strings as they are, numbers and booleans as JSON writes them.
 std::string scalar_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
-// Sub-keys of fp16 that tune loss scaling; inert while fp16 is off.
-const std::vector<std::string>& fp16_tuning_keys() {
-  static const std::vector<std::string> k = {"auto_cast",           "loss_scale",
-                                             "initial_scale_power", "loss_scale_window",
-                                             "hysteresis",          "consecutive_hysteresis",
-                                             "min_loss_scale",      "fp16_master_weights_and_grads"};
-  return k;
+// The fp16 block: each loss-scaling key sets the recipe key of its name (enabled sets fp16).
+const std::vector<KeySpec>& fp16_key_specs() {
+  static const std::vector<KeySpec> specs = {
+      {"fp16.enabled", "fp16", Kind::scalar, ""},
+      {"fp16.loss_scale", "loss_scale", Kind::scalar, ""},
+      {"fp16.initial_scale_power", "initial_scale_power", Kind::scalar, ""},
+      {"fp16.loss_scale_window", "loss_scale_window", Kind::scalar, ""},
+      {"fp16.hysteresis", "hysteresis", Kind::scalar, ""},
+      {"fp16.consecutive_hysteresis", "consecutive_hysteresis", Kind::scalar, ""},
+      {"fp16.min_loss_scale", "min_loss_scale", Kind::scalar, ""},
+      {"fp16.auto_cast", "", Kind::boolean,
+       "as shardft with false: the model's inputs are token ids, and its layers round to fp16 themselves"},
+      {"fp16.fp16_master_weights_and_grads", "", Kind::boolean,
+       "as shardft with false: master weights, gradients and AdamW state stay fp32"},
+  };
+  return specs;
 }
 
 // Sub-keys of offload_optimizer / offload_param besides device; inert while device is none.
@@ -262,28 +271,27 @@ class Reader {
 
   void fp16(const Json& v) {
     require_object("fp16", v);
-    if (v.contains("enabled") && v["enabled"] == true) {
-      unsupported("fp16.enabled",
-                  "fp16 training with dynamic loss scaling is not implemented; use bf16 "
-                  "(\"bf16\": {\"enabled\": true}) or fp32 (both enabled false)");
-    }
     for (auto it = v.begin(); it != v.end(); ++it) {
       const std::string key = "fp16." + it.key();
       const Json& x = it.value();
-      if (x.is_object() || x.is_array()) wrong_type(key, "a number, a boolean or \"auto\"", x);
-      if (it.key() == "enabled") {
-        if (!x.is_boolean() && !is_auto(x)) wrong_type(key, "true, false or \"auto\"", x);
-        ds_.entries.push_back({key,
-                               scalar_text(x),
-                               {},
-                               "off: shardft computes in fp32 or bf16 (bf16.enabled); it has no fp16 mode, so "
-                               "\"auto\" resolves to false"});
-      } else if (contains(fp16_tuning_keys(), it.key())) {
-        ds_.entries.push_back({key, scalar_text(x), {}, "no effect: fp16 is off, so loss scaling does not apply"});
-      } else {
-        unsupported(key,
-                    "shardft does not implement it; it reads fp16 keys enabled, " + comma_list(fp16_tuning_keys()));
+      const KeySpec* spec = nullptr;
+      for (const KeySpec& s : fp16_key_specs()) {
+        if (key == s.path) spec = &s;
       }
+      if (spec == nullptr) {
+        std::vector<std::string> names;
+        for (const KeySpec& s : fp16_key_specs()) names.push_back(std::string(s.path).substr(5));
+        unsupported(key, "shardft does not implement it; it reads fp16 keys " + comma_list(names));
+      }
+      if (it.key() == "enabled" && !x.is_boolean() && !is_auto(x)) wrong_type(key, "true, false or \"auto\"", x);
+      if ((it.key() == "auto_cast" || it.key() == "fp16_master_weights_and_grads") && x == true) {
+        unsupported(key, it.key() == "auto_cast"
+                             ? "true casts the model's floating-point inputs to fp16, and shardft's only inputs are "
+                               "token ids; its layers already compute in fp16 (fp16.enabled). Set it false"
+                             : "true keeps master weights and gradients in fp16; shardft keeps them and the AdamW "
+                               "state in fp32 (DeepSpeed's default). Set it false");
+      }
+      leaf(*spec, x);
     }
   }
 

@@ -191,6 +191,21 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("output_dir", &T::output_dir, "where checkpoints and metrics go").non_empty(),
       train_key("seed", &T::seed, "seed for initialisation and data order"),
       train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),
+      train_key("fp16", &T::fp16, "compute in IEEE half with loss scaling (master weights stay fp32); not with bf16"),
+      train_key("loss_scale", &T::loss_scale, "fp16: 0 scales the loss dynamically (DeepSpeed's rules); > 0: a static scale")
+          .in(at_least(0)),
+      train_key("initial_scale_power", &T::initial_scale_power, "fp16, dynamic scale: it starts at 2^this")
+          .in(closed_interval(0, 64)),
+      train_key("loss_scale_window", &T::loss_scale_window,
+                "fp16, dynamic scale: it doubles after this many consecutive steps without overflow")
+          .in(at_least(1)),
+      train_key("hysteresis", &T::hysteresis, "fp16, dynamic scale: overflowing steps tolerated before it halves")
+          .in(at_least(1)),
+      train_key("consecutive_hysteresis", &T::consecutive_hysteresis,
+                "fp16, dynamic scale: a step without overflow restores the full hysteresis"),
+      train_key("min_loss_scale", &T::min_loss_scale,
+                "fp16, dynamic scale: it never halves below this; an overflow there fails the run")
+          .in(greater_than(0)),
       train_key("gradient_checkpointing", &T::gradient_checkpointing,
                 "keep only each layer's input in forward and recompute the layer in backward"),
       train_key("attn_implementation", &T::attn_implementation,

@@ -306,6 +306,13 @@ void validate_combinations(const TrainConfig& cfg) {
                      "warmup_min_ratio and cos_min_ratio apply only to lr_scheduler_type ds_warmup_cosine");
   }
 
+  if (cfg.bf16 && cfg.fp16) {
+    fail_combination(cfg, {"bf16", "fp16"}, "bf16 and fp16 are both on; choose one compute dtype");
+  }
+  if (cfg.loss_scale == 0 && cfg.min_loss_scale > std::ldexp(1.0, cfg.initial_scale_power)) {
+    fail_combination(cfg, {"min_loss_scale", "initial_scale_power"},
+                     "min_loss_scale is above the initial scale 2^initial_scale_power");
+  }
   if (cfg.max_steps == -1 && !(cfg.num_train_epochs > 0)) {
     fail_combination(cfg, {"num_train_epochs", "max_steps"},
                      "num_train_epochs must be > 0 when max_steps is -1 (the run would have no steps)");

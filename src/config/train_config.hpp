@@ -72,6 +72,14 @@ struct TrainConfig {
   std::string output_dir = "runs/default";
   std::uint64_t seed = 42;
   bool bf16 = false;
+  // fp16 compute with loss scaling (DeepSpeed's fp16 block; config/deepspeed_json.cpp maps it here)
+  bool fp16 = false;
+  double loss_scale = 0;                     // 0: dynamic; > 0: this static scale
+  int initial_scale_power = 16;              // dynamic: the first scale is 2^this
+  int loss_scale_window = 1000;              // dynamic: double the scale after this many steps without overflow
+  int hysteresis = 2;                        // dynamic: overflows tolerated before the scale halves
+  bool consecutive_hysteresis = false;       // dynamic: a good step refills the hysteresis
+  double min_loss_scale = 1;                 // dynamic: the scale never halves below this
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
   int logits_chunk_tokens = 256;             // LM head + cross-entropy in chunks of this many tokens; 0: all
   std::string attn_implementation = "memory_efficient";  // HF's key: memory_efficient (tiled, log-sum-exp) | eager

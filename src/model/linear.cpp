@@ -5,6 +5,7 @@
 
 #include "kernels/bias.hpp"
 #include "kernels/elementwise.hpp"
+#include "kernels/fp16.hpp"
 
 namespace shardft {
 
@@ -28,7 +29,7 @@ Linear::Linear(Unmanaged2<const bf16> weight, Unmanaged1<const float> bias)
 }
 
 void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
-  if (dtype_ == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
+  round_activation(x, dtype_);
   forward(GemmOperand(Unmanaged2<const float>(x)), y);
 }
 
@@ -50,6 +51,7 @@ void Linear::backward_weight(const GemmOperand& x, Unmanaged2<const float> dy, c
 
 void Linear::backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const {
   gemm_mixed(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
+  if (dtype_ == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(dx)), flat(dx));
 }
 
 void Linear::backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
@@ -64,6 +66,7 @@ Unmanaged2<float> LinearInput::staging(std::int64_t rows, std::int64_t cols, Com
 }
 
 GemmOperand LinearInput::keep(Unmanaged2<float> staged, ComputeDtype dtype) {
+  if (dtype == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(staged)), flat(staged));
   if (dtype != ComputeDtype::bf16) return Unmanaged2<const float>(staged);
   const auto kept = bf16_.mat(staged.extent(0), staged.extent(1));
   to_bf16(flat(Unmanaged2<const float>(staged)), flat(kept));
@@ -89,6 +92,7 @@ Unmanaged2<float> LinearInput::reusable(std::int64_t rows, std::int64_t cols, Co
 }
 
 Kept kept_as(ComputeDtype dtype, bool every_layer) {
+  if (dtype == ComputeDtype::fp16) return Kept::fp16_values;
   if (dtype != ComputeDtype::bf16) return Kept::fp32;
   return every_layer ? Kept::bf16 : Kept::bf16_values;
 }
@@ -99,6 +103,7 @@ Unmanaged2<float> KeptActivation::staging(std::int64_t rows, std::int64_t cols, 
 }
 
 void KeptActivation::keep(Unmanaged2<float> staged, Kept how) {
+  if (how == Kept::fp16_values) round_to_fp16(flat(Unmanaged2<const float>(staged)), flat(staged));
   if (how == Kept::bf16_values) round_to_bf16(flat(Unmanaged2<const float>(staged)), flat(staged));
   if (how == Kept::bf16) round_and_copy_to_bf16(flat(staged), flat(bf16_.mat(staged.extent(0), staged.extent(1))));
 }
@@ -113,6 +118,7 @@ Unmanaged2<float> KeptActivation::values(std::int64_t rows, std::int64_t cols, K
 
 void round_activation(Unmanaged2<float> x, ComputeDtype dtype) {
   if (dtype == ComputeDtype::bf16) round_to_bf16(flat(Unmanaged2<const float>(x)), flat(x));
+  if (dtype == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(x)), flat(x));
 }
 
 Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype) {

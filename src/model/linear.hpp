@@ -11,6 +11,11 @@
 // v, SwiGLU's gate/up, the residual stream between blocks and layers) are rounded once where they are
 // made and forward goes on with the rounded values, as under PyTorch's bf16 autocast: KeptActivation.
 // This is the only place the model rounds to bf16.
+//
+// fp16 compute is emulated the same way in fp32 buffers (kernels/fp16.hpp): weights arrive rounded to fp16,
+// layer inputs and kept activations are rounded to fp16 in place, and so is every activation gradient a
+// layer hands back (backward_input's dx), as fp16 autocast's backward makes them: that is where a gradient
+// overflows (above 65504) or underflows, which the trainer's loss scale (train/loss_scaler.hpp) is for.
 #include "kernels/gemm.hpp"
 #include "kernels/types.hpp"
 #include "model/growing_buffer.hpp"
@@ -19,7 +24,7 @@
 
 namespace shardft {
 
-enum class ComputeDtype { fp32, bf16 };
+enum class ComputeDtype { fp32, bf16, fp16 };
 
 // Where a linear layer's gradients are added.
 struct LinearGrads {
@@ -88,6 +93,7 @@ class LinearInput {
 // How forward holds an activation that backward reads again (KeptActivation).
 enum class Kept {
   fp32,         // fp32 compute: as computed, in its own buffer
+  fp16_values,  // fp16 compute: rounded to fp16 in place in its own fp32 buffer
   bf16_values,  // bf16 compute, one layer's buffers that every layer reuses (forward-only runs,
                 // checkpointing's recompute): rounded in place in its own fp32 buffer, read with no copy
   bf16,         // bf16 compute, every layer's kept until backward: held as bf16, half the bytes; its fp32

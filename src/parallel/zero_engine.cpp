@@ -10,6 +10,7 @@
 #include "comm/quantized_collectives.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/elementwise.hpp"
+#include "kernels/fp16.hpp"
 
 namespace shardft {
 
@@ -150,6 +151,8 @@ void ZeroEngine::refresh_compute_weights() {
                                     src.extent(0)));
     } else if (cfg_.dtype == ComputeDtype::bf16) {
       round_to_bf16(src, slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)));
+    } else if (cfg_.dtype == ComputeDtype::fp16) {
+      round_to_fp16(src, slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)));
     } else {
       Kokkos::deep_copy(ExecSpace(), slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)),
                         src);
@@ -250,6 +253,8 @@ void ZeroEngine::clip_grad_norm(double max_norm, Unmanaged1<double> norm_sq) {
   clip_to_norm(grad_owned_, norm_sq, max_norm);
 }
 
+void ZeroEngine::scale_grads(float factor) { scale_inplace(grad_owned_, factor); }
+
 void ZeroEngine::optimizer_step(double lr) {
   ++step_;
   AdamWHyper h;
@@ -347,11 +352,15 @@ std::vector<ZeroEngine::OwnedSlice> ZeroEngine::owned_slices() const {
   return out;
 }
 
-int ZeroEngine::first_nonfinite_param() const {
+int ZeroEngine::first_nonfinite_param() const { return first_nonfinite_in(master_); }
+
+int ZeroEngine::first_nonfinite_grad_param() const { return first_nonfinite_in(grad_owned_); }
+
+int ZeroEngine::first_nonfinite_in(View1<float> owned) const {
   int first = -1;
   for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
     if (first >= 0 && param >= first) return;
-    const Unmanaged1<const float> part(master_.data() + owned_offset, static_cast<std::size_t>(length));
+    const Unmanaged1<const float> part(owned.data() + owned_offset, static_cast<std::size_t>(length));
     if (!all_finite(part)) first = first < 0 ? param : std::min(first, param);
   });
   return first;

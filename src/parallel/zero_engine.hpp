@@ -13,7 +13,8 @@
 // Every rank computes the same step as one rank processing the whole global batch.
 // Compute weights (the stage 0-2 copy, stage 3's shards and gathered units) are held in the compute
 // dtype: bf16 compute keeps them as bf16 (half the bytes; the model's GEMMs read them as they are),
-// except with qwZ, whose int8 gathers dequantize into fp32. Master weights, gradients and AdamW state
+// fp16 compute as fp16 values in fp32 storage (their gathers are fp32), except with qwZ, whose int8
+// gathers dequantize into fp32. Master weights, gradients and AdamW state
 // are fp32 always.
 #include <cstdint>
 #include <functional>
@@ -85,6 +86,10 @@ class ZeroEngine : public ParamSource, public GradSink {
   // The global gradient norm over every shard, squared, into norm_sq(0) (a device scalar), then the
   // gradient clipped to max_norm (<= 0: not clipped), all on the device: nothing is read back.
   void clip_grad_norm(double max_norm, Unmanaged1<double> norm_sq);
+  // The step's reduced gradient (this rank's owned part) times `factor`, on the device: fp16's unscaling
+  // by 1 / loss scale, before clip_grad_norm. A step whose optimizer_step is skipped (fp16 overflow)
+  // changes nothing: the next begin_step zeroes the gradient.
+  void scale_grads(float factor);
   void optimizer_step(double lr);
 
   // ParamSource
@@ -113,6 +118,8 @@ class ZeroEngine : public ParamSource, public GradSink {
   // The first parameter (layout order) whose master weights on this rank hold a NaN or Inf; -1 when none.
   // Local (no collective), a device reduction per owned slice: for reporting a failed step.
   int first_nonfinite_param() const;
+  // The same for the step's reduced gradient (after end_micro_batch of the last micro-batch).
+  int first_nonfinite_grad_param() const;
   // After master and moments were filled from a checkpoint: the step count, and compute weights.
   void restore(long steps_taken);
   // Whether this rank's copy of the state is the one to save (replicas and stage-0 ranks hold copies).
@@ -147,6 +154,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   template <class Fn>
   void for_each_owned_slice(Fn&& fn) const;
   void refresh_compute_weights();
+  int first_nonfinite_in(View1<float> owned) const;
   void drain_gathers();
   void gather_unit(int unit, bool nonblocking);
   void keep_secondary_copy(int unit);

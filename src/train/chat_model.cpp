@@ -142,7 +142,7 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
   cm.encoder = std::make_unique<ChatEncoder>(
       *cm.tokenizer, resolve_chat_template(cfg.chat_template, cfg.tokenizer_name_or_path, *cm.tokenizer));
 
-  cm.model = std::make_unique<Decoder>(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32);
+  cm.model = std::make_unique<Decoder>(cfg.model, compute_dtype(cfg));
   cm.model->set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   cm.model->set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
   const ParamLayout& layout = cm.model->layout();
@@ -155,8 +155,8 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
     read_pretrained_weights(layout, dir, host.data());
   }
   Kokkos::deep_copy(cm.params->weights(), host);
-  if (cfg.bf16) round_to_bf16(cm.params->weights(), cm.params->weights());
-  log << "model " << cm.source << ": " << layout.total_numel() << " parameters, " << (cfg.bf16 ? "bf16" : "fp32")
+  round_to_compute_dtype(cfg, cm.params->weights());
+  log << "model " << cm.source << ": " << layout.total_numel() << " parameters, " << (cfg.bf16 ? "bf16" : cfg.fp16 ? "fp16" : "fp32")
       << "; tokenizer " << cm.tokenizer->fingerprint() << ", " << cm.encoder->describe() << "; context limit "
       << cm.context_limit << " tokens (" << cm.limit_reason << ")" << std::endl;
   cm.cfg = std::move(cfg);

@@ -204,6 +204,11 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
                              {"model", model_meta_json(cfg.model)},
                              {"hf_config", read_source_config(cfg.model_name_or_path)},
                              {"config", to_yaml(cfg)}};
+      // fp16: skipped steps did not advance the optimizer (nor the LR schedule); the scale goes on as it was.
+      if (tr.loss_scaler().enabled()) {
+        meta["optimizer_steps"] = tr.steps_done();
+        meta["loss_scaler"] = tr.loss_scaler().state();
+      }
       meta["params"] = params;
       nlohmann::json files = nlohmann::json::array();
       for (int r = 0; r < world.size(); ++r) {

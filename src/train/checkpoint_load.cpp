@@ -106,7 +106,12 @@ CheckpointState read_state(const std::string& dir, Trainer& tr) {
   CheckpointState st;
   st.step = meta.json.at("step").get<long>();
   st.train_loss_sum = meta.json.value("train_loss_sum", 0.0);
-  eng.restore(st.step);
+  // A checkpoint saved without fp16 resumes an fp16 run at the initial scale, and the other way round
+  // the saved scale is not needed; optimizer_steps is below step by the fp16 steps skipped.
+  eng.restore(meta.json.value("optimizer_steps", st.step));
+  if (tr.loss_scaler().enabled() && meta.json.contains("loss_scaler")) {
+    tr.loss_scaler().restore(meta.json.at("loss_scaler"), meta.path);
+  }
   return st;
 }
 

@@ -198,7 +198,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   for (const auto& smp : samples) mean_sample_tokens += static_cast<double>(smp.input_ids.size());
   mean_sample_tokens /= std::max<double>(1.0, static_cast<double>(samples.size()));
   const double flops_per_token = training_flops_per_token(cfg.model, mean_sample_tokens);
-  const PeakFlops peak = resolve_peak_flops(cfg.peak_tflops, cfg.bf16);
+  const PeakFlops peak = resolve_peak_flops(cfg.peak_tflops, cfg.bf16 || cfg.fp16);
   const double peak_flops = peak.flops;
   log << "MFU basis: " << flops_per_token << " FLOPs per token (6 x matmul params + attention at " << mean_sample_tokens
       << " tokens per sample), peak " << peak_flops / 1e9 << " GFLOP/s per rank (" << peak.basis << ")" << std::endl;
@@ -230,7 +230,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   const int shard_size = parallel.shard().size();
   const MemoryReport mem = tr.engine().memory();
   log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << samples.size() << " samples, "
-      << (cfg.bf16 ? "bf16" : "fp32") << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
+      << (cfg.bf16 ? "bf16" : cfg.fp16 ? "fp16" : "fp32") << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
       << (dp > 1 ? "s" : "") << " (" << world.backend() << "), shard groups of " << shard_size << ", "
       << dp / shard_size << " replica" << (dp / shard_size > 1 ? "s" : "")
       << (cfg.zero_quantized_weights ? ", qwZ int8 weights" : "") << (cfg.zero_quantized_gradients ? ", qgZ int4 gradients" : "")
@@ -279,11 +279,18 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
           << ", forward to weight refresh: " << tr.last_step_traffic().describe(s == first_step ? 0 : 12)
           << "; then 1 read-back of the loss, gradient norm and non-finite count" << std::endl;
     }
-    if (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm)) {
+    // fp16: an overflowing step was skipped on every rank (weights untouched) and the loss scale lowered.
+    if (!st.skipped && (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm))) {
       throw std::runtime_error(nonfinite_step_message(s + 1, st, tr.first_nonfinite_parameter()));
     }
-    window_loss += st.loss;
-    total_loss += st.loss;
+    if (st.skipped) {
+      if (bar) bar->clear();
+      log << "step " << s + 1 << ": fp16 gradient overflow at loss scale " << st.loss_scale
+          << "; update skipped, loss scale now " << tr.loss_scaler().scale() << std::endl;
+    }
+    const double step_loss = std::isfinite(st.loss) ? st.loss : 0.0;  // a skipped step's forward may overflow
+    window_loss += step_loss;
+    total_loss += step_loss;
     window_seconds += st.seconds;
     window_tokens += st.tokens;
     window_bytes += st.comm_bytes;
@@ -301,19 +308,21 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       const double bytes = window_bytes / static_cast<double>(window_steps);
       const double intra = window_intra / static_cast<double>(window_steps);
       const double inter = window_inter / static_cast<double>(window_steps);
-      log << py_dict({{"loss", loss}, {"grad_norm", st.grad_norm}, {"learning_rate", st.learning_rate},
-                      {"epoch", epoch_f}, {"tokens_per_second", tps}, {"mfu", mfu}, {"comm_bytes", bytes},
-                      {"comm_bytes_inter_node", inter}})
-          << std::endl;
+      std::vector<std::pair<std::string, double>> line = {
+          {"loss", loss}, {"grad_norm", st.grad_norm}, {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
+          {"tokens_per_second", tps}, {"mfu", mfu}, {"comm_bytes", bytes}, {"comm_bytes_inter_node", inter}};
+      // fp16: the scale the next step uses (DeepSpeed logs its current scale)
+      if (cfg.fp16) line.insert(line.begin() + 3, {"loss_scale", tr.loss_scaler().scale()});
+      log << py_dict(line) << std::endl;
       if (writer) {
-        metrics << nlohmann::json{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
-                                  {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
-                                  {"tokens_per_second", tps}, {"mfu", mfu}, {"comm_bytes", bytes},
-                                  {"step_seconds", window_seconds / static_cast<double>(window_steps)},
-                                  {"comm_bytes_intra_node", intra}, {"comm_bytes_inter_node", inter},
-                                  {"peak_memory_bytes", peak_rss_bytes()}}
-                       .dump()
-                << std::endl;
+        nlohmann::json m{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
+                         {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
+                         {"tokens_per_second", tps}, {"mfu", mfu}, {"comm_bytes", bytes},
+                         {"step_seconds", window_seconds / static_cast<double>(window_steps)},
+                         {"comm_bytes_intra_node", intra}, {"comm_bytes_inter_node", inter},
+                         {"peak_memory_bytes", peak_rss_bytes()}};
+        if (cfg.fp16) m["loss_scale"] = tr.loss_scaler().scale();
+        metrics << m.dump() << std::endl;
       }
       window_loss = window_seconds = window_bytes = window_intra = window_inter = 0;
       window_tokens = 0;
@@ -355,6 +364,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
                   {"train_steps_per_second", sum.train_steps_per_second}, {"train_loss", sum.train_loss},
                   {"epoch", static_cast<double>(plan.total_steps) / static_cast<double>(plan.steps_per_epoch)}})
       << std::endl;
+  if (cfg.fp16) {
+    log << "fp16: " << tr.loss_scaler().skipped_steps() << " of " << plan.total_steps
+        << " steps skipped on gradient overflow; final loss scale " << tr.loss_scaler().scale() << std::endl;
+  }
   const MemoryReport after = tr.engine().memory();
   log << "peak memory per rank: " << peak_rss_bytes() << " B measured (process RSS); model state "
       << after.weights + after.grads + after.optimizer << " B + transient gathers " << after.peak_gathered
@@ -377,6 +390,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
                          {"world_size", dp},
                          {"zero_stage", cfg.zero_stage},
                          {"peak_memory_bytes", peak_rss_bytes()}};
+  if (cfg.fp16) {
+    summary["skipped_steps"] = tr.loss_scaler().skipped_steps();
+    summary["loss_scale"] = tr.loss_scaler().scale();
+  }
   if (cfg.do_eval) {
     // Every rank evaluates the same set: stage 3 gathers are collective.
     sum.eval = evaluate(tr.model(), tr.engine(), eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
@@ -396,7 +413,7 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   std::ostream& log = world.rank() == 0 ? log_stream : null_stream;
   const TextPipeline text = text_pipeline(cfg, log);
   const std::vector<Conversation> eval_set = eval_subset(cfg, log);
-  Decoder model(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32);
+  Decoder model(cfg.model, compute_dtype(cfg));
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   model.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
   LocalParams params(model.layout());
@@ -410,7 +427,7 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
     }
     Kokkos::deep_copy(params.weights(), host);
   }
-  if (cfg.bf16) round_to_bf16(params.weights(), params.weights());
+  round_to_compute_dtype(cfg, params.weights());
   const EvalResult ev =
       evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length, cfg.eval_max_new_tokens,
                *text.encoder);

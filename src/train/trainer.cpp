@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
+#include "config/recipe_schema.hpp"
 #include "config/zero_buckets.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/fp16.hpp"
 #include "train/pretrained.hpp"
 
 namespace shardft {
@@ -23,10 +27,19 @@ ModelInputs to_model_inputs(const TokenBatch& b) {
   return upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets);
 }
 
+ComputeDtype compute_dtype(const TrainConfig& cfg) {
+  return cfg.bf16 ? ComputeDtype::bf16 : cfg.fp16 ? ComputeDtype::fp16 : ComputeDtype::fp32;
+}
+
+void round_to_compute_dtype(const TrainConfig& cfg, View1<float> weights) {
+  if (cfg.bf16) round_to_bf16(weights, weights);
+  if (cfg.fp16) round_to_fp16(weights, weights);
+}
+
 ZeroConfig zero_config(const TrainConfig& cfg) {
   ZeroConfig z;
   z.stage = cfg.zero_stage;
-  z.dtype = cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32;
+  z.dtype = compute_dtype(cfg);
   z.adam_beta1 = cfg.adam_beta1;
   z.adam_beta2 = cfg.adam_beta2;
   z.adam_epsilon = cfg.adam_epsilon;
@@ -69,7 +82,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
       plan_(plan),
       memory_budget_(rank_memory_budget(cfg, plan.topology().ranks_sharing_memory)),
       group_(plan.world()),
-      model_(cfg.model, cfg.bf16 ? ComputeDtype::bf16 : ComputeDtype::fp32),
+      model_(cfg.model, compute_dtype(cfg)),
       ignored_weights_(cfg.model_name_or_path.empty()
                            ? std::vector<std::string>{}
                            : check_pretrained_weights(model_.layout(), cfg.model_name_or_path)),
@@ -84,6 +97,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
     load_pretrained_weights(engine_, model_.layout(), cfg.model_name_or_path, plan_.host_world());
   }
   schedule_ = make_lr_schedule(cfg, total_steps);
+  if (cfg.fp16) loss_scaler_ = LossScaler(loss_scaler_config(cfg));
 }
 
 Trainer::LedgerTotals Trainer::ledger_totals() const {
@@ -160,6 +174,9 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     ~CounterScope() { engine.set_nonfinite_counter({}); }
   } counter_scope{engine_};
   engine_.set_nonfinite_counter(Unmanaged1<double>(step_sums_.data() + 2, 1));
+  // fp16: the loss, and so every gradient flowing back, is scaled (dividing the normaliser scales the
+  // gradients only: the loss sum is taken before it).
+  st.loss_scale = loss_scaler_.scale();
   engine_.begin_step();
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     engine_.begin_micro_batch(m + 1 == micro_batches.size());
@@ -167,22 +184,52 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     // reduced gradient is that of one big batch, however it is split over ranks and micro-batches.
     if (st.targets > 0) {
       const ModelInputs in = to_model_inputs(micro_batches[m], model_.config().vocab_size, inputs_);
-      model_.forward_backward(in, engine_, engine_, static_cast<double>(st.targets), loss_sum);
+      model_.forward_backward(in, engine_, engine_, static_cast<double>(st.targets) / st.loss_scale, loss_sum);
     }
     engine_.end_micro_batch();
   }
   group_.all_reduce(loss_sum.data(), loss_sum.data(), 1, DType::f64, ReduceOp::sum);
+  if (loss_scaler_.enabled()) engine_.scale_grads(static_cast<float>(1.0 / st.loss_scale));
+  if (poison_next_gradient_) {
+    poison_next_gradient_ = false;
+    engine_.scale_grads(std::numeric_limits<float>::infinity());
+  }
+  // The global norm is summed over every shard (and the replicas' reduced gradients), so an inf or NaN
+  // anywhere makes it non-finite on every rank alike: the fp16 overflow decision needs no vote.
   engine_.clip_grad_norm(cfg_.max_grad_norm, grad_norm_sq);
   st.learning_rate = schedule_.at(engine_.steps_taken());
-  engine_.optimizer_step(st.learning_rate);
+  double sums[3] = {0.0, 0.0, 0.0};
+  auto read_back = [&](const char* what) {
+    waits.synchronize();  // every collective so far, each within the collective timeout
+    Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 3), step_sums_);
+    count_device_copy(what, sizeof(sums));
+    count_host_sync(what);
+  };
+  if (loss_scaler_.enabled()) {
+    // fp16 reads the norm back before the update (one host sync more than bf16): whether to skip it.
+    read_back("fp16 overflow check");
+    const LossScaler::Outcome outcome = loss_scaler_.update(!std::isfinite(sums[1]));
+    if (outcome == LossScaler::Outcome::exhausted) {
+      const auto& params = model_.layout().params();
+      const int n = static_cast<int>(params.size());
+      const int mine = engine_.first_nonfinite_grad_param();
+      int score = mine >= 0 ? n - mine : 0;  // the earliest parameter wins the max, as in first_nonfinite_parameter
+      plan_.host_world().all_reduce(&score, &score, 1, DType::i32, ReduceOp::max);
+      const int first = n - score;
+      throw std::runtime_error(
+          "step " + std::to_string(engine_.steps_taken() + loss_scaler_.skipped_steps()) +
+          ": the fp16 gradient overflows (inf or NaN) at the minimum loss scale " + format_double(st.loss_scale) +
+          (first < n ? "; first parameter with a non-finite gradient: " + params[static_cast<std::size_t>(first)].name
+                     : std::string()) +
+          ". Lower min_loss_scale or learning_rate, check this step's data, or use bf16");
+    }
+    st.skipped = outcome == LossScaler::Outcome::skip;
+  }
+  if (!st.skipped) engine_.optimizer_step(st.learning_rate);
   last_step_traffic_ = device_traffic().since(traffic_before);
 
-  waits.synchronize();  // every collective of the step, each within the collective timeout
-  double sums[3] = {0.0, 0.0, 0.0};
-  Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 3), step_sums_);
-  count_device_copy("step loss and gradient norm", sizeof(sums));
-  count_host_sync("step loss and gradient norm");
-  if (sums[2] > 0) {
+  read_back("step loss and gradient norm");
+  if (sums[2] > 0 && !st.skipped) {  // a skipped fp16 step discards its gradients, inf or NaN included
     throw std::runtime_error("step " + std::to_string(engine_.steps_taken()) + ": ZeRO++ quantization met " +
                              std::to_string(static_cast<std::int64_t>(sums[2])) +
                              " non-finite values (NaN or Inf) in the weights or gradients it sent (qwZ / qgZ); "

@@ -14,6 +14,7 @@
 #include "parallel/memory_preflight.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "parallel/zero_engine.hpp"
+#include "train/loss_scaler.hpp"
 #include "train/lr_schedule.hpp"
 
 namespace shardft {
@@ -27,6 +28,10 @@ struct StepStats {
   double seconds = 0.0;
   double comm_bytes = 0.0;      // bytes this rank sent during the step, all groups
   double comm_bytes_intra_node = 0.0, comm_bytes_inter_node = 0.0;
+  // fp16: the loss scale this step used, and whether its gradient overflowed (inf or NaN on some rank),
+  // so its update was skipped on every rank (train/loss_scaler.hpp)
+  double loss_scale = 1.0;
+  bool skipped = false;
 };
 
 class Trainer {
@@ -55,6 +60,11 @@ class Trainer {
   // finite, that is the first parameter the bad gradient reached (the update carried it into the
   // weights) or whose weights were bad already.
   std::string first_nonfinite_parameter();
+  // fp16's loss scale and its counters (disabled otherwise); a checkpoint saves and restores them.
+  LossScaler& loss_scaler() { return loss_scaler_; }
+  // Test hook: this rank's gradient of the next step becomes inf/NaN after the reduction (an injected
+  // fp16 overflow on one rank only); the step clears it.
+  void poison_next_gradient() { poison_next_gradient_ = true; }
   // What the memory preflight estimated for this rank before allocating (parallel/memory_preflight.hpp).
   const RankMemoryEstimate& memory_estimate() const { return memory_estimate_; }
   const RankMemoryBudget& memory_budget() const { return memory_budget_; }
@@ -78,6 +88,8 @@ class Trainer {
   // On the device: the step's loss sum, its squared gradient norm, and the non-finite values ZeRO++
   // quantization met (set_nonfinite_counter), read back together once per step.
   View1<double> step_sums_{"step_sums", 3};
+  LossScaler loss_scaler_;
+  bool poison_next_gradient_ = false;
   DeviceTraffic last_step_traffic_;
 };
 
@@ -87,5 +99,9 @@ ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size);
 ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size, InputBuffers& buffers);
 ModelInputs to_model_inputs(const TokenBatch& b);
 ZeroConfig zero_config(const TrainConfig& cfg);
+ComputeDtype compute_dtype(const TrainConfig& cfg);  // bf16, fp16 or fp32 as the recipe says
+// Weights held in fp32 buffers for a model without the engine (evaluation, generation), rounded in place
+// to the compute dtype as the engine's compute weights are.
+void round_to_compute_dtype(const TrainConfig& cfg, View1<float> weights);
 
 }  // namespace shardft

@@ -23,7 +23,7 @@ run "${common[@]}" --deepspeed jobs/recipes/ds_zero2_auto.json --per_device_trai
   --gradient_accumulation_steps 2 --weight_decay 0.01 --output_dir "$tmp/z2" > "$tmp/z2.log" 2>&1 \
   || { cat "$tmp/z2.log"; fail "stage-2 run with ds_zero2_auto.json failed"; }
 log=$tmp/z2.log
-expect "$log" "DeepSpeed config jobs/recipes/ds_zero2_auto.json: 19 keys map to recipe keys, 13 are accepted"
+expect "$log" "DeepSpeed config jobs/recipes/ds_zero2_auto.json: 25 keys map to recipe keys, 7 are accepted"
 expect "$log" "  zero_optimization.stage = 2 -> zero_stage = 2"
 expect "$log" "  train_micro_batch_size_per_gpu = auto -> per_device_train_batch_size = 4 (auto: --per_device_train_batch_size)"
 expect "$log" "  gradient_accumulation_steps = auto -> gradient_accumulation_steps = 2 (auto: --gradient_accumulation_steps)"
@@ -37,7 +37,8 @@ expect "$log" "  zero_optimization.reduce_bucket_size = auto -> reduce_bucket_si
 expect "$log" "  zero_optimization.allgather_bucket_size = 200000000.0 -> allgather_bucket_size = 200000000"
 expect "$log" "  zero_optimization.overlap_comm = true -> overlap_comm = true"
 expect "$log" "  zero_optimization.contiguous_gradients = true: no effect"
-expect "$log" "  fp16.enabled = auto: off"
+expect "$log" "  fp16.enabled = auto -> fp16 = false (auto: default)"
+expect "$log" "  fp16.initial_scale_power = 16 -> initial_scale_power = 16"
 expect "$log" "  scheduler.type = WarmupDecayLR -> lr_scheduler_type = ds_warmup_decay; DeepSpeed's WarmupDecayLR"
 expect "$log" "  scheduler.params.warmup_num_steps = auto -> warmup_steps = 0, warmup_ratio = 0.05 (auto: default)"
 expect "$log" "  scheduler.params.total_num_steps = auto -> max_steps = 6, num_train_epochs = 8.0 (auto: --max_steps)"
@@ -118,7 +119,7 @@ expect_rejected() {  # expect_rejected NAME JSON 'KEY' [NP]
 expect_rejected offload '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}}}' \
   "'zero_optimization.offload_optimizer.device'" 2
 expect_rejected unknown '{"zero_optimization": {"stage": 3, "mics_shard_size": 2}}' "'zero_optimization.mics_shard_size'" 2
-expect_rejected fp16 '{"fp16": {"enabled": true}}' "'fp16.enabled'"
+expect_rejected fp16 '{"fp16": {"enabled": true, "auto_cast": true}}' "'fp16.auto_cast'"
 expect_rejected scheduler '{"scheduler": {"type": "OneCycle", "params": {"cycle_max_lr": 0.01}}}' "'scheduler.type'"
 expect_rejected scheduler_param '{"scheduler": {"type": "WarmupLR", "params": {"total_num_steps": 10}}}' \
   "'scheduler.params.total_num_steps'"

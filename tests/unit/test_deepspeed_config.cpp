@@ -261,8 +261,7 @@ TEST(ConfigDeepSpeed, TheReportResolvesAutoAndSaysWhatShardftDoesInstead) {
 TEST(ConfigDeepSpeed, KeysWithoutEffectAreAcceptedAndExplained) {
   const std::string ds_path = write("ds_noop.json", R"({
     "steps_per_print": 2000, "wall_clock_breakdown": false, "zero_allow_untested_optimizer": true,
-    "fp16": {"enabled": false, "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
-             "hysteresis": 2, "min_loss_scale": 1},
+    "fp16": {"auto_cast": false, "fp16_master_weights_and_grads": false},
     "tensorboard": {"enabled": false, "output_path": "tb/"},
     "optimizer": {"type": "Adam", "params": {"adam_w_mode": true, "torch_adam": false}},
     "zero_optimization": {
@@ -277,7 +276,7 @@ TEST(ConfigDeepSpeed, KeysWithoutEffectAreAcceptedAndExplained) {
   for (const RecipeKey& key : recipe_keys()) EXPECT_EQ(value_text(cfg, key), value_text(defaults, key)) << key.name;
   const DeepSpeedConfig ds = read_deepspeed_config(ds_path);
   EXPECT_TRUE(ds.settings.empty());
-  EXPECT_EQ(ds.entries.size(), 31u);
+  EXPECT_EQ(ds.entries.size(), 27u);
   for (const DeepSpeedEntry& e : ds.entries) {
     EXPECT_TRUE(e.recipe_keys.empty()) << e.ds_key;
     EXPECT_FALSE(e.note.empty()) << e.ds_key << " is accepted without saying what shardft does";
@@ -304,12 +303,13 @@ TEST(ConfigDeepSpeed, AdamWithL2IsAcceptedOnlyWithoutWeightDecay) {
 
 TEST(ConfigDeepSpeed, EveryRejectedKeyIsNamedWithTheReason) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
-      {R"({"fp16": {"enabled": true, "loss_scale": 0}})",
-       {"DeepSpeed key 'fp16.enabled' is not supported by shardft",
-        "fp16 training with dynamic loss scaling is not "
-        "implemented; use bf16"}},
+      {R"({"fp16": {"enabled": true, "auto_cast": true}})",
+       {"DeepSpeed key 'fp16.auto_cast' is not supported by shardft", "shardft's only inputs are token ids"}},
+      {R"({"fp16": {"enabled": true, "fp16_master_weights_and_grads": true}})",
+       {"DeepSpeed key 'fp16.fp16_master_weights_and_grads' is not supported", "AdamW state in fp32"}},
       {R"({"fp16": {"enabled": false, "loss_scale_power": 3}})",
-       {"DeepSpeed key 'fp16.loss_scale_power' is not supported"}},
+       {"DeepSpeed key 'fp16.loss_scale_power' is not supported", "fp16 keys enabled, loss_scale"}},
+      {R"({"fp16": {"enabled": "yes"}})", {"DeepSpeed key 'fp16.enabled' expects true, false or \"auto\""}},
       {R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}}})",
        {"DeepSpeed key 'zero_optimization.offload_optimizer.device' is not supported",
         "offloading optimizer state to cpu is not implemented", "\"device\": \"none\""}},
@@ -485,6 +485,47 @@ TEST(ConfigDeepSpeed, ExampleConfigsLoad) {
   EXPECT_TRUE(z3.zero_quantized_gradients);
   EXPECT_EQ(z3.zero_hpz_partition_size, 2);
   EXPECT_EQ(z3.reduce_bucket_size, "10000000");
+}
+
+}  // namespace
+}  // namespace shardft
+
+namespace shardft {
+namespace {
+
+// DeepSpeed's fp16 block sets the recipe keys of its names; "auto" leaves the recipe's value.
+TEST(ConfigDeepSpeed, TheFp16BlockSetsTheLossScalingKeys) {
+  const std::string ds = write("ds_fp16.json", R"({"fp16": {"enabled": true, "loss_scale": 0,
+    "initial_scale_power": 12, "loss_scale_window": 500, "hysteresis": 3, "consecutive_hysteresis": true,
+    "min_loss_scale": 4, "auto_cast": false}})");
+  const TrainConfig cfg = load_train_config("", {}, ds);
+  EXPECT_TRUE(cfg.fp16);
+  EXPECT_FALSE(cfg.bf16);
+  EXPECT_EQ(cfg.loss_scale, 0);
+  EXPECT_EQ(cfg.initial_scale_power, 12);
+  EXPECT_EQ(cfg.loss_scale_window, 500);
+  EXPECT_EQ(cfg.hysteresis, 3);
+  EXPECT_TRUE(cfg.consecutive_hysteresis);
+  EXPECT_EQ(cfg.min_loss_scale, 4);
+  const std::string report = describe_deepspeed_config(read_deepspeed_config(ds), cfg, 1);
+  EXPECT_NE(report.find("fp16.initial_scale_power = 12 -> initial_scale_power = 12"), std::string::npos) << report;
+  EXPECT_NE(report.find("fp16.auto_cast = false: as shardft with false"), std::string::npos) << report;
+
+  const std::string static_scale = write("ds_fp16_static.json", R"({"fp16": {"enabled": "auto", "loss_scale": 128}})");
+  const TrainConfig off = load_train_config("", {}, static_scale);
+  EXPECT_FALSE(off.fp16);  // auto: the recipe's fp16 (default false)
+  EXPECT_EQ(off.loss_scale, 128);
+  EXPECT_TRUE(load_train_config("", {"--fp16"}, static_scale).fp16);
+}
+
+TEST(ConfigDeepSpeed, Fp16AndBf16TogetherAreRejectedNamingBoth) {
+  const std::string ds = write("ds_both.json", R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})");
+  const std::string msg = error_of(ds);
+  EXPECT_NE(msg.find("bf16 and fp16 are both on"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bf16 = true"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fp16 = true"), std::string::npos) << msg;
+  EXPECT_THROW(load_train_config("", {"--bf16", "--fp16"}), ConfigError);
+  EXPECT_THROW(load_train_config("", {"--fp16", "--min_loss_scale=1024", "--initial_scale_power=8"}), ConfigError);
 }
 
 }  // namespace
