@@ -64,7 +64,9 @@ TEST_P(Fp16LossScaling, AnInjectedOverflowOnOneRankIsSkippedEverywhereAndTrainin
       worst_loss = std::max(worst_loss, std::abs(a.loss - b.loss) / b.loss);
     }
     // DeepSpeed does not step the LR scheduler on a skipped step: the next step uses the skipped one's rate.
-    if (s > 0) EXPECT_EQ(a.learning_rate == previous_lr, poisoned[s - 1]) << "step " << s;
+    if (s > 0) {
+      EXPECT_EQ(a.learning_rate == previous_lr, poisoned[s - 1]) << "step " << s;
+    }
     previous_lr = a.learning_rate;
   }
   EXPECT_EQ(sharded.loss_scaler().skipped_steps(), 2);
