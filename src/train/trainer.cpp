@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "config/lora_config.hpp"
 #include "config/zero_buckets.hpp"
 #include "train/pretrained.hpp"
 
@@ -51,6 +52,17 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
 }
 
 namespace {
+// LoRA's model side is in (model/linear.hpp LoraTerm, a frozen base in ParamLayout); the engine does not
+// yet serve frozen parameters without gradients and optimizer state, so a LoRA recipe is refused rather
+// than silently trained as full fine-tuning.
+const TrainConfig& refuse_lora_until_engine_supports_it(const TrainConfig& cfg) {
+  if (lora_spec(cfg).enabled) {
+    throw ConfigError("use_peft / peft_type: lora: LoRA training is not available yet (the sharding engine does not "
+                      "hold frozen base weights); remove use_peft to fine-tune every weight");
+  }
+  return cfg;
+}
+
 // The memory preflight: every rank estimates, all refuse together when one cannot fit.
 RankMemoryEstimate checked_memory_estimate(const TrainConfig& cfg, const ParamLayout& layout, const ParallelPlan& plan,
                                            const RankMemoryBudget& budget) {
@@ -65,7 +77,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_grou
     : Trainer(cfg, total_steps, ParallelPlan::over(dp_group)) {}
 
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& plan)
-    : cfg_(cfg),
+    : cfg_(refuse_lora_until_engine_supports_it(cfg)),
       plan_(plan),
       memory_budget_(rank_memory_budget(cfg, plan.topology().ranks_sharing_memory)),
       group_(plan.world()),
