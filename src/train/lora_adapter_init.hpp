@@ -11,9 +11,9 @@
 namespace shardft {
 
 // cfg with adapter_path's adapter_config.json folded in (cfg itself without adapter_path): LoRA is on;
-// each of lora_r, lora_alpha, lora_target_modules, use_rslora, lora_dropout the recipe left at its
-// default takes the adapter's value, and one the recipe set to something else is a ConfigError naming
-// the key, both values and the file. A bad adapter folder is a FormatError naming the file.
+// lora_r, lora_alpha, lora_target_modules, use_rslora and lora_dropout take the adapter's values, and one
+// the recipe or a flag set (TrainConfig::sources) to another value is a ConfigError naming where it was
+// set, the key, both values and the file. A bad adapter folder is a FormatError naming the file.
 TrainConfig with_adapter_lora_keys(const TrainConfig& cfg);
 
 // Reads adapter_path's tensors, checks them against the layout's base weights (shapes, every targeted
