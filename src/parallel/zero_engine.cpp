@@ -379,6 +379,7 @@ std::vector<float> ZeroEngine::gather_master() {
   }
   return out;
 }
+std::vector<float> ZeroEngine::gather_trainable() { return frozen_only_ ? std::vector<float>(layout_.total_numel(), 0.f) : owned_to_layout(master_); }
 std::vector<float> ZeroEngine::gather_grads() { return owned_to_layout(grad_owned_); }
 
 void ZeroEngine::track_peaks() {

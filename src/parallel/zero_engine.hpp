@@ -107,6 +107,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   // The whole model in layout order on every rank (collective): master weights (the compute weights of
   // frozen parameters), or the step's reduced (and clipped) gradient (zero for frozen parameters).
   std::vector<float> gather_master();
+  std::vector<float> gather_trainable();  // master weights of the trainable parameters only (others 0)
   std::vector<float> gather_grads();
 
   // Checkpointing (the trainable parameters): what this rank owns, in layout coordinates (the offset of an element in

@@ -9,6 +9,7 @@
 
 #include "comm/self_communicator.hpp"
 #include "tests/common/peft_fixture_run.hpp"
+#include "train/adapter_export.hpp"
 
 namespace shardft {
 namespace {
@@ -18,6 +19,8 @@ SelfCommunicator& self() {
   static SelfCommunicator c;
   return c;
 }
+
+double ex_loss_after(const std::string& name) { return peft_expected(name).at("loss_after").get<double>(); }
 
 class LoraFixture : public ::testing::TestWithParam<const char*> {};
 
@@ -78,6 +81,52 @@ TEST(LoraFixtureFullFineTuning, NoFrozenPartWithoutLora) {
   EXPECT_EQ(tr.engine().frozen_part(), nullptr);
   EXPECT_EQ(tr.engine().memory().frozen_weights, 0);
   EXPECT_GE(tr.engine().partition().full_numel(), tr.model().layout().total_numel());
+}
+
+}  // namespace
+}  // namespace shardft
+
+namespace shardft {
+namespace {
+using namespace testing_util;
+
+// What a LoRA run writes: the adapter in PEFT's form equals PEFT's after the same 3 steps, and the base
+// with the adapter merged computes the LoRA model's loss without LoRA.
+TEST(LoraOutput, AdapterFolderAndMergedModel) {
+  const std::string name = "llama_all_linear";
+  Trainer tr(peft_fixture_config(name), 3, self());
+  const ParamLayout& layout = tr.model().layout();
+  const TokenBatch batch = peft_fixture_batch(name);
+  run_peft_fixture(tr, batch, 3);
+  std::vector<float> values = tr.engine().gather_master();
+
+  const std::string dir = ::testing::TempDir() + "/lora_output_adapter";
+  write_peft_adapter(dir, adapter_config_of(layout.lora(), "base"), lora_tensors_of(layout, tr.engine().gather_trainable()));
+  const PeftAdapter back = read_peft_adapter(dir);
+  EXPECT_EQ(back.config.r, layout.lora().r);
+  EXPECT_DOUBLE_EQ(back.config.scale(), layout.lora().scale());
+  EXPECT_LT(worst_factor_error(layout, values, peft_adapter_tensors(dir)), 1e-12);  // written as trained
+  EXPECT_LT(worst_factor_error(layout, values, peft_adapter_tensors(peft_fixture_dir(name) + "/adapter_after")), 1e-5);
+
+  const LossSums lora = tr.model().forward_loss(to_model_inputs(batch), tr.engine());
+  merge_lora_terms(layout, values);
+  TrainConfig plain = peft_fixture_config(name);
+  plain.adapter_path.clear();
+  plain.use_peft = false;
+  Trainer merged(plain, 1, self());
+  const ParamLayout& base = merged.model().layout();
+  std::vector<float> base_values(static_cast<std::size_t>(base.total_numel()));
+  std::map<std::string, int> lora_index;
+  for (std::size_t p = 0; p < layout.params().size(); ++p) lora_index[layout.params()[p].name] = static_cast<int>(p);
+  for (std::size_t p = 0; p < base.params().size(); ++p) {
+    const int q = lora_index.at(base.params()[p].name);
+    std::copy_n(values.begin() + layout.offset(q), base.params()[p].numel(),
+                base_values.begin() + base.offset(static_cast<int>(p)));
+  }
+  merged.engine().load_weights(base_values);
+  const LossSums m = merged.model().forward_loss(to_model_inputs(batch), merged.engine());
+  EXPECT_NEAR(m.loss_sum / m.num_targets, lora.loss_sum / lora.num_targets, 1e-5 * lora.loss_sum / lora.num_targets);
+  EXPECT_NEAR(lora.loss_sum / lora.num_targets, ex_loss_after(name), 1e-5 * ex_loss_after(name));
 }
 
 }  // namespace
