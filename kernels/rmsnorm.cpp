@@ -38,7 +38,7 @@ void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unma
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
-  if (w.extent(0) != x.extent(1) || dw.extent(0) != x.extent(1) || rstd.extent(0) != x.extent(0) ||
+  if (w.extent(0) != x.extent(1) || (dw.extent(0) != 0 && dw.extent(0) != x.extent(1)) || rstd.extent(0) != x.extent(0) ||
       dy.extent(0) != x.extent(0) || dy.extent(1) != x.extent(1) || dx.extent(0) != x.extent(0) ||
       dx.extent(1) != x.extent(1)) {
     throw std::invalid_argument("rmsnorm_backward: shapes do not match");
@@ -84,7 +84,7 @@ void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unma
           });
         }
       });
-  add_column_sums(partial, dw);
+  if (dw.extent(0) > 0) add_column_sums(partial, dw);  // empty: a frozen norm weight (LoRA)
 }
 
 }  // namespace shardft

@@ -11,7 +11,8 @@ namespace shardft {
 void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<float> y,
                      Unmanaged1<float> rstd);
 
-// Adds into dx (the residual stream's gradient arrives there first) and into dw.
+// Adds into dx (the residual stream's gradient arrives there first) and into dw; an empty dw (a frozen
+// norm weight) is not computed.
 void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw);
 

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "config/data_keys.hpp"
+#include "config/lora_config.hpp"
 #include "config/memory_size.hpp"
 #include "config/zero_buckets.hpp"
 
@@ -217,6 +218,26 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "GPU's datasheet peak, else the GEMM rate each run measures at start").in(at_least(0)),
       train_key("logits_chunk_tokens", &T::logits_chunk_tokens,
                 "tokens per chunk of the fused LM head + cross-entropy; 0: all at once").in(at_least(0)),
+      // LoRA
+      train_key("use_peft", &T::use_peft,
+                "train LoRA adapters (PEFT's LoraConfig) on frozen base weights; the base comes from "
+                "model_name_or_path"),
+      train_key("peft_type", &T::peft_type, "lora: the same as use_peft: true; empty: use_peft decides")
+          .one_of({"", "lora"}),
+      train_key("lora_r", &T::lora_r, "LoRA rank r: A is [r, in], B is [out, r]").in(at_least(1)),
+      train_key("lora_alpha", &T::lora_alpha, "LoRA scale numerator: s = lora_alpha / r (rsLoRA: / sqrt(r))")
+          .in(greater_than(0)),
+      train_key("lora_dropout", &T::lora_dropout, "dropout on the LoRA branch's input while training")
+          .in(half_open_interval(0, 1)),
+      train_key("lora_target_modules", &T::lora_target_modules,
+                "linear layers given LoRA: all-linear, or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, "
+                "up_proj, down_proj; empty: q_proj and v_proj (PEFT's default for Llama-family models)")
+          .structured(canonical_lora_targets_text),
+      train_key("use_rslora", &T::use_rslora, "rank-stabilised LoRA: s = lora_alpha / sqrt(r)"),
+      train_key("lora_bias", &T::lora_bias, "PEFT's bias: only none (no bias is trained)").one_of({"none"}),
+      train_key("adapter_path", &T::adapter_path,
+                "a PEFT adapter folder (adapter_config.json + adapter_model.safetensors) to start LoRA's A and B "
+                "from"),
       // data parallelism
       train_key("zero_stage", &T::zero_stage, "ZeRO stage: 0 replicate, 1 shard optimizer, 2 + gradients, 3 + weights")
           .in(closed_interval(0, 3)),

@@ -144,9 +144,11 @@ class RecipeFileReader {
 
 bool is_flag(const std::string& arg) { return arg.size() > 2 && arg.compare(0, 2, "--") == 0; }
 
-// "--learning-rate" and "--model.hidden_size" name the same keys as their recipe spellings.
+// "--learning-rate" and "--model.hidden_size" name the same keys as their recipe spellings; "--adapter"
+// is adapter_path (the flag `shardft generate` shares).
 const RecipeKey* find_override_key(std::string name) {
   std::replace(name.begin(), name.end(), '-', '_');
+  if (name == "adapter") name = "adapter_path";
   if (const RecipeKey* key = find_recipe_key(name)) return key;
   const std::string model_prefix = "model.";
   if (name.compare(0, model_prefix.size(), model_prefix) == 0) {

@@ -85,6 +85,17 @@ struct TrainConfig {
   std::string attn_implementation = "memory_efficient";  // HF's key: memory_efficient (tiled, log-sum-exp) | eager
   double peak_tflops = 0.0;                  // per rank, for MFU in the logs; 0: measure this rank's sgemm rate
 
+  // LoRA (PEFT's LoraConfig names; config/lora_config.hpp resolves them)
+  bool use_peft = false;                     // train LoRA adapters on a frozen base
+  std::string peft_type;                     // "lora" is the same as use_peft: true
+  int lora_r = 16;                           // trl's defaults
+  double lora_alpha = 32.0;
+  double lora_dropout = 0.05;
+  std::string lora_target_modules;           // "": q_proj, v_proj (PEFT's Llama default); all-linear; a list
+  bool use_rslora = false;                   // scale alpha / sqrt(r) instead of alpha / r
+  std::string lora_bias = "none";            // PEFT's bias: only none
+  std::string adapter_path;                  // a PEFT adapter folder to start A and B from
+
   // data parallelism
   int zero_stage = 0;                        // 0: replicate, 1: shard optimizer, 2: + gradients, 3: + weights
   int ranks_per_node = 0;                    // > 0: topology override (4 ranks on one machine as 2 nodes of 2)

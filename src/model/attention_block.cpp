@@ -57,11 +57,12 @@ Unmanaged2<T> head_rows(Unmanaged2<T> x, std::int64_t hd) {
 
 AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P,
                                       float norm_eps, ComputeDtype dtype) {
+  using M = LoraModule;
   AttentionWeights w{params.weight(P.input_layernorm), norm_eps,
-                     linear_of(params, layout, P.q_proj, P.q_bias, dtype),
-                     linear_of(params, layout, P.k_proj, P.k_bias, dtype),
-                     linear_of(params, layout, P.v_proj, P.v_bias, dtype),
-                     linear_of(params, layout, P.o_proj, P.o_bias, dtype), {}, {}};
+                     linear_of(params, layout, P.q_proj, P.q_bias, dtype, P.lora_of(M::q_proj)),
+                     linear_of(params, layout, P.k_proj, P.k_bias, dtype, P.lora_of(M::k_proj)),
+                     linear_of(params, layout, P.v_proj, P.v_bias, dtype, P.lora_of(M::v_proj)),
+                     linear_of(params, layout, P.o_proj, P.o_bias, dtype, P.lora_of(M::o_proj)), {}, {}};
   if (P.q_norm >= 0) {
     w.q_norm = params.weight(P.q_norm);
     w.k_norm = params.weight(P.k_norm);
@@ -70,9 +71,12 @@ AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& la
 }
 
 AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
-  AttentionGrads g{grads.grad(P.input_layernorm), linear_grads_of(grads, layout, P.q_proj, P.q_bias),
-                   linear_grads_of(grads, layout, P.k_proj, P.k_bias), linear_grads_of(grads, layout, P.v_proj, P.v_bias),
-                   linear_grads_of(grads, layout, P.o_proj, P.o_bias), {}, {}};
+  using M = LoraModule;
+  AttentionGrads g{grads.grad(P.input_layernorm),
+                   linear_grads_of(grads, layout, P.q_proj, P.q_bias, P.lora_of(M::q_proj)),
+                   linear_grads_of(grads, layout, P.k_proj, P.k_bias, P.lora_of(M::k_proj)),
+                   linear_grads_of(grads, layout, P.v_proj, P.v_bias, P.lora_of(M::v_proj)),
+                   linear_grads_of(grads, layout, P.o_proj, P.o_bias, P.lora_of(M::o_proj)), {}, {}};
   if (P.q_norm >= 0) {
     g.q_norm = grads.grad(P.q_norm);
     g.k_norm = grads.grad(P.k_norm);

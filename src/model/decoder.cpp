@@ -49,8 +49,8 @@ std::int64_t position_limit(const ModelInputs& in) {
 }
 }  // namespace
 
-Decoder::Decoder(const ModelConfig& cfg, ComputeDtype dtype)
-    : cfg_(cfg), layout_(cfg), dtype_(dtype), acts_(std::make_unique<Activations>()) {
+Decoder::Decoder(const ModelConfig& cfg, ComputeDtype dtype, const LoraSpec& lora)
+    : cfg_(cfg), layout_(cfg, lora), dtype_(dtype), acts_(std::make_unique<Activations>()) {
   acts_->inputs.resize(cfg.num_hidden_layers + 1, KeptActivation("layer_input"));
   acts_->saved.resize(cfg.num_hidden_layers, LayerActivations(/*every_layer=*/true));
 }
@@ -146,7 +146,8 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
     params.release(l + 1);
   }
   // The embedding's backward is a scatter-add of dx: it needs no weights, so block 0 is not acquired.
-  embedding_backward(in.input_ids, dx, grad_matrix(grads, layout_, layout_.embed_tokens()));
+  const Unmanaged2<float> embed_grad = grad_matrix(grads, layout_, layout_.embed_tokens());
+  if (embed_grad.extent(0) > 0) embedding_backward(in.input_ids, dx, embed_grad);  // empty: frozen
   grads.block_done(0);
 }
 

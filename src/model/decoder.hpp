@@ -61,7 +61,9 @@ struct LossSums {
 
 class Decoder {
  public:
-  Decoder(const ModelConfig& cfg, ComputeDtype dtype);
+  // With LoRA on, the layout adds A and B to every targeted linear layer and freezes the base weights
+  // (model/param_layout.hpp); the GradSink gives the frozen ones no buffer.
+  Decoder(const ModelConfig& cfg, ComputeDtype dtype, const LoraSpec& lora = {});
   ~Decoder();
 
   const ModelConfig& config() const { return cfg_; }

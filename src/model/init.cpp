@@ -26,8 +26,22 @@ void init_param_range(const ParamLayout& layout, const ModelConfig& cfg, std::ui
     Kokkos::deep_copy(dst, spec.is_norm() ? 1.f : 0.f);
     return;
   }
-  const double stddev = cfg.initializer_range;
+  if (spec.kind == ParamKind::lora_b) {  // PEFT: B = 0, so training starts from the base model
+    Kokkos::deep_copy(dst, 0.f);
+    return;
+  }
   const std::uint64_t key = mix64(seed ^ mix64(0x5eed0000ull + static_cast<std::uint64_t>(param)));
+  if (spec.kind == ParamKind::lora_a) {
+    // PEFT: nn.init.kaiming_uniform_(A, a=sqrt(5)), i.e. uniform(-1/sqrt(in), 1/sqrt(in)) for A [r, in].
+    const double bound = 1.0 / std::sqrt(static_cast<double>(spec.shape[1]));
+    Kokkos::parallel_for(
+        "init_lora_a", Range(0, dst.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+          const double u = unit_open(mix64(key + static_cast<std::uint64_t>(begin + i)));
+          dst(i) = static_cast<float>(bound * (2.0 * u - 1.0));
+        });
+    return;
+  }
+  const double stddev = cfg.initializer_range;
   Kokkos::parallel_for(
       "init_normal", Range(0, dst.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
         // Box-Muller from two independent uniforms of this element's counter.

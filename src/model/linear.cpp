@@ -4,8 +4,10 @@
 #include <string>
 
 #include "kernels/bias.hpp"
+#include "kernels/column_block.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/fp16.hpp"
+#include "kernels/kernel_scratch.hpp"
 
 namespace shardft {
 
@@ -28,6 +30,48 @@ Linear::Linear(Unmanaged2<const bf16> weight, Unmanaged1<const float> bias)
   check_bias(bias.extent(0), weight.extent(0));
 }
 
+void Linear::add_lora(const LoraTerm& t) {
+  if (num_lora_ == kMaxLoraTerms) throw std::invalid_argument("Linear: more than two LoRA terms");
+  const std::size_t r = t.a.extent(0);
+  if (r == 0 || t.a.extent(1) != weight_.extent(1) || t.b.extent(1) != r || t.col0 < 0 ||
+      t.col0 + static_cast<std::int64_t>(t.b.extent(0)) > out_features()) {
+    throw std::invalid_argument("Linear: a LoRA term whose A [r, in] and B [out, r] do not fit the layer");
+  }
+  lora_[num_lora_++] = t;
+}
+
+void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
+  const std::int64_t N = static_cast<std::int64_t>(y.extent(0));
+  for (int i = 0; i < num_lora_; ++i) {
+    const LoraTerm& t = lora_[i];
+    const std::int64_t r = static_cast<std::int64_t>(t.a.extent(0)), out = static_cast<std::int64_t>(t.b.extent(0));
+    const auto u = kernel_scratch<float>("lora_u", N, r);
+    gemm_mixed(Op::N, Op::T, 1.f, x, t.a, 0.f, u);
+    round_activation(u, dtype_);  // lora_B reads lora_A's output as autocast hands it on
+    if (out == out_features()) {
+      gemm_mixed(Op::N, Op::T, t.scale, Unmanaged2<const float>(u), t.b, 1.f, y);
+    } else {
+      const auto v = kernel_scratch<float>("lora_v", N, out);
+      gemm_mixed(Op::N, Op::T, t.scale, Unmanaged2<const float>(u), t.b, 0.f, v);
+      add_column_block(v, y, t.col0);
+    }
+  }
+}
+
+Unmanaged2<const float> Linear::lora_dy(int i, Unmanaged2<const float> dy) const {
+  const std::int64_t out = static_cast<std::int64_t>(lora_[i].b.extent(0));
+  if (out == out_features()) return dy;
+  const auto part = kernel_scratch<float>("lora_dy", dy.extent(0), out);
+  copy_column_block(dy, lora_[i].col0, part);
+  return part;
+}
+
+Unmanaged2<float> Linear::lora_du(int i, Unmanaged2<const float> dy_i) const {
+  const auto du = kernel_scratch<float>("lora_du", dy_i.extent(0), lora_[i].a.extent(0));
+  gemm_mixed(Op::N, Op::N, lora_[i].scale, dy_i, lora_[i].b, 0.f, du);
+  return du;
+}
+
 void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
   round_activation(x, dtype_);
   forward(GemmOperand(Unmanaged2<const float>(x)), y);
@@ -36,21 +80,35 @@ void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
 void Linear::forward(const GemmOperand& x, Unmanaged2<float> y) const {
   gemm_mixed(Op::N, Op::T, 1.f, x, weight_, 0.f, y);
   if (bias_.extent(0) > 0) bias_forward(y, bias_);
+  lora_forward(x, y);
 }
 
 void Linear::forward_add(const GemmOperand& x, Unmanaged2<float> y) const {
   gemm_mixed(Op::N, Op::T, 1.f, x, weight_, 1.f, y);
   if (bias_.extent(0) > 0) bias_forward(y, bias_);
+  lora_forward(x, y);
 }
 
 void Linear::backward_weight(const GemmOperand& x, Unmanaged2<const float> dy, const LinearGrads& grads,
                              float dw_beta) const {
-  gemm_mixed(Op::T, Op::N, 1.f, dy, x, dw_beta, grads.weight);
-  if (bias_.extent(0) > 0) bias_backward(dy, grads.bias);
+  if (grads.weight.extent(0) > 0) gemm_mixed(Op::T, Op::N, 1.f, dy, x, dw_beta, grads.weight);
+  if (bias_.extent(0) > 0 && grads.bias.extent(0) > 0) bias_backward(dy, grads.bias);
+  for (int i = 0; i < num_lora_; ++i) {
+    const LoraTerm& t = lora_[i];
+    const Unmanaged2<const float> dy_i = lora_dy(i, dy);
+    const auto u = kernel_scratch<float>("lora_u", dy.extent(0), t.a.extent(0));
+    gemm_mixed(Op::N, Op::T, 1.f, x, t.a, 0.f, u);
+    round_activation(u, dtype_);
+    gemm_mixed(Op::T, Op::N, t.scale, dy_i, Unmanaged2<const float>(u), 1.f, grads.lora[i].b);
+    gemm_mixed(Op::T, Op::N, 1.f, Unmanaged2<const float>(lora_du(i, dy_i)), x, 1.f, grads.lora[i].a);
+  }
 }
 
 void Linear::backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const {
   gemm_mixed(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
+  for (int i = 0; i < num_lora_; ++i) {
+    gemm_mixed(Op::N, Op::N, 1.f, Unmanaged2<const float>(lora_du(i, lora_dy(i, dy))), lora_[i].a, 1.f, dx);
+  }
   if (dtype_ == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(dx)), flat(dx));
 }
 
@@ -121,15 +179,36 @@ void round_activation(Unmanaged2<float> x, ComputeDtype dtype) {
   if (dtype == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(x)), flat(x));
 }
 
-Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype) {
-  const Unmanaged1<const float> b = bias >= 0 ? params.weight(bias) : Unmanaged1<const float>();
-  const Unmanaged2<const bf16> w16 = weight_matrix_bf16(params, layout, weight);
-  if (w16.extent(0) > 0) return Linear(w16, b);
-  return Linear(weight_matrix(params, layout, weight), b, dtype);
+namespace {
+GemmOperand matrix_operand(ParamSource& params, const ParamLayout& layout, int param) {
+  const Unmanaged2<const bf16> w16 = weight_matrix_bf16(params, layout, param);
+  if (w16.extent(0) > 0) return w16;
+  return weight_matrix(params, layout, param);
+}
+}  // namespace
+
+LoraTerm lora_term_of(ParamSource& params, const ParamLayout& layout, const LoraParams& lora, std::int64_t col0) {
+  return {matrix_operand(params, layout, lora.a), matrix_operand(params, layout, lora.b),
+          static_cast<float>(layout.lora().scale()), col0};
 }
 
-LinearGrads linear_grads_of(GradSink& grads, const ParamLayout& layout, int weight, int bias) {
-  return {grad_matrix(grads, layout, weight), bias >= 0 ? grads.grad(bias) : Unmanaged1<float>()};
+LoraGrads lora_grads_of(GradSink& grads, const ParamLayout& layout, const LoraParams& lora) {
+  return {grad_matrix(grads, layout, lora.a), grad_matrix(grads, layout, lora.b)};
+}
+
+Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype,
+                 const LoraParams& lora) {
+  const Unmanaged1<const float> b = bias >= 0 ? params.weight(bias) : Unmanaged1<const float>();
+  const Unmanaged2<const bf16> w16 = weight_matrix_bf16(params, layout, weight);
+  Linear out = w16.extent(0) > 0 ? Linear(w16, b) : Linear(weight_matrix(params, layout, weight), b, dtype);
+  if (lora.on()) out.add_lora(lora_term_of(params, layout, lora));
+  return out;
+}
+
+LinearGrads linear_grads_of(GradSink& grads, const ParamLayout& layout, int weight, int bias, const LoraParams& lora) {
+  LinearGrads g{grad_matrix(grads, layout, weight), bias >= 0 ? grads.grad(bias) : Unmanaged1<float>(), {}};
+  if (lora.on()) g.lora[0] = lora_grads_of(grads, layout, lora);
+  return g;
 }
 
 }  // namespace shardft

@@ -26,10 +26,26 @@ namespace shardft {
 
 enum class ComputeDtype { fp32, bf16, fp16 };
 
-// Where a linear layer's gradients are added.
+// LoRA's term (PEFT's lora_A / lora_B) on the output columns [col0, col0 + out) of a linear layer:
+//   y[:, cols] += s * (x A^T) B^T,  A [r, in], B [out, r], s = lora_alpha / r (or / sqrt(r), rsLoRA)
+// Backward adds dB += s dy^T u and dA += du^T x, and dx += du A, where du = s dy B and u = x A^T is
+// recomputed (r columns: cheaper than keeping it). A fused layer ([gate | up]) has one term per half.
+struct LoraTerm {
+  GemmOperand a{Unmanaged2<const float>()}, b{Unmanaged2<const float>()};
+  float scale = 0.f;
+  std::int64_t col0 = 0;
+};
+struct LoraGrads {
+  Unmanaged2<float> a, b;  // [r, in], [out, r]
+};
+constexpr int kMaxLoraTerms = 2;
+
+// Where a linear layer's gradients are added. An empty weight or bias: frozen, its gradient is not
+// computed (LoRA's base weights).
 struct LinearGrads {
   Unmanaged2<float> weight;  // [out, in]
   Unmanaged1<float> bias;    // [out]; empty when the layer has no bias
+  LoraGrads lora[kMaxLoraTerms];  // one per LoRA term, in the order they were added
 };
 
 class Linear {
@@ -56,14 +72,26 @@ class Linear {
                        float dw_beta = 1.f) const;
   void backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const;
 
+  // Adds a LoRA term (at most kMaxLoraTerms); throws std::invalid_argument when its shapes do not fit.
+  void add_lora(const LoraTerm& term);
+  int num_lora() const { return num_lora_; }
+
   ComputeDtype dtype() const { return dtype_; }
   std::int64_t out_features() const { return static_cast<std::int64_t>(weight_.extent(0)); }
   std::int64_t in_features() const { return static_cast<std::int64_t>(weight_.extent(1)); }
 
  private:
+  void lora_forward(const GemmOperand& x, Unmanaged2<float> y) const;
+  // dy's columns of term i: dy itself when the term covers every column, else a copy in scratch
+  Unmanaged2<const float> lora_dy(int i, Unmanaged2<const float> dy) const;
+  // du = s dy_i B into scratch
+  Unmanaged2<float> lora_du(int i, Unmanaged2<const float> dy_i) const;
+
   GemmOperand weight_{Unmanaged2<const float>()};
   Unmanaged1<const float> bias_;
   ComputeDtype dtype_ = ComputeDtype::fp32;
+  LoraTerm lora_[kMaxLoraTerms];
+  int num_lora_ = 0;
 };
 
 // A linear layer's input as forward keeps it for backward, in compute precision: an fp32 buffer (fp32
@@ -132,9 +160,14 @@ struct ActivationScratch {
   GrowingBuffer gemm_input{"gemm_input_staging"}, kept{"kept_activation_staging"};
 };
 
-// The linear layer of parameter `weight` (and `bias`, -1: none) of an acquired block, and where its
-// gradients go.
-Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype);
-LinearGrads linear_grads_of(GradSink& grads, const ParamLayout& layout, int weight, int bias);
+// The linear layer of parameter `weight` (and `bias`, -1: none) of an acquired block, with its LoRA term
+// when `lora` is on, and where its gradients go.
+Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype,
+                 const LoraParams& lora = {});
+LinearGrads linear_grads_of(GradSink& grads, const ParamLayout& layout, int weight, int bias,
+                            const LoraParams& lora = {});
+// LoRA's term of parameters `lora` on output columns from col0 on, and where its gradients go.
+LoraTerm lora_term_of(ParamSource& params, const ParamLayout& layout, const LoraParams& lora, std::int64_t col0 = 0);
+LoraGrads lora_grads_of(GradSink& grads, const ParamLayout& layout, const LoraParams& lora);
 
 }  // namespace shardft

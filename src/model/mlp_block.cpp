@@ -26,21 +26,30 @@ MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const 
   const auto& shape = layout.params()[P.gate_proj].shape;
   const std::int64_t I = shape[0], d = shape[1];
   const Unmanaged1<const float> norm = params.weight(P.post_attention_layernorm);
-  const Linear down = linear_of(params, layout, P.down_proj, -1, dtype);
+  const Linear down = linear_of(params, layout, P.down_proj, -1, dtype, P.lora_of(LoraModule::down_proj));
   const auto gate16 = params.weight_bf16(P.gate_proj);
+  MlpWeights w{norm, norm_eps, {}, down};
   if (gate16.extent(0) > 0) {  // bf16 storage
     const auto up16 = params.weight_bf16(P.up_proj);
-    return {norm, norm_eps, Linear(Unmanaged2<const bf16>(fused_pair(gate16, up16, gate_up_copy.b16), 2 * I, d), {}),
-            down};
+    w.gate_up = Linear(Unmanaged2<const bf16>(fused_pair(gate16, up16, gate_up_copy.b16), 2 * I, d), {});
+  } else {
+    const auto gate = params.weight(P.gate_proj), up = params.weight(P.up_proj);
+    w.gate_up = Linear(Unmanaged2<const float>(fused_pair(gate, up, gate_up_copy.f32), 2 * I, d), {}, dtype);
   }
-  const auto gate = params.weight(P.gate_proj), up = params.weight(P.up_proj);
-  return {norm, norm_eps, Linear(Unmanaged2<const float>(fused_pair(gate, up, gate_up_copy.f32), 2 * I, d), {}, dtype),
-          down};
+  // LoRA on gate_proj and up_proj: terms on the fused output's gate half and up half
+  if (P.lora_of(LoraModule::gate_proj).on()) w.gate_up.add_lora(lora_term_of(params, layout, P.lora_of(LoraModule::gate_proj), 0));
+  if (P.lora_of(LoraModule::up_proj).on()) w.gate_up.add_lora(lora_term_of(params, layout, P.lora_of(LoraModule::up_proj), I));
+  return w;
 }
 
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
-  return {grads.grad(P.post_attention_layernorm), grads.grad(P.gate_proj), grads.grad(P.up_proj),
-          linear_grads_of(grads, layout, P.down_proj, -1)};
+  MlpGrads g{grads.grad(P.post_attention_layernorm), grads.grad(P.gate_proj), grads.grad(P.up_proj), {},
+             linear_grads_of(grads, layout, P.down_proj, -1, P.lora_of(LoraModule::down_proj))};
+  int terms = 0;
+  for (LoraModule m : {LoraModule::gate_proj, LoraModule::up_proj}) {
+    if (P.lora_of(m).on()) g.gate_up_lora[terms++] = lora_grads_of(grads, layout, P.lora_of(m));
+  }
+  return g;
 }
 
 void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
@@ -72,11 +81,16 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const
   w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
   swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
   w.gate_up.backward_input(gu, dh, 0.f);
-  if (g.up.data() == g.gate.data() + I * d) {
-    w.gate_up.backward_weight(h, gu, {Unmanaged2<float>(g.gate.data(), 2 * I, d), {}});
+  LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
+  if (g.gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients
+    w.gate_up.backward_weight(h, gu, gate_up_grads);
+  } else if (g.up.data() == g.gate.data() + I * d) {
+    gate_up_grads.weight = Unmanaged2<float>(g.gate.data(), 2 * I, d);
+    w.gate_up.backward_weight(h, gu, gate_up_grads);
   } else {
     auto dw = b.gate_up_dw.mat(2 * I, d);
-    w.gate_up.backward_weight(h, gu, {dw, {}}, 0.f);
+    gate_up_grads.weight = dw;
+    w.gate_up.backward_weight(h, gu, gate_up_grads, 0.f);
     add_inplace(g.gate, Unmanaged1<const float>(dw.data(), I * d));
     add_inplace(g.up, Unmanaged1<const float>(dw.data() + I * d, I * d));
   }

@@ -17,7 +17,7 @@ int ParamLayout::add(const std::string& name, std::vector<std::int64_t> shape, P
   return static_cast<int>(params_.size()) - 1;
 }
 
-ParamLayout::ParamLayout(const ModelConfig& c) {
+ParamLayout::ParamLayout(const ModelConfig& c, const LoraSpec& lora) : lora_(lora) {
   const std::int64_t d = c.hidden_size, hd = c.head_dim(), V = c.vocab_size, I = c.intermediate_size;
   const std::int64_t q_out = c.num_attention_heads * hd, kv_out = c.num_key_value_heads * hd;
 
@@ -47,12 +47,27 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
     lp.gate_proj = param("mlp.gate_proj.weight", {I, d}, K::matrix);
     lp.up_proj = param("mlp.up_proj.weight", {I, d}, K::matrix);
     lp.down_proj = param("mlp.down_proj.weight", {d, I}, K::matrix);
+    if (lora.enabled) {
+      const int base[kNumLoraModules] = {lp.q_proj, lp.k_proj, lp.v_proj, lp.o_proj, lp.gate_proj, lp.up_proj,
+                                         lp.down_proj};
+      for (int m = 0; m < kNumLoraModules; ++m) {
+        if (!lora.targets[m]) continue;
+        const std::vector<std::int64_t> shape = params_[base[m]].shape;  // [out, in]
+        const std::string module = params_[base[m]].name.substr(p.size());
+        const std::string stem = module.substr(0, module.size() - std::string("weight").size());
+        lp.lora[m].a = param(stem + "lora_A.weight", {lora.r, shape[1]}, K::lora_a);
+        lp.lora[m].b = param(stem + "lora_B.weight", {shape[0], lora.r}, K::lora_b);
+      }
+    }
     layers_.push_back(lp);
     blocks_.push_back({"layers." + std::to_string(l), std::move(block)});
   }
   norm_ = add("model.norm.weight", {d}, K::norm);
   lm_head_ = c.tie_word_embeddings ? embed_ : add("lm_head.weight", {V, d}, K::matrix);
   blocks_.push_back({"head", {norm_, lm_head_}});
+  if (lora.enabled) {
+    for (ParamSpec& p : params_) p.frozen = !p.is_lora();
+  }
 }
 
 int ParamLayout::index(const std::string& name) const {

@@ -15,8 +15,10 @@ Unmanaged2<const bf16> weight_matrix_bf16(ParamSource& params, const ParamLayout
 }
 
 Unmanaged2<float> grad_matrix(GradSink& grads, const ParamLayout& layout, int param) {
+  const Unmanaged1<float> g = grads.grad(param);
+  if (g.extent(0) == 0) return {};  // frozen
   const auto& shape = layout.params()[param].shape;
-  return Unmanaged2<float>(grads.grad(param).data(), shape.at(0), shape.at(1));
+  return Unmanaged2<float>(g.data(), shape.at(0), shape.at(1));
 }
 
 LocalParams::LocalParams(const ParamLayout& layout)
@@ -29,6 +31,7 @@ Unmanaged1<const float> LocalParams::weight(int param) {
 }
 
 Unmanaged1<float> LocalParams::grad(int param) {
+  if (layout_.params()[param].frozen) return {};
   return Unmanaged1<float>(grads_.data() + layout_.offset(param), layout_.params()[param].numel());
 }
 

@@ -26,7 +26,8 @@ class ParamSource {
 class GradSink {
  public:
   virtual ~GradSink() = default;
-  // The fp32 buffer the model ADDS this parameter's gradient into.
+  // The fp32 buffer the model ADDS this parameter's gradient into; empty for a frozen parameter
+  // (ParamSpec::frozen), whose gradient the model then does not compute.
   virtual Unmanaged1<float> grad(int param) = 0;
   // Every gradient contribution of `block` for this micro-batch has been added.
   virtual void block_done(int block) = 0;
@@ -39,7 +40,8 @@ Unmanaged2<const float> weight_matrix(ParamSource& params, const ParamLayout& la
 Unmanaged2<const bf16> weight_matrix_bf16(ParamSource& params, const ParamLayout& layout, int param);
 Unmanaged2<float> grad_matrix(GradSink& grads, const ParamLayout& layout, int param);
 
-// Single rank: one flat fp32 buffer of weights and one of gradients, in layout order.
+// Single rank: one flat fp32 buffer of weights and one of gradients, in layout order (a frozen
+// parameter's gradient is left at zero: grad() gives it no buffer).
 class LocalParams : public ParamSource, public GradSink {
  public:
   explicit LocalParams(const ParamLayout& layout);

@@ -5,7 +5,11 @@
 
 namespace shardft {
 
-FlatPartition::FlatPartition(const ParamLayout& layout, int num_shards) : num_shards_(num_shards) {
+bool in_param_set(const ParamSpec& p, ParamSet set) {
+  return set == ParamSet::all || (set == ParamSet::frozen) == p.frozen;
+}
+
+FlatPartition::FlatPartition(const ParamLayout& layout, int num_shards, ParamSet set) : num_shards_(num_shards) {
   if (num_shards < 1) throw std::invalid_argument("FlatPartition: num_shards must be >= 1");
   const std::size_t np = layout.params().size();
   unit_of_.assign(np, -1);
@@ -15,7 +19,7 @@ FlatPartition::FlatPartition(const ParamLayout& layout, int num_shards) : num_sh
     FlatUnit u;
     u.block = static_cast<int>(b);
     for (int p : layout.blocks()[b].params) {
-      if (unit_of_[p] >= 0) continue;  // owned by an earlier block (tied embedding)
+      if (unit_of_[p] >= 0 || !in_param_set(layout.params()[p], set)) continue;  // owned by an earlier block (tied embedding)
       unit_of_[p] = static_cast<int>(b);
       offset_in_unit_[p] = u.numel;
       u.params.push_back(p);
@@ -33,6 +37,7 @@ FlatPartition::FlatPartition(const ParamLayout& layout, int num_shards) : num_sh
   block_units_.resize(layout.blocks().size());
   for (std::size_t b = 0; b < layout.blocks().size(); ++b) {
     for (int p : layout.blocks()[b].params) {
+      if (unit_of_[p] < 0 || units_[unit_of_[p]].numel == 0) continue;
       auto& v = block_units_[b];
       if (std::find(v.begin(), v.end(), unit_of_[p]) == v.end()) v.push_back(unit_of_[p]);
     }

@@ -4,12 +4,17 @@
 // tied embedding, is owned by the first). A unit is padded to a multiple of N * kAlign elements so
 // that it splits into N equal shards; rank r owns shard r of every unit, so a unit's gather is one
 // all-gather and its gradient reduction one reduce-scatter.
+// A partition may hold only some parameters (ParamSet): with LoRA the trainable A/B factors and the
+// frozen base are two partitions of the same blocks, so unit u is block u's in both (possibly empty).
 #include <cstdint>
 #include <vector>
 
 #include "model/param_layout.hpp"
 
 namespace shardft {
+
+enum class ParamSet { all, trainable, frozen };
+bool in_param_set(const ParamSpec& p, ParamSet set);
 
 struct FlatUnit {
   int block = 0;                         // the block that owns these parameters
@@ -26,13 +31,13 @@ class FlatPartition {
  public:
   static constexpr std::int64_t kAlign = 16;  // 64-byte aligned shards for fp32
 
-  FlatPartition(const ParamLayout& layout, int num_shards);
+  FlatPartition(const ParamLayout& layout, int num_shards, ParamSet set = ParamSet::all);
 
   int num_shards() const { return num_shards_; }
   const std::vector<FlatUnit>& units() const { return units_; }
-  int unit_of(int param) const { return unit_of_[param]; }
+  int unit_of(int param) const { return unit_of_[param]; }  // -1: not in this partition's set
   std::int64_t offset_in_unit(int param) const { return offset_in_unit_[param]; }
-  // Units whose weights `block` reads (its own, plus the tied embedding's for the head).
+  // Non-empty units whose weights `block` reads (its own, plus the tied embedding's for the head).
   const std::vector<int>& units_of_block(int block) const { return block_units_[block]; }
   std::int64_t full_numel() const { return full_numel_; }    // sum of padded
   std::int64_t shard_numel() const { return shard_numel_; }  // sum of shard

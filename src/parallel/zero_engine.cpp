@@ -37,12 +37,19 @@ void ZeroEngine::for_each_owned_slice(Fn&& fn) const {
 }
 
 ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const ParallelPlan& plan)
+    : ZeroEngine(layout, cfg, plan, layout.has_frozen() ? ParamSet::trainable : ParamSet::all) {
+  if (layout.has_frozen()) frozen_.reset(new ZeroEngine(layout, cfg, plan, ParamSet::frozen));
+}
+
+ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const ParallelPlan& plan, ParamSet set)
     : layout_(layout),
       cfg_(cfg),
       plan_(plan),
       group_(plan.shard()),
       replica_(plan.replica() && plan.replica()->size() > 1 ? plan.replica() : nullptr),
-      part_(layout, group_.size()),
+      set_(set),
+      frozen_only_(set == ParamSet::frozen),
+      part_(layout, group_.size(), set),
       rank_(group_.rank()),
       size_(group_.size()) {
   // The recipe's combinations are checked by config/, the layout by the plan; these are the engine's
@@ -72,12 +79,14 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
     opt_segments_.push_back({owned_offset, length, layout.params()[param].takes_weight_decay()});
   });
-  master_ = zeros("zero_master", owned_numel_);
-  exp_avg_ = zeros("zero_exp_avg", owned_numel_);
-  exp_avg_sq_ = zeros("zero_exp_avg_sq", owned_numel_);
+  if (!frozen_only_) {  // a frozen engine's master weights exist only while it loads (load_weights)
+    master_ = zeros("zero_master", owned_numel_);
+    exp_avg_ = zeros("zero_exp_avg", owned_numel_);
+    exp_avg_sq_ = zeros("zero_exp_avg_sq", owned_numel_);
+  }
   // qwZ's int8 gathers dequantize into fp32 (values that are not bf16), so its weights stay fp32.
   bf16_weights_ = cfg.dtype == ComputeDtype::bf16 && !cfg.quantized_weights;
-  if (cfg.stage == 0 && cfg.dtype == ComputeDtype::fp32) {
+  if (cfg.stage == 0 && cfg.dtype == ComputeDtype::fp32 && !frozen_only_) {
     // Stage 0 owns every unit at its full offset, so in fp32 the compute weights are the master
     // weights themselves: one copy of the model fewer (16 bytes a parameter, as PyTorch DDP + Adam).
     full_weights_ = master_;
@@ -92,11 +101,11 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   } else {
     shard_weights_ = zeros("zero_shard_weights", part_.shard_numel());
   }
-  if (cfg.stage <= 1) full_grads_ = zeros("zero_full_grads", part_.full_numel());
-  grad_owned_ = cfg.stage == 0 ? full_grads_ : zeros("zero_grad_shard", owned_numel_);
+  if (cfg.stage <= 1 && !frozen_only_) full_grads_ = zeros("zero_full_grads", part_.full_numel());
+  if (!frozen_only_) grad_owned_ = cfg.stage == 0 ? full_grads_ : zeros("zero_grad_shard", owned_numel_);
   std::int64_t max_shard = 0;
   for (const FlatUnit& u : units) max_shard = std::max(max_shard, u.shard);
-  if (cfg.quantized_gradients) scratch_shard_ = zeros("zero_scratch_shard", max_shard);  // qgZ's blocking reduction
+  if (cfg.quantized_gradients && !frozen_only_) scratch_shard_ = zeros("zero_scratch_shard", max_shard);  // qgZ's blocking reduction
   gathered_.resize(units.size());
   gathered_bf16_.resize(units.size());
   widened_.resize(layout.params().size());
@@ -106,7 +115,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   unit_grads_.resize(units.size());
   secondary_.resize(units.size());
   bucketed_.assign(units.size(), 0);
-  if (cfg.stage >= 1 && !cfg.quantized_gradients) {
+  if (cfg.stage >= 1 && !cfg.quantized_gradients && !frozen_only_) {
     buckets_ = std::make_unique<GradBuckets>(part_, group_, grad_owned_,
                                              GradBucketOptions{cfg.reduce_bucket_elements, cfg.bf16_gradients, cfg.overlap_comm},
                                              pool_);
@@ -114,16 +123,21 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
+  if (frozen_) frozen_->init_weights(model, seed);
+  if (frozen_only_) master_ = zeros("zero_frozen_staging", owned_numel_);
   for_each_owned_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
     init_param_range(layout_, model, seed, param, first, slice(master_, owned_offset, length));
   });
   refresh_compute_weights();
+  if (frozen_only_) master_ = View1<float>();
 }
 
 void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
   if (static_cast<std::int64_t>(layout_order.size()) != layout_.total_numel()) {
     throw std::invalid_argument("load_weights: expected " + std::to_string(layout_.total_numel()) + " values");
   }
+  if (frozen_) frozen_->load_weights(layout_order);
+  if (frozen_only_) master_ = zeros("zero_frozen_staging", owned_numel_);
   auto host = Kokkos::create_mirror_view(master_);
   Kokkos::deep_copy(host, 0.f);
   for_each_owned_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
@@ -131,16 +145,21 @@ void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
   });
   Kokkos::deep_copy(master_, host);
   refresh_compute_weights();
+  if (frozen_only_) master_ = View1<float>();
 }
 
-void ZeroEngine::load_weights(const WeightSliceReader& read) {
-  auto host = Kokkos::create_mirror_view(master_);
-  Kokkos::deep_copy(host, 0.f);  // padding stays zero
+void ZeroEngine::load_weights(const WeightSliceReader& read, ParamSet which) {
+  if (frozen_ && which != ParamSet::trainable) frozen_->load_weights(read);
+  if (which == ParamSet::frozen && !frozen_only_) return;  // this engine holds none of them
+  if (frozen_only_) master_ = zeros("zero_frozen_staging", owned_numel_);
+  // Parameters not read keep their values (padding is zero either way).
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), master_);
   for_each_owned_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
-    read(param, first, length, host.data() + owned_offset);
+    if (in_param_set(layout_.params()[param], which)) read(param, first, length, host.data() + owned_offset);
   });
   Kokkos::deep_copy(master_, host);
   refresh_compute_weights();
+  if (frozen_only_) master_ = View1<float>();
 }
 
 void ZeroEngine::refresh_compute_weights() {
@@ -172,6 +191,7 @@ void ZeroEngine::refresh_compute_weights() {
   std::deque<std::int64_t> sizes;
   std::int64_t in_flight = 0;
   for (const FlatUnit& u : part_.units()) {
+    if (u.padded == 0) continue;  // a block without parameters of this engine's set
     const std::size_t shard = static_cast<std::size_t>(u.shard);
     if (bf16_weights_) {
       bf16* unit = full_weights_bf16_.data() + u.full_offset;
@@ -219,7 +239,7 @@ void ZeroEngine::end_micro_batch() {
     all_reduce_grads(group_, full_grads_);
   } else if (cfg_.stage == 1) {
     for (std::size_t u = 0; u < part_.units().size(); ++u) {  // units whose block_done never came
-      if (!bucketed_[u]) buckets_->add(static_cast<int>(u), full_grads_.data() + part_.units()[u].full_offset, {});
+      if (!bucketed_[u] && part_.units()[u].padded > 0) buckets_->add(static_cast<int>(u), full_grads_.data() + part_.units()[u].full_offset, {});
     }
   }
   if (buckets_) buckets_->finish();  // before anything (clip_grad_norm, the replicas) reads the gradient
@@ -276,6 +296,7 @@ void ZeroEngine::optimizer_step(double lr) {
 
 Unmanaged1<float> ZeroEngine::grad(int param) {
   progress();
+  if (!holds(param)) return {};  // frozen: no gradient
   const int u = part_.unit_of(param);
   const std::int64_t n = layout_.params()[param].numel(), off = part_.offset_in_unit(param);
   if (cfg_.stage <= 1) return Unmanaged1<float>(full_grads_.data() + part_.units()[u].full_offset + off, n);
@@ -291,6 +312,7 @@ void ZeroEngine::block_done(int block) {
   // The block's own unit is complete once its block is done: a shared weight (the tied embedding)
   // belongs to the earliest block, which backward reaches last.
   const int u = block;
+  if (part_.units()[u].padded == 0) return;
   if (cfg_.stage == 1) {  // the accumulated gradient is final in the step's last backward
     if (last_micro_batch_ && !bucketed_[u]) {
       bucketed_[u] = 1;
@@ -315,10 +337,16 @@ std::vector<float> ZeroEngine::owned_to_layout(View1<float> owned) {
   for (const OwnedSegment& o : owned_) Kokkos::deep_copy(slice(full, o.full_offset, o.length), slice(owned, o.owned_offset, o.length));
   if (cfg_.stage >= 1) {
     for (const FlatUnit& u : part_.units()) {
+      if (u.padded == 0) continue;
       float* unit = full.data() + u.full_offset;
       group_.all_gather(unit + rank_ * u.shard, unit, static_cast<std::size_t>(u.shard), DType::f32);
     }
   }
+  return full_to_layout(full);
+}
+
+// The flat buffer of every unit -> layout order (parameters of other sets stay zero).
+std::vector<float> ZeroEngine::full_to_layout(View1<float> full) {
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), full);
   std::vector<float> out(layout_.total_numel());
   for (const FlatUnit& u : part_.units()) {
@@ -331,7 +359,32 @@ std::vector<float> ZeroEngine::owned_to_layout(View1<float> owned) {
   return out;
 }
 
-std::vector<float> ZeroEngine::gather_master() { return owned_to_layout(master_); }
+// A frozen engine's compute weights in layout order, as fp32.
+std::vector<float> ZeroEngine::frozen_weights_to_layout() {
+  const bool sharded = cfg_.stage == 3;
+  View1<float> w = sharded ? shard_weights_ : full_weights_;
+  if (bf16_weights_) {
+    const View1<bf16>& src = sharded ? shard_weights_bf16_ : full_weights_bf16_;
+    w = zeros("zero_widened_weights", src.extent(0));
+    to_f32(src, w);
+  }
+  return sharded ? owned_to_layout(w) : full_to_layout(w);
+}
+
+std::vector<float> ZeroEngine::gather_master() {
+  if (frozen_only_) return frozen_weights_to_layout();
+  std::vector<float> out = owned_to_layout(master_);
+  if (frozen_) {
+    const std::vector<float> base = frozen_->gather_master();
+    for (std::size_t p = 0; p < layout_.params().size(); ++p) {
+      if (holds(static_cast<int>(p))) continue;
+      const std::int64_t off = layout_.offset(static_cast<int>(p));
+      std::copy_n(base.begin() + off, layout_.params()[p].numel(), out.begin() + off);
+    }
+  }
+  return out;
+}
+std::vector<float> ZeroEngine::gather_trainable() { return frozen_only_ ? std::vector<float>(layout_.total_numel(), 0.f) : owned_to_layout(master_); }
 std::vector<float> ZeroEngine::gather_grads() { return owned_to_layout(grad_owned_); }
 
 void ZeroEngine::track_peaks() {
@@ -368,6 +421,7 @@ int ZeroEngine::first_nonfinite_in(View1<float> owned) const {
 
 void ZeroEngine::restore(long steps_taken) {
   step_ = steps_taken;
+  if (frozen_) frozen_->drain_gathers();
   drain_gathers();
   refresh_compute_weights();
 }
@@ -392,6 +446,17 @@ MemoryReport ZeroEngine::memory() const {
   m.peak_gathered = peak_gathered_;
   m.peak_unit_grads = peak_unit_grads_;
   m.pooled = pool_.held_bytes();
+  if (frozen_only_) m.frozen_weights = m.weights;
+  if (frozen_) {  // the frozen part's peaks may come at other times: their sum bounds the true peak
+    const MemoryReport f = frozen_->memory();
+    m.weights += f.weights;
+    m.frozen_weights = f.weights;
+    m.grads += f.grads;
+    m.optimizer += f.optimizer;
+    m.peak_gathered += f.peak_gathered;
+    m.peak_unit_grads += f.peak_unit_grads;
+    m.pooled += f.pooled;
+  }
   return m;
 }
 

@@ -16,6 +16,11 @@
 // fp16 compute as fp16 values in fp32 storage (their gathers are fp32), except with qwZ, whose int8
 // gathers dequantize into fp32. Master weights, gradients and AdamW state
 // are fp32 always.
+// Frozen parameters (LoRA's base, ParamSpec::frozen): the engine holds the trainable ones as above and
+// the frozen ones in a second ZeroEngine over the same blocks (FlatPartition's ParamSet), which keeps
+// compute weights only: no master copy, gradient, AdamW state or reduction; at stage 3 its shards are
+// gathered per block with the trainable ones. weight() and acquire/release serve both; grad() of a
+// frozen parameter is an empty view (the model computes none).
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -56,6 +61,7 @@ struct ZeroConfig {
 // Bytes a rank holds, by kind (persistent), and the largest transient gathers / gradient units seen.
 struct MemoryReport {
   std::int64_t weights = 0, grads = 0, optimizer = 0;
+  std::int64_t frozen_weights = 0;  // the part of `weights` that holds frozen parameters
   std::int64_t peak_gathered = 0, peak_unit_grads = 0;
   std::int64_t pooled = 0;  // transient buffers held for reuse between blocks and steps (buffer_pool.hpp)
 };
@@ -75,8 +81,10 @@ class ZeroEngine : public ParamSource, public GradSink {
   // Pretrained weights read piecewise: read(param, first, count, out) must write elements
   // [first, first + count) of parameter `param` (row-major, as ParamLayout shapes it). Each rank asks
   // only for what it owns, so no rank ever holds the whole model beyond what its stage keeps anyway.
+  // `which` picks the parameters read (ParamSet::frozen: a LoRA base from a pretrained model; the others
+  // keep their values).
   using WeightSliceReader = std::function<void(int param, std::int64_t first, std::int64_t count, float* out)>;
-  void load_weights(const WeightSliceReader& read);
+  void load_weights(const WeightSliceReader& read, ParamSet which = ParamSet::all);
 
   // One optimizer step: begin_step, then per micro-batch begin_micro_batch(is_last) / the model's
   // forward_backward / end_micro_batch, then clip_grad_norm and optimizer_step.
@@ -101,12 +109,13 @@ class ZeroEngine : public ParamSource, public GradSink {
   Unmanaged1<float> grad(int param) override;
   void block_done(int block) override;
 
-  // The whole model in layout order on every rank (collective): master weights, or the step's
-  // reduced (and clipped) gradient.
+  // The whole model in layout order on every rank (collective): master weights (the compute weights of
+  // frozen parameters), or the step's reduced (and clipped) gradient (zero for frozen parameters).
   std::vector<float> gather_master();
+  std::vector<float> gather_trainable();  // master weights of the trainable parameters only (others 0)
   std::vector<float> gather_grads();
 
-  // Checkpointing: what this rank owns, in layout coordinates (the offset of an element in
+  // Checkpointing (the trainable parameters): what this rank owns, in layout coordinates (the offset of an element in
   // ParamLayout order, independent of world size and padding), and the state itself.
   struct OwnedSlice {
     std::int64_t layout_offset, owned_offset, length;
@@ -130,12 +139,16 @@ class ZeroEngine : public ParamSource, public GradSink {
   // ZeRO++ (qwZ, qgZ) adds the number of non-finite values it quantizes into counter(0) on the device,
   // for the caller to read back and report once per step. Without one (the default) each quantization
   // reads its count back on the host and throws before sending (comm/quantized_collectives.hpp).
-  void set_nonfinite_counter(Unmanaged1<double> counter) { nonfinite_ = counter; }
+  void set_nonfinite_counter(Unmanaged1<double> counter) {
+    nonfinite_ = counter;
+    if (frozen_) frozen_->nonfinite_ = counter;
+  }
   const GradBuckets* grad_buckets() const { return buckets_.get(); }  // nullptr at stage 0 and with qgZ
 
   MemoryReport memory() const;
   const BufferPool& buffer_pool() const { return pool_; }
-  const FlatPartition& partition() const { return part_; }
+  const FlatPartition& partition() const { return part_; }  // the trainable parameters'
+  const ZeroEngine* frozen_part() const { return frozen_.get(); }  // nullptr without frozen parameters
   int stage() const { return cfg_.stage; }
   Communicator& group() { return group_; }
   Communicator* replica_group() { return replica_; }
@@ -151,8 +164,14 @@ class ZeroEngine : public ParamSource, public GradSink {
   };
   // fn(param, first element of the param, offset in the owned region, length) for every piece of a
   // parameter this rank owns.
+  // The engine of one ParamSet; the public constructor makes the trainable one and, when the layout has
+  // frozen parameters, a frozen one it owns.
+  ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const ParallelPlan& plan, ParamSet set);
   template <class Fn>
   void for_each_owned_slice(Fn&& fn) const;
+  std::vector<float> full_to_layout(View1<float> full);
+  std::vector<float> frozen_weights_to_layout();
+  bool holds(int param) const { return part_.unit_of(param) >= 0; }
   void refresh_compute_weights();
   int first_nonfinite_in(View1<float> owned) const;
   void drain_gathers();
@@ -173,6 +192,8 @@ class ZeroEngine : public ParamSource, public GradSink {
   ParallelPlan plan_;
   Communicator& group_;    // the plan's shard group
   Communicator* replica_;  // nullptr unless hybrid sharding with more than one copy
+  ParamSet set_;
+  bool frozen_only_;  // this engine holds frozen parameters: compute weights only
   FlatPartition part_;
   int rank_, size_;
   std::vector<OwnedSegment> owned_;
@@ -203,6 +224,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   bool last_micro_batch_ = true, forward_ = true;
   long step_ = 0;
   std::int64_t peak_gathered_ = 0, peak_unit_grads_ = 0;
+  std::unique_ptr<ZeroEngine> frozen_;     // the frozen parameters' engine, if any
 };
 
 }  // namespace shardft

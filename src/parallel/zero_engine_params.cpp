@@ -66,6 +66,7 @@ void ZeroEngine::give_back_gathered(int unit) {
 }
 
 void ZeroEngine::acquire(int block) {
+  if (frozen_) frozen_->acquire(block);
   progress();
   if (cfg_.stage < 3) return;
   const int head = layout_.head_block();
@@ -110,6 +111,7 @@ void ZeroEngine::prefetch_after(int block) {
 // Nonblocking collectives advance only inside MPI calls: one test per engine call during compute (a
 // test drives every request in flight, so one is enough).
 void ZeroEngine::progress() {
+  if (frozen_) frozen_->progress();
   if (buckets_) buckets_->progress();
   for (const RequestPtr& r : pending_) {
     if (r) {
@@ -142,6 +144,7 @@ void ZeroEngine::check_acquired(int param) const {
 }
 
 Unmanaged1<const float> ZeroEngine::weight(int param) {
+  if (!holds(param)) return frozen_->weight(param);
   progress();
   const int u = part_.unit_of(param);
   const std::int64_t n = layout_.params()[param].numel(), off = part_.offset_in_unit(param);
@@ -162,6 +165,7 @@ Unmanaged1<const float> ZeroEngine::weight(int param) {
 }
 
 Unmanaged1<const bf16> ZeroEngine::weight_bf16(int param) {
+  if (!holds(param)) return frozen_->weight_bf16(param);
   if (!bf16_weights_) return {};
   progress();
   const int u = part_.unit_of(param);
@@ -174,6 +178,7 @@ Unmanaged1<const bf16> ZeroEngine::weight_bf16(int param) {
 }
 
 void ZeroEngine::release(int block) {
+  if (frozen_) frozen_->release(block);
   progress();
   if (cfg_.stage < 3) return;
   for (int u : part_.units_of_block(block)) {

@@ -15,6 +15,7 @@
 #include "io/hdf5_shard.hpp"
 #include "train/collective_error.hpp"
 #include "train/hf_export.hpp"
+#include "train/adapter_export.hpp"
 
 namespace fs = std::filesystem;
 
@@ -145,6 +146,21 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
                       {"layout_offset", layout.offset(static_cast<int>(p))}});
   }
   const std::string fingerprint = layout_fingerprint(params, layout.total_numel());
+
+  // LoRA: the adapter in PEFT's form too, so any checkpoint loads in peft.PeftModel.from_pretrained.
+  if (layout.has_frozen()) {
+    const std::vector<float> trained = eng.gather_trainable();
+    if (world.rank() == 0) {
+      try {
+        write_peft_adapter(tmp_dir, adapter_config_of(layout.lora(), cfg.model_name_or_path),
+                           lora_tensors_of(layout, trained));
+      } catch (const std::exception& e) {
+        err = e.what();
+      }
+    }
+    err = broadcast_text(world, err, 0);
+    if (!err.empty()) abandon_save(world, cfg.output_dir, tmp_dir, err);
+  }
 
   // Each writing rank: its owned region and the table that places it in layout coordinates.
   const auto slices = eng.owned_slices();

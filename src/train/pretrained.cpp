@@ -24,6 +24,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 std::vector<std::string> check_weights(HfModelWeights& weights, const ParamLayout& layout) {
   std::set<std::string> used;
   for (const ParamSpec& p : layout.params()) {
+    if (p.is_lora()) continue;  // LoRA factors come from their initialisation or an adapter, not the base
     if (!weights.has(p.name)) {
       throw FormatError(weights.description() + ": no tensor '" + p.name + "' (the model's config.json needs it)");
     }
@@ -82,11 +83,13 @@ void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, cons
   // Each rank reads only its slices, so only some ranks may meet a bad value: the load completes
   // everywhere (its collectives carry the NaN harmlessly), then all ranks agree and stop together.
   std::string bad;
-  engine.load_weights([&](int param, std::int64_t first, std::int64_t count, float* out) {
-    const std::string& name = layout.params()[param].name;
-    weights.read(name, first, count, out);
-    if (bad.empty()) bad = nonfinite_weight_problem(weights, name, first, out, count);
-  });
+  engine.load_weights(
+      [&](int param, std::int64_t first, std::int64_t count, float* out) {
+        const std::string& name = layout.params()[param].name;
+        weights.read(name, first, count, out);
+        if (bad.empty()) bad = nonfinite_weight_problem(weights, name, first, out, count);
+      },
+      layout.has_frozen() ? ParamSet::frozen : ParamSet::all);
   const std::string error = first_error(world, bad);
   if (!error.empty()) throw FormatError(error);
 }
@@ -96,6 +99,7 @@ void read_pretrained_weights(const ParamLayout& layout, const std::string& dir, 
   check_weights(weights, layout);
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
     const ParamSpec& spec = layout.params()[p];
+    if (spec.is_lora()) continue;
     float* out = flat + layout.offset(static_cast<int>(p));
     weights.read(spec.name, 0, spec.numel(), out);
     const std::string bad = nonfinite_weight_problem(weights, spec.name, 0, out, spec.numel());

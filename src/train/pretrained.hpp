@@ -16,15 +16,17 @@ namespace shardft {
 // tensor has no parameter to go to (a layer past config.json's num_hidden_layers, a module the decoder
 // does not have): it would be dropped. Returns the tensors left out on purpose, each with why: RoPE's
 // inv_freq buffers of old exports (recomputed) and an lm_head.weight next to tied embeddings.
+// LoRA's factors (ParamSpec::is_lora) are not the base model's: they are neither looked for nor read.
 std::vector<std::string> check_pretrained_weights(const ParamLayout& layout, const std::string& dir);
 
-// check_pretrained_weights, then each rank reads the elements it owns. A NaN or Inf in any tensor is a
+// check_pretrained_weights, then each rank reads the elements it owns (with LoRA: of the frozen base;
+// the factors keep their values). A NaN or Inf in any tensor is a
 // FormatError naming the tensor and element, thrown on every rank of `world` together (collective).
 void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir,
                              Communicator& world);
 
 // The same checks, then every parameter into `flat` (layout.total_numel() floats, layout order): one
-// process holding the whole model (`shardft generate`).
+// process holding the whole model (`shardft generate`); LoRA factors in `flat` are left as they are.
 void read_pretrained_weights(const ParamLayout& layout, const std::string& dir, float* flat);
 
 }  // namespace shardft

@@ -23,6 +23,7 @@
 #include "train/checkpoint.hpp"
 #include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
+#include "train/adapter_export.hpp"
 #include "train/mfu.hpp"
 #include "train/output_lock.hpp"
 #include "train/pretrained.hpp"
@@ -53,13 +54,20 @@ std::int64_t peak_rss_bytes() {
   return 0;
 }
 
-// Collective: every rank gathers, rank 0 writes.
-void save_model(Trainer& tr, const std::string& path, bool writer) {
-  const std::vector<float> full = tr.engine().gather_master();
+// Collective: every rank gathers, rank 0 writes. With LoRA: the base with the adapters merged (an HF
+// model that evaluates as base + adapter), and the adapter itself next to it.
+void save_model(Trainer& tr, const TrainConfig& cfg, const std::string& path, bool writer) {
+  std::vector<float> full = tr.engine().gather_master();
   if (!writer) return;
   const ParamLayout& layout = tr.model().layout();
+  if (layout.has_frozen()) {
+    write_peft_adapter(cfg.output_dir, adapter_config_of(layout.lora(), cfg.model_name_or_path),
+                       lora_tensors_of(layout, full));
+    merge_lora_terms(layout, full);
+  }
   std::vector<NamedTensorRef> refs;
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    if (layout.params()[p].is_lora()) continue;
     refs.push_back({layout.params()[p].name, layout.params()[p].shape, full.data() + layout.offset(static_cast<int>(p))});
   }
   write_safetensors_f32(path, refs);
@@ -373,7 +381,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       << after.weights + after.grads + after.optimizer << " B + transient gathers " << after.peak_gathered
       << " B + gradient units " << after.peak_unit_grads << " B (buffers kept for reuse at the end: " << after.pooled
       << " B)" << std::endl;
-  save_model(tr, model_path(cfg), writer);
+  save_model(tr, cfg, model_path(cfg), writer);
   if (writer) {
     // output_dir is then an HF model directory: transformers and `--model_name_or_path` both load it.
     write_hf_config(cfg.output_dir, model_meta_json(cfg.model), read_source_config(cfg.model_name_or_path),

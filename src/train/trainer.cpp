@@ -7,10 +7,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "config/lora_config.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/zero_buckets.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/fp16.hpp"
+#include "train/lora_adapter_init.hpp"
 #include "train/pretrained.hpp"
 
 namespace shardft {
@@ -64,6 +66,17 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
 }
 
 namespace {
+// The recipe with an adapter's LoRA keys folded in (train/lora_adapter_init.hpp). LoRA dropout is not
+// applied by the model yet: a recipe asking for it is refused rather than trained without it.
+TrainConfig resolved_lora_recipe(const TrainConfig& recipe) {
+  TrainConfig cfg = with_adapter_lora_keys(recipe);
+  if (lora_spec(cfg).enabled && cfg.lora_dropout > 0) {
+    throw ConfigError("lora_dropout: " + std::to_string(cfg.lora_dropout) +
+                      " is not supported yet (LoRA trains without dropout); set lora_dropout: 0");
+  }
+  return cfg;
+}
+
 // The memory preflight: every rank estimates, all refuse together when one cannot fit.
 RankMemoryEstimate checked_memory_estimate(const TrainConfig& cfg, const ParamLayout& layout, const ParallelPlan& plan,
                                            const RankMemoryBudget& budget) {
@@ -78,26 +91,28 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_grou
     : Trainer(cfg, total_steps, ParallelPlan::over(dp_group)) {}
 
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& plan)
-    : cfg_(cfg),
+    : cfg_(resolved_lora_recipe(cfg)),
       plan_(plan),
-      memory_budget_(rank_memory_budget(cfg, plan.topology().ranks_sharing_memory)),
+      memory_budget_(rank_memory_budget(cfg_, plan.topology().ranks_sharing_memory)),
       group_(plan.world()),
-      model_(cfg.model, compute_dtype(cfg)),
-      ignored_weights_(cfg.model_name_or_path.empty()
+      model_(cfg_.model, compute_dtype(cfg_), lora_spec(cfg_)),
+      ignored_weights_(cfg_.model_name_or_path.empty()
                            ? std::vector<std::string>{}
-                           : check_pretrained_weights(model_.layout(), cfg.model_name_or_path)),
-      memory_estimate_(checked_memory_estimate(cfg, model_.layout(), plan, memory_budget_)),
-      engine_(model_.layout(), zero_config(cfg), plan) {
-  model_.set_activation_checkpointing(cfg.gradient_checkpointing);
-  model_.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
-  model_.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
-  if (cfg.model_name_or_path.empty()) {
-    engine_.init_weights(cfg.model, cfg.seed);
-  } else {
-    load_pretrained_weights(engine_, model_.layout(), cfg.model_name_or_path, plan_.host_world());
+                           : check_pretrained_weights(model_.layout(), cfg_.model_name_or_path)),
+      memory_estimate_(checked_memory_estimate(cfg_, model_.layout(), plan, memory_budget_)),
+      engine_(model_.layout(), zero_config(cfg_), plan) {
+  model_.set_activation_checkpointing(cfg_.gradient_checkpointing);
+  model_.set_logits_chunk_tokens(cfg_.logits_chunk_tokens);
+  model_.set_memory_efficient_attention(cfg_.attn_implementation == "memory_efficient");
+  // With LoRA the seeded initialisation gives A and B (Kaiming-uniform, zero) and the pretrained model
+  // the frozen base; an adapter then replaces A and B.
+  if (cfg_.model_name_or_path.empty() || model_.layout().has_frozen()) engine_.init_weights(cfg_.model, cfg_.seed);
+  if (!cfg_.model_name_or_path.empty()) {
+    load_pretrained_weights(engine_, model_.layout(), cfg_.model_name_or_path, plan_.host_world());
   }
-  schedule_ = make_lr_schedule(cfg, total_steps);
-  if (cfg.fp16) loss_scaler_ = LossScaler(loss_scaler_config(cfg));
+  if (!cfg_.adapter_path.empty()) load_adapter_factors(engine_, model_.layout(), cfg_.adapter_path);
+  schedule_ = make_lr_schedule(cfg_, total_steps);
+  if (cfg_.fp16) loss_scaler_ = LossScaler(loss_scaler_config(cfg_));
 }
 
 Trainer::LedgerTotals Trainer::ledger_totals() const {

@@ -1,0 +1,15 @@
+#pragma once
+// A block of columns of a row-major matrix, for the products that fill only part of a packed output
+// (LoRA's term on the gate half or the up half of the fused [gate | up] projection).
+//   add_column_block:  dst[n, col0 + j] += src[n, j]   src [N, w], dst [N, W], col0 + w <= W
+//   copy_column_block: dst[n, j] = src[n, col0 + j]    src [N, W], dst [N, w]
+#include <cstdint>
+
+#include "kernels/types.hpp"
+
+namespace shardft {
+
+void add_column_block(Unmanaged2<const float> src, Unmanaged2<float> dst, std::int64_t col0);
+void copy_column_block(Unmanaged2<const float> src, std::int64_t col0, Unmanaged2<float> dst);
+
+}  // namespace shardft

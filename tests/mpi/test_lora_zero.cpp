@@ -1,0 +1,80 @@
+// LoRA at every ZeRO stage over 1-4 ranks equals PEFT + torch (tests/reference/peft/): the global batch
+// split over the ranks, 3 AdamW steps; the losses, step 1's A/B gradients and the adapter after 3 steps
+// to 1e-5 relative, the frozen base unchanged. At stages 0-2 the frozen base sends no gradient: a step's
+// bytes are full fine-tuning's scaled by the trainable share of the flat parameters.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "comm/mpi_communicator.hpp"
+#include "tests/common/peft_fixture_run.hpp"
+
+namespace shardft {
+namespace {
+using namespace testing_util;
+
+TEST(LoraZero, EveryStageEqualsPeft) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world");
+  for (const std::string name : {"llama_all_linear", "qwen2_all_linear"}) {
+    const nlohmann::json ex = peft_expected(name);
+    const auto grads_ref = read_safetensors_f32(peft_fixture_dir(name) + "/grads_step1.safetensors");
+    const auto after_ref = peft_adapter_tensors(peft_fixture_dir(name) + "/adapter_after");
+    const TokenBatch batch = peft_fixture_batch(name, world.rank(), world.size());
+    for (int stage : {0, 1, 2, 3}) {
+      SCOPED_TRACE(name + " stage " + std::to_string(stage) + ", " + std::to_string(world.size()) + " ranks");
+      Trainer tr(peft_fixture_config(name, {"--zero_stage=" + std::to_string(stage)}), 3, world);
+      const ParamLayout& layout = tr.model().layout();
+      const PeftFixtureRun run = run_peft_fixture(tr, batch, ex.at("steps").get<int>());
+      double loss_err = 0;
+      for (std::size_t s = 0; s < run.losses.size(); ++s) {
+        const double want = ex.at("losses")[s].get<double>();
+        loss_err = std::max(loss_err, std::abs(run.losses[s] - want) / want);
+      }
+      std::string where;
+      const double grad_err = worst_factor_error(layout, run.grads_step1, grads_ref, &where);
+      EXPECT_LT(grad_err, 1e-5) << "step-1 gradient of " << where;
+      const double after_err = worst_factor_error(layout, run.weights_after, after_ref, &where);
+      EXPECT_LT(after_err, 1e-5) << "after 3 steps, " << where;
+      EXPECT_LT(loss_err, 1e-5);
+      for (std::size_t p = 0; p < layout.params().size(); ++p) {
+        const ParamSpec& spec = layout.params()[p];
+        const std::int64_t off = layout.offset(static_cast<int>(p));
+        if (spec.frozen) {
+          EXPECT_EQ(std::memcmp(run.weights_before.data() + off, run.weights_after.data() + off, 4 * spec.numel()), 0)
+              << spec.name << " changed";
+        }
+      }
+      if (world.rank() == 0) {
+        std::printf("[ lora %s stage %d np %d ] worst rel. error: loss %.3g, step-1 grads %.3g, after %.3g; %.0f bytes/step\n",
+                    name.c_str(), stage, world.size(), loss_err, grad_err, after_err, run.step_comm_bytes.back());
+      }
+      if (stage == 3 || world.size() == 1) continue;
+      // Full fine-tuning of the same base at the same stage: its step reduces every parameter's gradient.
+      const TrainConfig full_cfg = load_train_config(
+          "", {"--model_name_or_path=" + std::string(SHARDFT_REFERENCE_DIR) + "/" + ex.at("base").get<std::string>(),
+               "--zero_stage=" + std::to_string(stage), "--max_grad_norm=0"});
+      Trainer full(full_cfg, 1, world);
+      const double full_bytes = full.step({batch}).comm_bytes;
+      // The trainable share of the flat parameters: the LoRA layout's trainable elements (not its engine's
+      // partition, which a frozen parameter leaking into the trainable set would grow too) over full
+      // fine-tuning's flat elements; 10% for the LoRA units' padding.
+      std::int64_t trainable = 0;
+      for (const ParamSpec& p : layout.params()) trainable += p.frozen ? 0 : p.numel();
+      const double share = static_cast<double>(trainable) / static_cast<double>(full.engine().partition().full_numel());
+      ASSERT_LT(share, 0.6);
+      // The step's scalars (loss, norm, token counts) are the same in both; 256 bytes bound them.
+      EXPECT_LE(run.step_comm_bytes.back(), 1.1 * share * full_bytes + 256)
+          << "LoRA sent " << run.step_comm_bytes.back() << " bytes, full fine-tuning " << full_bytes << ", share "
+          << share;
+      if (world.rank() == 0) {
+        std::printf("[ lora %s stage %d np %d ] full fine-tuning %.0f bytes/step, trainable share %.3f\n", name.c_str(),
+                    stage, world.size(), full_bytes, share);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardft

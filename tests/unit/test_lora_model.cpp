@@ -1,0 +1,159 @@
+// LoRA's term in the model (model/linear.hpp LoraTerm): the gradients of A and B (and, through the layers
+// above, its share of dx) against central finite differences of the loss, fp32; frozen base weights get
+// no gradient; B = 0 leaves the base model's loss exactly; checkpointing recomputes the same step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "finite_difference.hpp"
+#include "model/decoder.hpp"
+
+namespace shardft {
+namespace {
+
+using namespace kernel_test;
+
+constexpr int kBatch = 2, kSeq = 10;
+
+ModelConfig small_model() {
+  ModelConfig cfg;
+  cfg.vocab_size = 64;
+  cfg.hidden_size = 16;
+  cfg.num_hidden_layers = 2;
+  cfg.num_attention_heads = 4;
+  cfg.num_key_value_heads = 2;
+  cfg.intermediate_size = 24;
+  cfg.max_position_embeddings = 32;
+  cfg.initializer_range = 0.3;
+  cfg.qkv_bias = true;  // frozen biases too (Qwen2)
+  return cfg;
+}
+
+LoraSpec all_linear(int r) {
+  LoraSpec s;
+  s.enabled = true;
+  s.r = r;
+  s.alpha = 3.0;
+  s.dropout = 0.0;
+  s.targets.fill(true);
+  return s;
+}
+
+ModelInputs batch() {
+  std::vector<std::int32_t> ids, pos, seq_ids, targets;
+  const auto r = random_vector(kBatch * kSeq, 11, 0.f, 63.f);
+  for (int i = 0; i < kBatch * kSeq; ++i) {
+    ids.push_back(static_cast<std::int32_t>(r[i]));
+    pos.push_back(i % kSeq);
+    seq_ids.push_back(0);
+  }
+  for (int i = 0; i < kBatch * kSeq; ++i) targets.push_back(i % kSeq + 1 < kSeq ? ids[i + 1] : kIgnoreIndex);
+  return upload_inputs(kBatch, kSeq, ids, pos, seq_ids, targets);
+}
+
+// Base from the seed, every B random (PEFT's B = 0 would leave A's gradient zero).
+void init_with_random_b(const ParamLayout& layout, const ModelConfig& cfg, LocalParams& params) {
+  init_params(layout, cfg, 3, params.weights());
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.weights());
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    if (layout.params()[p].kind != ParamKind::lora_b) continue;
+    const auto v = random_vector(layout.params()[p].numel(), 100 + static_cast<std::uint32_t>(p), -0.3f, 0.3f);
+    for (std::size_t i = 0; i < v.size(); ++i) host(layout.offset(static_cast<int>(p)) + i) = v[i];
+  }
+  Kokkos::deep_copy(params.weights(), host);
+}
+
+double loss_at(Decoder& model, LocalParams& params, const ModelInputs& in) {
+  return model.forward_loss(in, params).loss_sum;
+}
+
+TEST(LoraModel, GradientsOfAAndBMatchFiniteDifferences) {
+  const ModelConfig cfg = small_model();
+  Decoder model(cfg, ComputeDtype::fp32, all_linear(2));
+  const ParamLayout& layout = model.layout();
+  LocalParams params(layout);
+  init_with_random_b(layout, cfg, params);
+  const ModelInputs in = batch();
+  model.forward_backward(in, params, params, 1.0);
+  const std::vector<float> grads = to_host(params.grads());
+
+  int checked = 0;
+  double worst = 0.0;
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    const ParamSpec& spec = layout.params()[p];
+    const std::int64_t off = layout.offset(static_cast<int>(p));
+    if (!spec.is_lora()) {  // frozen: the model never wrote its gradient
+      for (std::int64_t i = 0; i < spec.numel(); ++i) ASSERT_EQ(grads[off + i], 0.f) << spec.name;
+      continue;
+    }
+    for (std::int64_t i : {std::int64_t(0), spec.numel() / 2, spec.numel() - 1}) {
+      auto w = Kokkos::subview(params.weights(), off + i);
+      float orig = 0.f;
+      Kokkos::deep_copy(orig, w);
+      const float eps = 1e-2f;
+      Kokkos::deep_copy(w, orig + eps);
+      const double up = loss_at(model, params, in);
+      Kokkos::deep_copy(w, orig - eps);
+      const double down = loss_at(model, params, in);
+      Kokkos::deep_copy(w, orig);
+      const double fd = (up - down) / (2.0 * eps), g = grads[off + i];
+      const double err = std::abs(fd - g) / std::max(1e-2, std::abs(fd));
+      worst = std::max(worst, err);
+      EXPECT_LT(err, 2e-2) << spec.name << "[" << i << "]: analytic " << g << ", finite difference " << fd;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 * 2 * 7 * 3);  // layers x (A, B) x modules x elements
+  std::printf("LoRA finite differences: %d elements, worst relative error %.2e\n", checked, worst);
+}
+
+TEST(LoraModel, ZeroBLeavesTheBaseLossExactly) {
+  const ModelConfig cfg = small_model();
+  Decoder base(cfg, ComputeDtype::fp32), lora(cfg, ComputeDtype::fp32, all_linear(4));
+  LocalParams bp(base.layout()), lp(lora.layout());
+  init_params(base.layout(), cfg, 3, bp.weights());
+  init_params(lora.layout(), cfg, 3, lp.weights());  // B = 0; copy the base in by name
+  auto bh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bp.weights());
+  auto lh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lp.weights());
+  for (std::size_t p = 0; p < base.layout().params().size(); ++p) {
+    const ParamSpec& s = base.layout().params()[p];
+    const int q = lora.layout().index(s.name);
+    for (std::int64_t i = 0; i < s.numel(); ++i) lh(lora.layout().offset(q) + i) = bh(base.layout().offset(int(p)) + i);
+  }
+  Kokkos::deep_copy(lp.weights(), lh);
+  const ModelInputs in = batch();
+  EXPECT_EQ(base.forward_loss(in, bp).loss_sum, lora.forward_loss(in, lp).loss_sum);
+}
+
+TEST(LoraModel, CheckpointingRecomputesTheSameGradients) {
+  const ModelConfig cfg = small_model();
+  std::vector<float> runs[2];
+  for (int ckpt = 0; ckpt < 2; ++ckpt) {
+    Decoder model(cfg, ComputeDtype::bf16, all_linear(2));
+    model.set_activation_checkpointing(ckpt == 1);
+    LocalParams params(model.layout());
+    init_with_random_b(model.layout(), cfg, params);
+    model.forward_backward(batch(), params, params, 7.0);
+    runs[ckpt] = to_host(params.grads());
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+TEST(LoraModel, LayoutFreezesTheBaseAndNamesAAndBAsPeftDoes) {
+  LoraSpec qv = all_linear(8);
+  qv.targets.fill(false);
+  qv.targets[static_cast<int>(LoraModule::q_proj)] = qv.targets[static_cast<int>(LoraModule::v_proj)] = true;
+  const ParamLayout layout(small_model(), qv);
+  const ParamSpec& a = layout.params()[layout.index("model.layers.1.self_attn.v_proj.lora_A.weight")];
+  const ParamSpec& b = layout.params()[layout.index("model.layers.1.self_attn.v_proj.lora_B.weight")];
+  EXPECT_EQ(a.shape, (std::vector<std::int64_t>{8, 16}));
+  EXPECT_EQ(b.shape, (std::vector<std::int64_t>{8, 8}));  // kv heads x head_dim = 2 x 4
+  EXPECT_TRUE(a.takes_weight_decay());
+  EXPECT_FALSE(a.frozen);
+  EXPECT_TRUE(layout.params()[layout.index("model.layers.1.self_attn.v_proj.weight")].frozen);
+  EXPECT_THROW(layout.index("model.layers.0.self_attn.k_proj.lora_A.weight"), std::out_of_range);
+}
+
+}  // namespace
+}  // namespace shardft
