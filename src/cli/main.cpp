@@ -28,7 +28,7 @@ void usage(std::ostream& out) {
          "          [--max_new_tokens N] [--temperature T] [--top_p P] [--top_k K] [--seed S]\n"
          "          talk to a model: output_dir (default), an HF directory or a checkpoint-N\n"
          "  estimate  memory per GPU/CPU for ZeRO stages 1-3 (DeepSpeed's table) and activations\n"
-         "  consolidate CHECKPOINT --output DIR [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]\n"
+         "  consolidate CHECKPOINT --output DIR [--dtype fp32|bf16|fp16] [--max_shard_size 5GB] [--merge_adapters [--base DIR]]\n"
          "          HF-loadable model.safetensors (+ index past the shard size) and config.json\n"
          "  inspect CHECKPOINT   what a checkpoint holds; verifies every checksum\n"
          "  plot RUN_DIR [--output DIR]  PNG charts of RUN_DIR/metrics.jsonl (default: RUN_DIR/plots)\n"

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -89,15 +90,9 @@ void read_checkpoint_weights(const std::string& dir, const ParamLayout& layout, 
   log << "the master weights of checkpoint " << dir << " (step " << meta.at("step") << ")" << std::endl;
 }
 
-ConsolidateReport consolidate_checkpoint(const std::string& dir, const ConsolidateOptions& opt, std::ostream& log) {
-  const nlohmann::json meta = verify_checkpoint_for_reading(dir, log);
-  create_output_dir(opt.output_dir, "--output");
-  std::vector<TensorEntry> all;
-  std::vector<std::int64_t> offsets;
-  for (const auto& p : meta.at("params")) {
-    all.push_back({p.at("name"), p.at("shape").get<std::vector<std::int64_t>>()});
-    offsets.push_back(p.at("layout_offset"));
-  }
+ConsolidateReport write_safetensors_shards(const std::string& output_dir, const std::vector<TensorEntry>& all,
+                                           const ConsolidateOptions& opt,
+                                           const std::function<void(std::size_t, float*)>& fill) {
   // Shards in order, each under max_shard_bytes (a tensor larger than that gets a shard of its own).
   std::vector<std::pair<std::size_t, std::size_t>> shards;  // [first, last) tensor
   std::uint64_t acc = 0;
@@ -114,7 +109,6 @@ ConsolidateReport consolidate_checkpoint(const std::string& dir, const Consolida
   shards.emplace_back(first, all.size());
 
   ConsolidateReport rep;
-  MasterReader master(dir, meta);
   nlohmann::json weight_map = nlohmann::json::object();
   std::vector<float> buf;
   for (std::size_t s = 0; s < shards.size(); ++s) {
@@ -125,10 +119,10 @@ ConsolidateReport consolidate_checkpoint(const std::string& dir, const Consolida
       std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
     }
     std::vector<TensorEntry> part(all.begin() + static_cast<long>(shards[s].first), all.begin() + static_cast<long>(shards[s].second));
-    SafetensorsStreamWriter w(opt.output_dir + "/" + name, part, opt.dtype);
+    SafetensorsStreamWriter w(output_dir + "/" + name, part, opt.dtype);
     for (std::size_t i = shards[s].first; i < shards[s].second; ++i) {
       buf.resize(static_cast<std::size_t>(all[i].numel()));  // grows to the largest tensor, no further
-      master.read(offsets[i], all[i].numel(), buf.data());
+      fill(i, buf.data());
       w.write_next(buf.data());
       weight_map[all[i].name] = name;
       rep.largest_tensor = std::max(rep.largest_tensor, all[i].numel());
@@ -139,9 +133,30 @@ ConsolidateReport consolidate_checkpoint(const std::string& dir, const Consolida
     ++rep.files;
   }
   if (shards.size() > 1) {
-    std::ofstream(opt.output_dir + "/model.safetensors.index.json")
+    std::ofstream(output_dir + "/model.safetensors.index.json")
         << nlohmann::json{{"metadata", {{"total_size", rep.bytes}}}, {"weight_map", weight_map}}.dump(2) << "\n";
   }
+  return rep;
+}
+
+ConsolidateReport consolidate_checkpoint(const std::string& dir, const ConsolidateOptions& opt, std::ostream& log) {
+  if (std::filesystem::exists(dir + "/adapter_config.json")) {
+    throw FormatError(dir + " is a LoRA checkpoint: it holds the trained adapter (adapter_model.safetensors, which "
+                      "peft.PeftModel.from_pretrained loads), not the base weights; pass --merge_adapters to write "
+                      "the base with the adapter merged");
+  }
+  const nlohmann::json meta = verify_checkpoint_for_reading(dir, log);
+  create_output_dir(opt.output_dir, "--output");
+  std::vector<TensorEntry> all;
+  std::vector<std::int64_t> offsets;
+  for (const auto& p : meta.at("params")) {
+    all.push_back({p.at("name"), p.at("shape").get<std::vector<std::int64_t>>()});
+    offsets.push_back(p.at("layout_offset"));
+  }
+  MasterReader master(dir, meta);
+  const ConsolidateReport rep = write_safetensors_shards(opt.output_dir, all, opt, [&](std::size_t i, float* out) {
+    master.read(offsets[i], all[i].numel(), out);
+  });
   write_hf_config(opt.output_dir, meta.at("model"), meta.value("hf_config", nlohmann::json()), opt.dtype);
   copy_tokenizer_files(dir, opt.output_dir);  // the checkpoint keeps the run's tokenizer files
   return rep;

@@ -4,8 +4,10 @@
 // tensor is assembled from the rank files' slices, converted and written, so peak memory is about the
 // largest tensor, never the model.
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,7 +49,14 @@ void read_checkpoint_master(const std::string& checkpoint_dir, const nlohmann::j
 // verify_checkpoint_for_reading, check_checkpoint_layout, then the master weights into `flat` (layout order).
 void read_checkpoint_weights(const std::string& dir, const ParamLayout& layout, float* flat, std::ostream& log);
 
+// Writes `tensors` in order as model.safetensors, or numbered shards under opt.max_shard_bytes plus
+// model.safetensors.index.json, in opt.dtype; fill(i, out) puts tensor i's fp32 values in `out`.
+ConsolidateReport write_safetensors_shards(const std::string& output_dir, const std::vector<TensorEntry>& tensors,
+                                           const ConsolidateOptions& opt,
+                                           const std::function<void(std::size_t, float*)>& fill);
+
 // Verifies the whole checkpoint first (verify_checkpoint_for_reading): a damaged one exports nothing.
+// A LoRA checkpoint holds no base weights: FormatError pointing at --merge_adapters (train/merge_adapters.hpp).
 ConsolidateReport consolidate_checkpoint(const std::string& checkpoint_dir, const ConsolidateOptions& opt,
                                          std::ostream& log);
 
