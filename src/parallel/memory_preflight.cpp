@@ -13,7 +13,9 @@ namespace shardft {
 
 std::string RankMemoryEstimate::describe() const {
   std::ostringstream s;
-  s << "weights " << format_bytes(weights) << " + gradients " << format_bytes(grads) << " + optimizer "
+  s << "weights " << format_bytes(weights);
+  if (frozen_weights > 0) s << " (" << format_bytes(frozen_weights) << " frozen)";
+  s << " + gradients " << format_bytes(grads) << " + optimizer "
     << format_bytes(optimizer) << " + gathered " << format_bytes(gathered) << " + activations "
     << format_bytes(activations) << " = " << format_bytes(total());
   return s.str();
@@ -56,25 +58,46 @@ double activation_estimate(const ModelConfig& m, const ActivationShape& a) {
 
 RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLayout& layout, const ZeroConfig& zero,
                                         int shard_size, const ActivationShape& shape) {
-  // The ZeroEngine constructor's allocations (parallel/zero_engine.cpp), element for element.
-  const FlatPartition part(layout, zero.stage == 0 ? 1 : shard_size);
+  // The ZeroEngine constructors' allocations (parallel/zero_engine.cpp), element for element. With LoRA
+  // the trainable factors and the frozen base are two partitions of the same blocks (two engines): the
+  // trainable one is allocated as any model; the frozen one holds compute weights only (no gradients,
+  // no master weights, no optimizer state).
+  // Stage 0 pads its units as the sharded stages do (to a multiple of N * kAlign), though it owns them whole.
+  const int shards = shard_size;
+  const bool lora = layout.has_frozen();
+  const FlatPartition part(layout, shards, lora ? ParamSet::trainable : ParamSet::all);
   const double full = static_cast<double>(part.full_numel()), shard = static_cast<double>(part.shard_numel());
   const double owned = zero.stage == 0 ? full : shard;
   const bool bf16_weights = zero.dtype == ComputeDtype::bf16 && !zero.quantized_weights;
+  const double weight_bytes = bf16_weights ? 2 : 4;
   RankMemoryEstimate e;
   e.optimizer = 3 * 4 * owned;  // master, exp_avg, exp_avg_sq
   if (zero.stage == 0 && zero.dtype == ComputeDtype::fp32) {
     e.weights = 0;  // the master weights are the compute weights
   } else {
-    e.weights = (bf16_weights ? 2 : 4) * (zero.stage < 3 ? full : shard);
+    e.weights = weight_bytes * (zero.stage < 3 ? full : shard);
   }
   e.grads = (zero.stage <= 1 ? 4 * full : 0) + (zero.stage == 0 ? 0 : 4 * owned);
-  double largest = 0;
-  for (const FlatUnit& u : part.units()) largest = std::max(largest, static_cast<double>(u.padded));
+  // Per block, the elements gathered to compute it (both partitions' units: unit u is block u's in each)
+  // and the trainable elements whose gradient is held whole until its reduce-scatter.
+  std::vector<double> block_weights, block_grads;
+  for (const FlatUnit& u : part.units()) {
+    block_weights.push_back(static_cast<double>(u.padded));
+    block_grads.push_back(static_cast<double>(u.padded));
+  }
+  if (lora) {
+    const FlatPartition frozen(layout, shards, ParamSet::frozen);
+    e.frozen_weights = weight_bytes * static_cast<double>(zero.stage < 3 ? frozen.full_numel() : frozen.shard_numel());
+    e.weights += e.frozen_weights;
+    block_weights.resize(std::max(block_weights.size(), frozen.units().size()), 0.0);
+    for (std::size_t u = 0; u < frozen.units().size(); ++u) block_weights[u] += static_cast<double>(frozen.units()[u].padded);
+  }
+  const double largest_weights = block_weights.empty() ? 0 : *std::max_element(block_weights.begin(), block_weights.end());
+  const double largest_grads = block_grads.empty() ? 0 : *std::max_element(block_grads.begin(), block_grads.end());
   // Stage 3 gathers the block it computes and prefetches the next; stages 1-3 hold a unit's gradient
   // whole until its reduce-scatter. (qwZ gathers dequantize into fp32.)
-  if (zero.stage == 3) e.gathered = 2 * (bf16_weights ? 2 : 4) * largest;
-  if (zero.stage >= 1) e.gathered += 4 * largest;
+  if (zero.stage == 3) e.gathered = 2 * weight_bytes * largest_weights;
+  if (zero.stage >= 1) e.gathered += 4 * largest_grads;
   e.activations = activation_estimate(model, shape);
   return e;
 }

@@ -223,6 +223,11 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
 
   Trainer tr(cfg, plan.total_steps, parallel);
   for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
+  if (tr.model().layout().has_frozen() && cfg.model_name_or_path.empty()) {
+    log << "warning: LoRA without model_name_or_path: the frozen base is randomly initialised (seed "
+        << cfg.seed << "), so the adapters learn on random weights (fine for benchmarks, not for fine-tuning)"
+        << std::endl;
+  }
   log << "memory per rank (estimate): " << tr.memory_estimate().describe() << "; budget "
       << (tr.memory_budget().bytes >= 0 ? format_bytes(tr.memory_budget().bytes) + " (" + tr.memory_budget().source + ")"
                                         : tr.memory_budget().source)
@@ -378,7 +383,9 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   }
   const MemoryReport after = tr.engine().memory();
   log << "peak memory per rank: " << peak_rss_bytes() << " B measured (process RSS); model state "
-      << after.weights + after.grads + after.optimizer << " B + transient gathers " << after.peak_gathered
+      << after.weights + after.grads + after.optimizer << " B (weights " << after.weights << " B of which frozen "
+      << after.frozen_weights << " B, gradients " << after.grads << " B, optimizer " << after.optimizer
+      << " B) + transient gathers " << after.peak_gathered
       << " B + gradient units " << after.peak_unit_grads << " B (buffers kept for reuse at the end: " << after.pooled
       << " B)" << std::endl;
   save_model(tr, cfg, model_path(cfg), writer);

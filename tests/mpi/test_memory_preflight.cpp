@@ -32,26 +32,37 @@ TEST(MemoryPreflightMpi, OneRankOverItsBudgetStopsEveryRank) {
   check_rank_memory(need, RankMemoryBudget{1e7, "enough"}, plan.host_world());  // fits everywhere: no throw
 }
 
+// Every stage (stage 0 pads its units to N ranks' alignment too); with LoRA the frozen base is a second, compute-weights-only partition of the blocks.
 TEST(MemoryPreflightMpi, ShardedPersistentEstimateIsWhatTheEngineAllocates) {
-  for (int stage = 1; stage <= 3; ++stage) {
-    for (bool bf16 : {false, true}) {
-      TrainConfig cfg;
-      cfg.model.vocab_size = 300;
-      cfg.model.hidden_size = 64;
-      cfg.model.num_hidden_layers = 2;
-      cfg.model.num_attention_heads = 4;
-      cfg.model.num_key_value_heads = 2;
-      cfg.model.intermediate_size = 96;
-      cfg.zero_stage = stage;
-      cfg.bf16 = bf16;
-      cfg.max_memory_per_rank = "none";
-      const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
-      Trainer tr(cfg, 10, plan);
-      const MemoryReport m = tr.engine().memory();
-      SCOPED_TRACE("stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
-      EXPECT_EQ(tr.memory_estimate().weights, static_cast<double>(m.weights));
-      EXPECT_EQ(tr.memory_estimate().grads, static_cast<double>(m.grads));
-      EXPECT_EQ(tr.memory_estimate().optimizer, static_cast<double>(m.optimizer));
+  for (bool lora : {false, true}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      for (bool bf16 : {false, true}) {
+        TrainConfig cfg;
+        cfg.model.vocab_size = 300;
+        cfg.model.hidden_size = 64;
+        cfg.model.num_hidden_layers = 2;
+        cfg.model.num_attention_heads = 4;
+        cfg.model.num_key_value_heads = 2;
+        cfg.model.intermediate_size = 96;
+        cfg.zero_stage = stage;
+        cfg.bf16 = bf16;
+        cfg.max_memory_per_rank = "none";
+        if (lora) {
+          cfg.use_peft = true;
+          cfg.lora_r = 4;
+          cfg.lora_dropout = 0;
+          cfg.lora_target_modules = "all-linear";
+        }
+        const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+        Trainer tr(cfg, 10, plan);
+        const MemoryReport m = tr.engine().memory();
+        SCOPED_TRACE(std::string(lora ? "LoRA " : "") + "stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
+        EXPECT_EQ(tr.memory_estimate().weights, static_cast<double>(m.weights));
+        EXPECT_EQ(tr.memory_estimate().frozen_weights, static_cast<double>(m.frozen_weights));
+        EXPECT_EQ(tr.memory_estimate().grads, static_cast<double>(m.grads));
+        EXPECT_EQ(tr.memory_estimate().optimizer, static_cast<double>(m.optimizer));
+        if (lora) EXPECT_GT(m.frozen_weights, 0);
+      }
     }
   }
 }

@@ -54,6 +54,32 @@ TEST(MemoryPreflight, PersistentEstimateIsWhatTheEngineAllocates) {
   }
 }
 
+// LoRA: the frozen base counts as compute weights only (no gradient, master or optimizer state) and A/B
+// as ordinary trainable parameters, as the two engines allocate them.
+TEST(MemoryPreflight, LoraEstimateIsWhatTheEngineAllocates) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (bool bf16 : {false, true}) {
+      TrainConfig cfg = small_model(stage, bf16);
+      cfg.use_peft = true;
+      cfg.lora_r = 4;
+      cfg.lora_dropout = 0;
+      cfg.lora_target_modules = "all-linear";
+      Trainer tr(cfg, 10, self());
+      const MemoryReport m = tr.engine().memory();
+      const RankMemoryEstimate& e = tr.memory_estimate();
+      SCOPED_TRACE("LoRA stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
+      ASSERT_TRUE(tr.model().layout().has_frozen());
+      EXPECT_GT(m.frozen_weights, 0);
+      EXPECT_EQ(e.frozen_weights, static_cast<double>(m.frozen_weights));
+      EXPECT_EQ(e.weights, static_cast<double>(m.weights));
+      EXPECT_EQ(e.grads, static_cast<double>(m.grads));
+      EXPECT_EQ(e.optimizer, static_cast<double>(m.optimizer));
+      // Only A and B have optimizer state: far less than a full fine-tune's 12 bytes a parameter.
+      EXPECT_LT(e.optimizer, 12.0 * static_cast<double>(tr.model().layout().total_numel()) / 4);
+    }
+  }
+}
+
 TEST(MemoryPreflight, StepPeakIsWithinTheEstimate) {
   // The whole estimate bounds what a training step really holds at its peak (Kokkos allocations), and
   // is not wildly above it: a preflight that refused runs which fit would be worse than none.

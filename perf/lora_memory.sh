@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# LoRA against full fine-tuning, memory and traffic per rank: `shardft train` twice at ZeRO-3 on 2 ranks
+# (jobs/mpirun.sh), a ~110M-parameter Llama shape (hidden 768, 12 layers, 12 heads, MLP 2048, vocab 32000,
+# tied embeddings; random weights: the numbers do not depend on their values), a few steps of the bundled
+# SFT data: once full fine-tuning, once LoRA r=16 on all linear layers (frozen base). Per run, from the
+# end-of-run log line and metrics.jsonl: the model state the engine holds on rank 0 (MemoryReport:
+# weights, the frozen part of them, gradients, optimizer state), the measured peak RSS of rank 0, and the
+# bytes rank 0 sent per step (the ledger's comm_bytes, mean over the steps).
+#
+#   perf/lora_memory.sh                 # writes perf/results/lora_memory.json and prints a table
+#
+# Environment: SHARDFT_BIN (default build/shardft), STEPS (default 3), LORA_R (default 16), SHARDFT_ARGS
+# (more train flags for both runs, e.g. "--bf16 true"), RESULT (default perf/results/lora_memory.json).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export SHARDFT_BIN=${SHARDFT_BIN:-$root/build/shardft}
+steps=${STEPS:-3}; r=${LORA_R:-16}; read -r -a extra <<< "${SHARDFT_ARGS:-}"
+results=$root/perf/results
+mkdir -p "$results"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+cd "$root"
+model=(--vocab_size 32000 --hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 --num_key_value_heads 12
+       --intermediate_size 2048 --tie_word_embeddings true --max_position_embeddings 512)
+common=(train --config jobs/recipes/default.yaml "${model[@]}" --zero_stage 3 --max_steps "$steps" --logging_steps 1
+        --per_device_train_batch_size 1 --max_seq_length 64 --do_eval false --save_strategy no
+        --max_memory_per_rank none ${extra[@]+"${extra[@]}"})
+bash jobs/mpirun.sh -np 2 -- "${common[@]}" --output_dir "$tmp/full" > "$tmp/full.log" 2>&1 \
+  || { tail -30 "$tmp/full.log"; exit 1; }
+bash jobs/mpirun.sh -np 2 -- "${common[@]}" --use_peft true --lora_r "$r" --lora_alpha $((2 * r)) --lora_dropout 0 \
+  --lora_target_modules all-linear --output_dir "$tmp/lora" > "$tmp/lora.log" 2>&1 || { tail -30 "$tmp/lora.log"; exit 1; }
+python3 - "$tmp" "${RESULT:-$results/lora_memory.json}" "$r" "${SHARDFT_ARGS:-}" <<'PY'
+import json, re, sys
+tmp, out, r, extra = sys.argv[1:5]
+rows = {}
+for name in ("full", "lora"):
+    log = open(f"{tmp}/{name}.log").read()
+    m = re.search(r"peak memory per rank: (\d+) B measured \(process RSS\); model state (\d+) B \(weights (\d+) B "
+                  r"of which frozen (\d+) B, gradients (\d+) B, optimizer (\d+) B\) \+ transient gathers (\d+) B", log)
+    assert m, f"{name}: no 'peak memory per rank' line with the model state's parts"
+    steps = [l for l in map(json.loads, open(f"{tmp}/{name}/metrics.jsonl")) if "step" in l]
+    rows[name] = dict(zip(("peak_rss", "model_state", "weights", "frozen_weights", "grads", "optimizer",
+                           "peak_gathered"), map(int, m.groups())),
+                      comm_bytes_per_step=sum(s["comm_bytes"] for s in steps) / len(steps),
+                      seconds_per_step=sum(s["step_seconds"] for s in steps[1:]) / max(1, len(steps) - 1)
+                      if "step_seconds" in steps[0] else None)
+json.dump({"model": "llama h768 L12 I2048 vocab32000 tied (~110M)", "ranks": 2, "zero_stage": 3,
+           "lora_r": int(r), "extra_args": extra, "rows": rows}, open(out, "w"), indent=1)
+MiB = 2.0**20
+print(f"{'per rank (rank 0)':<28}{'full':>14}{'LoRA r=' + r:>14}{'LoRA / full':>13}")
+for key, label in (("weights", "weights (compute)"), ("frozen_weights", "  of which frozen"), ("grads", "gradients"),
+                   ("optimizer", "optimizer (master + Adam)"), ("model_state", "model state total"),
+                   ("peak_gathered", "stage-3 gathers (peak)"), ("peak_rss", "peak RSS measured"),
+                   ("comm_bytes_per_step", "bytes sent per step")):
+    a, b = rows["full"][key], rows["lora"][key]
+    ratio = f"{b / a:.3f}" if a else "-"
+    print(f"{label:<28}{a / MiB:>12.1f}Mi{b / MiB:>12.1f}Mi{ratio:>13}")
+print(f"wrote {out}")
+PY
