@@ -15,6 +15,8 @@
 #include "kernels/elementwise.hpp"
 #include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
+#include "io/lora_adapter_config.hpp"
+#include "train/merge_adapters.hpp"
 #include "train/pretrained.hpp"
 #include "train/trainer.hpp"
 
@@ -108,6 +110,24 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
     apply_run_recipe(cfg, run_meta, run_checkpoint + "/metadata.json", dir_has_tokenizer);
   }
   if (!tokenizer_explicit && dir_has_tokenizer) cfg.tokenizer_name_or_path = dir;
+  // A LoRA run's checkpoint holds its adapter, not the base: the model is the adapter's base with the
+  // adapter merged (--adapter names another adapter over any model).
+  std::string adapter = cfg.adapter_path;
+  if (checkpoint && path_exists(fs::path(dir) / "adapter_config.json")) {
+    verify_checkpoint_for_reading(dir, log);
+    if (!adapter.empty()) {
+      throw ConfigError(what + ": '" + dir + "' is a LoRA checkpoint with its own adapter; --adapter names another one");
+    }
+    adapter = dir;
+    const std::string base = read_adapter_config_json(dir + "/adapter_config.json").base_model_name_or_path;
+    if (base.empty() || !fs::is_directory(base, ec)) {
+      throw ConfigError(dir + "/adapter_config.json: base_model_name_or_path '" + base +
+                        "' is not a directory holding the base model this LoRA checkpoint was trained on");
+    }
+    log << what << ": '" << dir << "' is a LoRA checkpoint; its base is " << base << std::endl;
+    dir = base;
+    checkpoint = false;
+  }
 
   ChatModel cm;
   int sliding_window = 0;
@@ -153,6 +173,10 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
     read_checkpoint_master(dir, meta, 0, layout.total_numel(), host.data());
   } else {
     read_pretrained_weights(layout, dir, host.data());
+  }
+  if (!adapter.empty()) {
+    merge_adapter_into_weights(adapter, layout, host.data(), log);
+    cm.source += " + adapter " + adapter;
   }
   Kokkos::deep_copy(cm.params->weights(), host);
   round_to_compute_dtype(cfg, cm.params->weights());

@@ -66,4 +66,20 @@ ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const
   return rep;
 }
 
+void merge_adapter_into_weights(const std::string& adapter_dir, const ParamLayout& layout, float* weights,
+                                std::ostream& log) {
+  const PeftAdapter adapter = read_peft_adapter(adapter_dir);
+  std::map<std::string, std::vector<std::int64_t>> shapes;
+  for (const ParamSpec& p : layout.params()) shapes[p.name] = p.shape;
+  check_peft_adapter_matches(adapter, shapes, adapter_dir + " over the model");
+  for (const auto& [name, f] : adapter.tensors) {
+    const int p = layout.index(name);
+    const ParamSpec& spec = layout.params()[p];
+    merge_lora_into(weights + layout.offset(p), spec.shape[0], spec.shape[1], f.A.data.data(), f.B.data.data(),
+                    f.A.shape[0], adapter.config.scale());
+  }
+  log << "adapter " << adapter_dir << ": " << adapter.tensors.size() << " LoRA pairs merged (scale "
+      << adapter.config.scale() << ")" << std::endl;
+}
+
 }  // namespace shardft

@@ -15,4 +15,9 @@ namespace shardft {
 ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const std::string& base_dir,
                                            const ConsolidateOptions& opt, std::ostream& log);
 
+// The PEFT adapter at `adapter_dir` merged into `weights` (the flat host weights of `layout`, a model
+// without LoRA parameters): generation with an adapter. FormatError when it does not fit the layout.
+void merge_adapter_into_weights(const std::string& adapter_dir, const ParamLayout& layout, float* weights,
+                                std::ostream& log);
+
 }  // namespace shardft

@@ -3,6 +3,7 @@
 # --merge_adapters, and `consolidate --merge_adapters` writes the base with W + scale·B·A merged, which
 # transformers loads without PEFT with the loss PEFT gives over the same adapter (and not the loss of
 # an earlier checkpoint's adapter: the merge really took this one). Bad folders are named, exit 2.
+# generate reads a LoRA checkpoint (or --adapter over a base) as its base with the adapter merged.
 # Usage: lora_merge_adapters.sh SHARDFT_BINARY SOURCE_DIR
 set -u
 bin=$1; src=$2
@@ -49,4 +50,18 @@ early=$(field loss)
 [ $? -eq 2 ] && grep -q "adapter_config.json" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "no-adapter folder"; }
 "$bin" consolidate "$tmp/run/checkpoint-4" --merge_adapters --base "$tmp/nothing" --output "$tmp/y" > "$tmp/bad.log" 2>&1
 [ $? -eq 2 ] && grep -q -- "--base '$tmp/nothing'" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "missing base"; }
+# generate: a LoRA checkpoint (its base + its adapter), the base with --adapter, and the run's merged
+# output_dir give the same greedy text; the base alone does not.
+gen() {
+  "$bin" generate --model "$@" --chat_template llama3 --max_seq_length 128 --prompt "upper: hello" \
+    --max_new_tokens 12 2> "$tmp/gen.err" || { cat "$tmp/gen.err"; fail "generate --model $*"; }
+}
+from_checkpoint=$(gen "$tmp/run/checkpoint-4") || exit 1
+from_adapter=$(gen "$base" --adapter "$tmp/run/checkpoint-4") || exit 1
+from_merged=$(gen "$tmp/run") || exit 1
+from_base=$(gen "$base") || exit 1
+[ "$from_checkpoint" = "$from_merged" ] || fail "generation from the LoRA checkpoint differs from the merged output_dir"
+[ "$from_adapter" = "$from_merged" ] || fail "generation from the base with --adapter differs from the merged output_dir"
+[ "$from_base" != "$from_merged" ] || fail "the base alone generates what the adapter does: the adapter was not applied"
+
 echo "ok: merged adapter loss $full = PEFT's $loss (checkpoint-2's adapter: $early)"
