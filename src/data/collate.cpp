@@ -48,6 +48,7 @@ TokenBatch collate(const std::vector<TokenizedSample>& samples, const std::vecto
   batch.position_ids.resize(total);
   batch.seq_ids.assign(total, 0);  // one sample per row: every position belongs to sample 0
   batch.targets.assign(total, kIgnore);
+  batch.sample_ids.assign(total, -1);
 
   for (std::size_t row = 0; row < indices.size(); ++row) {
     const TokenizedSample& s = samples[indices[row]];
@@ -55,6 +56,7 @@ TokenBatch collate(const std::vector<TokenizedSample>& samples, const std::vecto
     const std::size_t base = row * seq;
     batch.real_tokens += static_cast<std::int64_t>(len);
     std::copy(s.input_ids.begin(), s.input_ids.end(), batch.input_ids.begin() + base);
+    std::fill_n(batch.sample_ids.begin() + base, len, static_cast<std::int32_t>(indices[row]));
     // Padding keeps counting positions: RoPE stays well defined there and the padded logits take no loss.
     for (std::size_t t = 0; t < seq; ++t) batch.position_ids[base + t] = static_cast<std::int32_t>(t);
     // The last real position predicts nothing inside this sample, so it stays -100 like the padding.

@@ -87,6 +87,7 @@ TokenBatch collate_packed(const std::vector<TokenizedSample>& samples,
   b.position_ids.assign(n, 0);
   b.seq_ids.assign(n, 0);
   b.targets.assign(n, kNoTarget);
+  b.sample_ids.assign(n, -1);
   for (int r = 0; r < b.batch; ++r) {
     std::size_t t = static_cast<std::size_t>(r) * b.seq;
     const std::size_t row_end = t + b.seq;
@@ -97,6 +98,7 @@ TokenBatch collate_packed(const std::vector<TokenizedSample>& samples,
         b.input_ids[t] = s.input_ids[k];
         b.position_ids[t] = static_cast<std::int32_t>(k);
         b.seq_ids[t] = sid;
+        b.sample_ids[t] = static_cast<std::int32_t>(i);
         // targets are shifted inside the sample: its last token predicts nothing
         b.targets[t] = k + 1 < s.labels.size() ? s.labels[k + 1] : kNoTarget;
       }

@@ -79,11 +79,13 @@ GenerationPrompt make_generation_prompt(const ByteTokenizer& tok, const Conversa
 // position t+1 (what the logits at t must predict), -100 at the last position and on padding.
 // Padding uses the pad id given to collate (any valid id: padding never takes loss and no real token
 // attends to it); position_ids restart at 0 for each sample; seq_ids number the samples of a
-// row (one sample per row when not packing), so attention never crosses two samples.
+// row (one sample per row when not packing), so attention never crosses two samples. sample_ids give
+// each token's sample as its index in the dataset (-1 on padding; empty: not known): the same whichever
+// rank or micro-batch it lands in, which LoRA dropout's masks are keyed on.
 struct TokenBatch {
   int batch = 0;
   int seq = 0;
-  std::vector<std::int32_t> input_ids, position_ids, seq_ids, targets;
+  std::vector<std::int32_t> input_ids, position_ids, seq_ids, targets, sample_ids;
   std::int64_t real_tokens = 0;      // tokens of the samples, padding not counted
   std::int64_t num_targets() const;  // entries of targets != -100
 };

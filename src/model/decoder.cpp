@@ -30,6 +30,7 @@ struct Decoder::Activations {
   RopeTable rope;
   std::int64_t rope_length = 0;  // the rope_frequency_length the table was made for
   GrowingBufferOf<double> loss_sum{"loss_sum"};  // forward_backward's, when the caller reads it back
+  GrowingBufferOf<std::uint64_t> dropout_keys{"dropout_row_keys"};
 };
 
 namespace {
@@ -115,7 +116,24 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   const Kept inputs_as = kept_as(dtype_, true);
   auto input_of = [&](int l) { return A.inputs[l].staging(N, d, inputs_as, A.staging.input); };
   auto saved_of = [&](int l) -> LayerActivations& { return checkpointing_ ? A.scratch : A.saved[l]; };
-  auto weights_of = [&](int l) { return layer_weights_of(params, layout_, cfg_, l, dtype_, A.gate_up_copy); };
+  Unmanaged1<const std::uint64_t> row_key;
+  if (lora_dropout_ > 0.f) {
+    const auto keys = A.dropout_keys.vec(N);
+    if (in.sample_ids.extent(0) > 0) {
+      dropout_row_keys(in.sample_ids, in.position_ids, keys);
+    } else {
+      dropout_row_keys_flat(dropout_calls_, keys);
+    }
+    row_key = keys;
+  }
+  ++dropout_calls_;
+  auto weights_of = [&](int l) {
+    LayerWeights w = layer_weights_of(params, layout_, cfg_, l, dtype_, A.gate_up_copy);
+    if (lora_dropout_ > 0.f) {
+      set_layer_lora_dropout(w, layout_.layer(l), l, lora_dropout_, dropout_seed_, dropout_step_, row_key);
+    }
+    return w;
+  };
 
   embed(in, params, input_of(0));
   A.inputs[0].keep(input_of(0), inputs_as);

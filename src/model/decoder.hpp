@@ -26,6 +26,9 @@ struct ModelInputs {
   int batch = 0;
   int seq = 0;
   View1<std::int32_t> input_ids, position_ids, seq_ids, targets;
+  // Each token's sample: its index in the dataset, the same whichever rank and micro-batch it lands in
+  // (LoRA dropout keys its mask on (sample, position)). Empty: not known.
+  View1<std::int32_t> sample_ids;
   // The vocabulary size the host checked input_ids (and targets) against before uploading them; 0: not
   // checked. A model whose vocabulary is at least this large trusts the ids and never copies them back.
   int checked_vocab = 0;
@@ -44,8 +47,11 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
 // allocates nothing (a batch no larger than any before it).
 struct InputBuffers {
   GrowingBufferOf<std::int32_t> input_ids{"input_ids"}, position_ids{"position_ids"}, seq_ids{"seq_ids"},
-      targets{"targets"};
+      targets{"targets"}, sample_ids{"sample_ids"};
 };
+// Adds the tokens' sample ids (batch*seq of them; std::invalid_argument otherwise) to inputs; an empty
+// vector leaves them unknown.
+void upload_sample_ids(ModelInputs& in, const std::vector<std::int32_t>& sample_ids, InputBuffers* buffers = nullptr);
 ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& input_ids,
                           const std::vector<std::int32_t>& position_ids, const std::vector<std::int32_t>& seq_ids,
                           const std::vector<std::int32_t>& targets, int vocab_size, InputBuffers& buffers);
@@ -78,6 +84,19 @@ class Decoder {
   // recomputes them in backward (kernels/attention_lse.hpp).
   void set_memory_efficient_attention(bool on) { memory_efficient_attention_ = on; }
   bool memory_efficient_attention() const { return memory_efficient_attention_; }
+  // LoRA dropout with probability p (0: off) in forward_backward only: evaluation and generation never
+  // drop. The masks are drawn from (seed, step, layer, module, token, column) (kernels/dropout_mask.hpp);
+  // a token is keyed by (sample id, position) where the inputs carry sample ids, else by its flat index
+  // and the count of forward_backward calls since set_dropout_step.
+  void set_lora_dropout(double p, std::uint64_t seed) {
+    lora_dropout_ = static_cast<float>(p);
+    dropout_seed_ = seed;
+  }
+  float lora_dropout() const { return lora_dropout_; }
+  void set_dropout_step(std::int64_t step) {
+    dropout_step_ = step;
+    dropout_calls_ = 0;
+  }
   const ParamLayout& layout() const { return layout_; }
   ComputeDtype dtype() const { return dtype_; }
 
@@ -123,6 +142,9 @@ class Decoder {
   bool checkpointing_ = false;
   bool memory_efficient_attention_ = false;
   std::int64_t logits_chunk_ = 0;
+  float lora_dropout_ = 0.f;
+  std::uint64_t dropout_seed_ = 0;
+  std::int64_t dropout_step_ = 0, dropout_calls_ = 0;
   std::unique_ptr<Activations> acts_;
 };
 

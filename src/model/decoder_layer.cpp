@@ -1,5 +1,7 @@
 #include "model/decoder_layer.hpp"
 
+#include <utility>
+
 namespace shardft {
 
 LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, int layer,
@@ -13,6 +15,22 @@ LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, co
 LayerGrads layer_grads_of(GradSink& grads, const ParamLayout& layout, int layer) {
   const LayerParams& P = layout.layer(layer);
   return {attention_grads_of(grads, layout, P), mlp_grads_of(grads, layout, P)};
+}
+
+void set_layer_lora_dropout(LayerWeights& w, const LayerParams& P, int layer, float p, std::uint64_t seed,
+                            std::int64_t step, Unmanaged1<const std::uint64_t> row_key) {
+  using M = LoraModule;
+  auto mask = [&](M m) { return DropoutMask{p, dropout_stream(seed, step, layer, static_cast<int>(m)), row_key}; };
+  const std::pair<Linear*, M> single[] = {{&w.attention.q, M::q_proj}, {&w.attention.k, M::k_proj},
+                                          {&w.attention.v, M::v_proj}, {&w.attention.o, M::o_proj},
+                                          {&w.mlp.down, M::down_proj}};
+  for (const auto& [linear, m] : single) {
+    if (P.lora_of(m).on()) linear->set_lora_dropout(0, mask(m));
+  }
+  int term = 0;  // the fused [gate | up] layer's terms, in the order mlp_weights_of added them
+  for (M m : {M::gate_proj, M::up_proj}) {
+    if (P.lora_of(m).on()) w.mlp.gate_up.set_lora_dropout(term++, mask(m));
+  }
 }
 
 LayerActivations::LayerActivations(bool every_layer_in) : every_layer(every_layer_in) {

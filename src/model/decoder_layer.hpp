@@ -24,6 +24,10 @@ struct LayerGrads {
 LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, int layer,
                               ComputeDtype dtype, GateUpCopy& gate_up_copy);
 LayerGrads layer_grads_of(GradSink& grads, const ParamLayout& layout, int layer);
+// Dropout with probability p on the input of every LoRA term of layer `layer` (training): each module's
+// mask drawn from its own stream dropout_stream(seed, step, layer, module), rows keyed by row_key.
+void set_layer_lora_dropout(LayerWeights& w, const LayerParams& P, int layer, float p, std::uint64_t seed,
+                            std::int64_t step, Unmanaged1<const std::uint64_t> row_key);
 
 // What forward keeps for backward. every_layer: one of every layer's, kept together until backward
 // (training without checkpointing), which bf16 compute holds as bf16; else one layer's buffers that every

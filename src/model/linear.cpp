@@ -40,13 +40,33 @@ void Linear::add_lora(const LoraTerm& t) {
   lora_[num_lora_++] = t;
 }
 
+void Linear::set_lora_dropout(int i, const DropoutMask& mask) {
+  if (i < 0 || i >= num_lora_) throw std::invalid_argument("Linear: dropout for LoRA term " + std::to_string(i) +
+                                                           " of " + std::to_string(num_lora_));
+  lora_[i].dropout = mask;
+}
+
+GemmOperand Linear::lora_input(int i, const GemmOperand& x) const {
+  const DropoutMask& m = lora_[i].dropout;
+  if (!m.on()) return x;
+  const auto xd = kernel_scratch<float>("lora_dropped_x", x.extent(0), x.extent(1));
+  if (x.is_bf16) {
+    to_f32(flat(x.b16), flat(xd));
+    dropout_apply(m, Unmanaged2<const float>(xd), xd, 0.f);
+  } else {
+    dropout_apply(m, x.f32, xd, 0.f);
+  }
+  round_activation(xd, dtype_);  // dropout's output in the compute dtype, as autocast hands it on
+  return Unmanaged2<const float>(xd);
+}
+
 void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
   const std::int64_t N = static_cast<std::int64_t>(y.extent(0));
   for (int i = 0; i < num_lora_; ++i) {
     const LoraTerm& t = lora_[i];
     const std::int64_t r = static_cast<std::int64_t>(t.a.extent(0)), out = static_cast<std::int64_t>(t.b.extent(0));
     const auto u = kernel_scratch<float>("lora_u", N, r);
-    gemm_mixed(Op::N, Op::T, 1.f, x, t.a, 0.f, u);
+    gemm_mixed(Op::N, Op::T, 1.f, lora_input(i, x), t.a, 0.f, u);
     round_activation(u, dtype_);  // lora_B reads lora_A's output as autocast hands it on
     if (out == out_features()) {
       gemm_mixed(Op::N, Op::T, t.scale, Unmanaged2<const float>(u), t.b, 1.f, y);
@@ -96,18 +116,26 @@ void Linear::backward_weight(const GemmOperand& x, Unmanaged2<const float> dy, c
   for (int i = 0; i < num_lora_; ++i) {
     const LoraTerm& t = lora_[i];
     const Unmanaged2<const float> dy_i = lora_dy(i, dy);
+    const GemmOperand xi = lora_input(i, x);
     const auto u = kernel_scratch<float>("lora_u", dy.extent(0), t.a.extent(0));
-    gemm_mixed(Op::N, Op::T, 1.f, x, t.a, 0.f, u);
+    gemm_mixed(Op::N, Op::T, 1.f, xi, t.a, 0.f, u);
     round_activation(u, dtype_);
     gemm_mixed(Op::T, Op::N, t.scale, dy_i, Unmanaged2<const float>(u), 1.f, grads.lora[i].b);
-    gemm_mixed(Op::T, Op::N, 1.f, Unmanaged2<const float>(lora_du(i, dy_i)), x, 1.f, grads.lora[i].a);
+    gemm_mixed(Op::T, Op::N, 1.f, Unmanaged2<const float>(lora_du(i, dy_i)), xi, 1.f, grads.lora[i].a);
   }
 }
 
 void Linear::backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const {
   gemm_mixed(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
   for (int i = 0; i < num_lora_; ++i) {
-    gemm_mixed(Op::N, Op::N, 1.f, Unmanaged2<const float>(lora_du(i, lora_dy(i, dy))), lora_[i].a, 1.f, dx);
+    const Unmanaged2<const float> du = lora_du(i, lora_dy(i, dy));
+    if (!lora_[i].dropout.on()) {
+      gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 1.f, dx);
+      continue;
+    }
+    const auto dxd = kernel_scratch<float>("lora_dropped_dx", dx.extent(0), dx.extent(1));
+    gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 0.f, dxd);
+    dropout_apply(lora_[i].dropout, Unmanaged2<const float>(dxd), dx, 1.f);
   }
   if (dtype_ == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(dx)), flat(dx));
 }
@@ -189,7 +217,7 @@ GemmOperand matrix_operand(ParamSource& params, const ParamLayout& layout, int p
 
 LoraTerm lora_term_of(ParamSource& params, const ParamLayout& layout, const LoraParams& lora, std::int64_t col0) {
   return {matrix_operand(params, layout, lora.a), matrix_operand(params, layout, lora.b),
-          static_cast<float>(layout.lora().scale()), col0};
+          static_cast<float>(layout.lora().scale()), col0, {}};
 }
 
 LoraGrads lora_grads_of(GradSink& grads, const ParamLayout& layout, const LoraParams& lora) {

@@ -16,6 +16,7 @@
 // layer inputs and kept activations are rounded to fp16 in place, and so is every activation gradient a
 // layer hands back (backward_input's dx), as fp16 autocast's backward makes them: that is where a gradient
 // overflows (above 65504) or underflows, which the trainer's loss scale (train/loss_scaler.hpp) is for.
+#include "kernels/dropout_mask.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/types.hpp"
 #include "model/growing_buffer.hpp"
@@ -30,10 +31,14 @@ enum class ComputeDtype { fp32, bf16, fp16 };
 //   y[:, cols] += s * (x A^T) B^T,  A [r, in], B [out, r], s = lora_alpha / r (or / sqrt(r), rsLoRA)
 // Backward adds dB += s dy^T u and dA += du^T x, and dx += du A, where du = s dy B and u = x A^T is
 // recomputed (r columns: cheaper than keeping it). A fused layer ([gate | up]) has one term per half.
+// With dropout (training only), the term reads d(x) = x * mask / (1 - p) instead of x (PEFT's
+// lora_B(lora_A(dropout(x)))): u = d(x) A^T, dA += du^T d(x), and LoRA's share of dx is (du A) * mask /
+// (1 - p). The mask is a function of its coordinates (kernels/dropout_mask.hpp), so backward redraws it.
 struct LoraTerm {
   GemmOperand a{Unmanaged2<const float>()}, b{Unmanaged2<const float>()};
   float scale = 0.f;
   std::int64_t col0 = 0;
+  DropoutMask dropout;  // off unless set_lora_dropout
 };
 struct LoraGrads {
   Unmanaged2<float> a, b;  // [r, in], [out, r]
@@ -75,6 +80,8 @@ class Linear {
   // Adds a LoRA term (at most kMaxLoraTerms); throws std::invalid_argument when its shapes do not fit.
   void add_lora(const LoraTerm& term);
   int num_lora() const { return num_lora_; }
+  // Dropout on the input of LoRA term i (the base W x reads x as it is).
+  void set_lora_dropout(int i, const DropoutMask& mask);
 
   ComputeDtype dtype() const { return dtype_; }
   std::int64_t out_features() const { return static_cast<std::int64_t>(weight_.extent(0)); }
@@ -82,6 +89,8 @@ class Linear {
 
  private:
   void lora_forward(const GemmOperand& x, Unmanaged2<float> y) const;
+  // The input term i reads: x, or with dropout d(x) in scratch, rounded to the compute dtype
+  GemmOperand lora_input(int i, const GemmOperand& x) const;
   // dy's columns of term i: dy itself when the term covers every column, else a copy in scratch
   Unmanaged2<const float> lora_dy(int i, Unmanaged2<const float> dy) const;
   // du = s dy_i B into scratch

@@ -99,4 +99,10 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
   return in;
 }
 
+void upload_sample_ids(ModelInputs& in, const std::vector<std::int32_t>& sample_ids, InputBuffers* buffers) {
+  if (sample_ids.empty()) return;
+  const std::size_t n = static_cast<std::size_t>(in.batch) * static_cast<std::size_t>(in.seq);
+  in.sample_ids = buffers ? upload("sample_ids", sample_ids, n, buffers->sample_ids) : upload("sample_ids", sample_ids, n);
+}
+
 }  // namespace shardft

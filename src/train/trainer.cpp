@@ -66,16 +66,8 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
 }
 
 namespace {
-// The recipe with an adapter's LoRA keys folded in (train/lora_adapter_init.hpp). LoRA dropout is not
-// applied by the model yet: a recipe asking for it is refused rather than trained without it.
-TrainConfig resolved_lora_recipe(const TrainConfig& recipe) {
-  TrainConfig cfg = with_adapter_lora_keys(recipe);
-  if (lora_spec(cfg).enabled && cfg.lora_dropout > 0) {
-    throw ConfigError("lora_dropout: " + std::to_string(cfg.lora_dropout) +
-                      " is not supported yet (LoRA trains without dropout); set lora_dropout: 0");
-  }
-  return cfg;
-}
+// The recipe with an adapter's LoRA keys folded in (train/lora_adapter_init.hpp).
+TrainConfig resolved_lora_recipe(const TrainConfig& recipe) { return with_adapter_lora_keys(recipe); }
 
 // The memory preflight: every rank estimates, all refuse together when one cannot fit.
 RankMemoryEstimate checked_memory_estimate(const TrainConfig& cfg, const ParamLayout& layout, const ParallelPlan& plan,
@@ -102,6 +94,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
       memory_estimate_(checked_memory_estimate(cfg_, model_.layout(), plan, memory_budget_)),
       engine_(model_.layout(), zero_config(cfg_), plan) {
   model_.set_activation_checkpointing(cfg_.gradient_checkpointing);
+  if (lora_spec(cfg_).enabled) model_.set_lora_dropout(cfg_.lora_dropout, cfg_.seed);
   model_.set_logits_chunk_tokens(cfg_.logits_chunk_tokens);
   model_.set_memory_efficient_attention(cfg_.attn_implementation == "memory_efficient");
   // With LoRA the seeded initialisation gives A and B (Kaiming-uniform, zero) and the pretrained model
@@ -193,12 +186,16 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   // gradients only: the loss sum is taken before it).
   st.loss_scale = loss_scaler_.scale();
   engine_.begin_step();
+  // LoRA dropout masks are keyed on the optimizer step (and each token's sample and position)
+  model_.set_dropout_step(engine_.steps_taken());
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     engine_.begin_micro_batch(m + 1 == micro_batches.size());
     // Every micro-batch's loss is divided by the global step's target count, so the accumulated and
     // reduced gradient is that of one big batch, however it is split over ranks and micro-batches.
     if (st.targets > 0) {
-      const ModelInputs in = to_model_inputs(micro_batches[m], model_.config().vocab_size, inputs_);
+      ModelInputs in = to_model_inputs(micro_batches[m], model_.config().vocab_size, inputs_);
+      // LoRA dropout keys its masks on the tokens' samples; uploaded only when it draws any
+      if (model_.lora_dropout() > 0) upload_sample_ids(in, micro_batches[m].sample_ids, &inputs_);
       model_.forward_backward(in, engine_, engine_, static_cast<double>(st.targets) / st.loss_scale, loss_sum);
     }
     engine_.end_micro_batch();

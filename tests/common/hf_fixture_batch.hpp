@@ -42,6 +42,7 @@ inline TokenBatch hf_fixture_batch(const nlohmann::json& fx, int first_row = 0, 
       b.input_ids.push_back(ids[r][t]);
       b.position_ids.push_back(t);
       b.seq_ids.push_back(0);
+      b.sample_ids.push_back(r);  // the row is the sample
       b.targets.push_back(t + 1 < b.seq ? labels[r][t + 1] : -100);
     }
   }

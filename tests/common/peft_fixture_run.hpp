@@ -72,6 +72,7 @@ inline TokenBatch peft_fixture_batch(const std::string& name, int rank = 0, int 
     out.input_ids.insert(out.input_ids.end(), b.input_ids.begin(), b.input_ids.end());
     out.position_ids.insert(out.position_ids.end(), b.position_ids.begin(), b.position_ids.end());
     out.seq_ids.insert(out.seq_ids.end(), b.seq_ids.begin(), b.seq_ids.end());
+    out.sample_ids.insert(out.sample_ids.end(), b.sample_ids.begin(), b.sample_ids.end());
     out.targets.insert(out.targets.end(), b.targets.begin(), b.targets.end());
   }
   return out;

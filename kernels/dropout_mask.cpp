@@ -1,0 +1,71 @@
+#include "kernels/dropout_mask.hpp"
+
+namespace shardft {
+
+namespace {
+
+KOKKOS_INLINE_FUNCTION std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+KOKKOS_INLINE_FUNCTION bool kept(std::uint64_t row_hash, std::uint64_t col, std::uint32_t threshold) {
+  return static_cast<std::uint32_t>(mix(row_hash ^ col) >> 40) >= threshold;
+}
+
+std::uint32_t drop_threshold(float p) { return static_cast<std::uint32_t>(static_cast<double>(p) * 16777216.0 + 0.5); }
+
+}  // namespace
+
+std::uint64_t dropout_stream(std::uint64_t seed, std::int64_t step, int layer, int module) {
+  return mix(mix(mix(seed) ^ static_cast<std::uint64_t>(step)) ^
+             (static_cast<std::uint64_t>(layer) << 8 | static_cast<std::uint64_t>(module)));
+}
+
+void dropout_row_keys(Unmanaged1<const std::int32_t> sample_ids, Unmanaged1<const std::int32_t> position_ids,
+                      Unmanaged1<std::uint64_t> row_key) {
+  Kokkos::parallel_for(
+      "dropout_row_keys", Range(0, row_key.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
+        row_key(i) = static_cast<std::uint64_t>(static_cast<std::uint32_t>(sample_ids(i))) << 32 |
+                     static_cast<std::uint32_t>(position_ids(i));
+      });
+}
+
+void dropout_row_keys_flat(std::int64_t call, Unmanaged1<std::uint64_t> row_key) {
+  const std::uint64_t high = 1ull << 63 | (static_cast<std::uint64_t>(call) & 0x7fffffffull) << 32;
+  Kokkos::parallel_for(
+      "dropout_row_keys_flat", Range(0, row_key.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t i) { row_key(i) = high | static_cast<std::uint64_t>(i); });
+}
+
+void dropout_apply(const DropoutMask& m, Unmanaged2<const float> x, Unmanaged2<float> out, float beta) {
+  const std::int64_t cols = static_cast<std::int64_t>(x.extent(1));
+  const std::uint32_t threshold = drop_threshold(m.p);
+  const float scale = 1.f / (1.f - m.p);
+  const std::uint64_t stream = m.stream;
+  const Unmanaged1<const std::uint64_t> key = m.row_key;
+  // One element per thread (coalesced on the GPU); the row's hash is recomputed per element.
+  Kokkos::parallel_for(
+      "dropout_apply", Range(0, static_cast<std::int64_t>(x.extent(0)) * cols), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t n = i / cols, c = i % cols;
+        const bool keep = kept(mix(stream ^ mix(key(n))), static_cast<std::uint64_t>(c), threshold);
+        const float v = keep ? x(n, c) * scale : 0.f;
+        out(n, c) = beta == 0.f ? v : beta * out(n, c) + v;
+      });
+}
+
+void dropout_keep(const DropoutMask& m, Unmanaged2<float> keep) {
+  const std::int64_t cols = static_cast<std::int64_t>(keep.extent(1));
+  const std::uint32_t threshold = drop_threshold(m.p);
+  const std::uint64_t stream = m.stream;
+  const Unmanaged1<const std::uint64_t> key = m.row_key;
+  Kokkos::parallel_for(
+      "dropout_keep", Range(0, static_cast<std::int64_t>(keep.extent(0)) * cols), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t n = i / cols, c = i % cols;
+        keep(n, c) = kept(mix(stream ^ mix(key(n))), static_cast<std::uint64_t>(c), threshold) ? 1.f : 0.f;
+      });
+}
+
+}  // namespace shardft
