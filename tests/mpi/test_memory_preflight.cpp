@@ -61,7 +61,9 @@ TEST(MemoryPreflightMpi, ShardedPersistentEstimateIsWhatTheEngineAllocates) {
         EXPECT_EQ(tr.memory_estimate().frozen_weights, static_cast<double>(m.frozen_weights));
         EXPECT_EQ(tr.memory_estimate().grads, static_cast<double>(m.grads));
         EXPECT_EQ(tr.memory_estimate().optimizer, static_cast<double>(m.optimizer));
-        if (lora) EXPECT_GT(m.frozen_weights, 0);
+        if (lora) {
+          EXPECT_GT(m.frozen_weights, 0);
+        }
       }
     }
   }
