@@ -96,6 +96,7 @@ LoraSpec lora_spec(const TrainConfig& cfg) {
   s.alpha = cfg.lora_alpha;
   s.dropout = cfg.lora_dropout;
   s.use_rslora = cfg.use_rslora;
+  s.load_in_4bit = s.enabled && cfg.load_in_4bit;
   s.targets = parse_lora_targets(cfg.lora_target_modules);
   return s;
 }

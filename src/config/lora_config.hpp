@@ -21,6 +21,9 @@ struct LoraSpec {
   double alpha = 32.0;
   double dropout = 0.0;
   bool use_rslora = false;
+  // QLoRA (load_in_4bit): the frozen matrices of every decoder linear (q/k/v/o/gate/up/down, targeted or
+  // not; as bitsandbytes quantizes every nn.Linear but lm_head) are held as NF4 with double quantization.
+  bool load_in_4bit = false;
   std::array<bool, kNumLoraModules> targets{};  // indexed by LoraModule
 
   bool targets_module(LoraModule m) const { return enabled && targets[static_cast<int>(m)]; }

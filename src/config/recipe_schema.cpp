@@ -235,6 +235,16 @@ std::vector<RecipeKey> build_recipe_keys() {
           .structured(canonical_lora_targets_text),
       train_key("use_rslora", &T::use_rslora, "rank-stabilised LoRA: s = lora_alpha / sqrt(r)"),
       train_key("lora_bias", &T::lora_bias, "PEFT's bias: only none (no bias is trained)").one_of({"none"}),
+      train_key("load_in_4bit", &T::load_in_4bit,
+                "QLoRA: hold the frozen base's decoder linear weights (q/k/v/o/gate/up/down_proj) as NF4 4-bit "
+                "blocks, dequantized per layer for the GEMMs; needs use_peft"),
+      train_key("bnb_4bit_quant_type", &T::bnb_4bit_quant_type, "4-bit code book: only nf4").one_of({"nf4"}),
+      train_key("bnb_4bit_use_double_quant", &T::bnb_4bit_use_double_quant,
+                "quantize the NF4 absmax again (8-bit, block 256): only true"),
+      train_key("bnb_4bit_compute_dtype", &T::bnb_4bit_compute_dtype,
+                "dtype the NF4 weights are dequantized into: the run's compute dtype (bfloat16 with bf16, float32 "
+                "without); empty: the run's")
+          .one_of({"", "bfloat16", "bf16", "float32", "fp32"}),
       train_key("adapter_path", &T::adapter_path,
                 "a PEFT adapter folder (adapter_config.json + adapter_model.safetensors) to start LoRA's A and B "
                 "from"),

@@ -242,6 +242,31 @@ void validate_each_key(const TrainConfig& cfg) {
   }
 }
 
+// QLoRA's keys against LoRA, the stage and the compute dtype (after zero_stage is settled).
+void check_qlora_keys(const TrainConfig& cfg) {
+  if (!cfg.load_in_4bit) return;
+  if (!cfg.use_peft && cfg.peft_type != "lora" && cfg.adapter_path.empty()) {  // an adapter means LoRA
+    fail_combination(cfg, {"load_in_4bit", "use_peft"},
+                     "load_in_4bit (QLoRA) needs use_peft: true (or an adapter_path): a frozen base");
+  }
+  if (!cfg.bnb_4bit_use_double_quant) {
+    fail_combination(cfg, {"bnb_4bit_use_double_quant"},
+                     "load_in_4bit supports only bnb_4bit_use_double_quant: true (nested absmax, as QLoRA uses)");
+  }
+  if (cfg.zero_stage == 3) {
+    fail_combination(cfg, {"load_in_4bit", "zero_stage"},
+                     "load_in_4bit is supported at zero_stage 0, 1 and 2 (stage 3's sharded NF4 gathers are not "
+                     "there yet)");
+  }
+  const std::string& c = cfg.bnb_4bit_compute_dtype;
+  const bool wants_bf16 = c == "bfloat16" || c == "bf16";
+  if (!c.empty() && (wants_bf16 != cfg.bf16 || cfg.fp16)) {
+    fail_combination(cfg, {"bnb_4bit_compute_dtype", "bf16", "fp16"},
+                     "bnb_4bit_compute_dtype must be the run's compute dtype (bfloat16 with bf16: true, float32 "
+                     "without bf16 or fp16)");
+  }
+}
+
 void validate_combinations(const TrainConfig& cfg) {
   const ModelConfig& m = cfg.model;
   if (m.explicit_head_dim == 0 && m.hidden_size % m.num_attention_heads != 0) {
@@ -441,6 +466,7 @@ TrainConfig train_config_from_text(const std::string& recipe_path, const std::st
   if (cfg.zero_quantized_gradients && cfg.zero_stage < 2) {
     fail_combination(cfg, {"zero_quantized_gradients", "zero_stage"}, "zero_quantized_gradients needs zero_stage 2 or 3");
   }
+  check_qlora_keys(cfg);
   check_deepspeed_config(ds, cfg);
   return cfg;
 }

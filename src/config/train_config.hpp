@@ -95,6 +95,11 @@ struct TrainConfig {
   bool use_rslora = false;                   // scale alpha / sqrt(r) instead of alpha / r
   std::string lora_bias = "none";            // PEFT's bias: only none
   std::string adapter_path;                  // a PEFT adapter folder to start A and B from
+  // QLoRA (transformers' BitsAndBytesConfig names): the frozen base's linear weights as NF4
+  bool load_in_4bit = false;
+  std::string bnb_4bit_quant_type = "nf4";   // only nf4
+  bool bnb_4bit_use_double_quant = true;     // only true (bitsandbytes' nested absmax, block 256)
+  std::string bnb_4bit_compute_dtype;        // "": the run's dtype; else must name it (bfloat16 / float32)
 
   // data parallelism
   int zero_stage = 0;                        // 0: replicate, 1: shard optimizer, 2: + gradients, 3: + weights

@@ -68,6 +68,11 @@ ParamLayout::ParamLayout(const ModelConfig& c, const LoraSpec& lora) : lora_(lor
   if (lora.enabled) {
     for (ParamSpec& p : params_) p.frozen = !p.is_lora();
   }
+  if (lora.enabled && lora.load_in_4bit) {
+    for (const LayerParams& lp : layers_) {
+      for (int p : {lp.q_proj, lp.k_proj, lp.v_proj, lp.o_proj, lp.gate_proj, lp.up_proj, lp.down_proj}) params_[p].nf4 = true;
+    }
+  }
 }
 
 int ParamLayout::index(const std::string& name) const {

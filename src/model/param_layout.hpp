@@ -24,6 +24,8 @@ struct ParamSpec {
   ParamKind kind = ParamKind::matrix;
   // No gradient, no optimizer state, never updated: every base weight when LoRA is on.
   bool frozen = false;
+  // Held as NF4 4-bit blocks (QLoRA, LoraSpec::load_in_4bit): a frozen decoder-linear weight matrix.
+  bool nf4 = false;
   std::int64_t numel() const;
   bool is_norm() const { return kind == ParamKind::norm; }
   bool is_bias() const { return kind == ParamKind::bias; }

@@ -6,6 +6,7 @@
 namespace shardft {
 
 bool in_param_set(const ParamSpec& p, ParamSet set) {
+  if (p.nf4) return false;  // NF4 weights are held whole by the frozen engine's Nf4Weights, outside any partition
   return set == ParamSet::all || (set == ParamSet::frozen) == p.frozen;
 }
 

@@ -13,6 +13,7 @@
 
 namespace shardft {
 
+// NF4 parameters (ParamSpec::nf4, QLoRA) belong to no set: the frozen engine holds them as 4-bit blocks.
 enum class ParamSet { all, trainable, frozen };
 bool in_param_set(const ParamSpec& p, ParamSet set);
 

@@ -6,6 +6,7 @@
 
 #include "config/memory_size.hpp"
 #include "kernels/memory_capacity.hpp"
+#include "kernels/nf4_quantize.hpp"
 #include "kernels/types.hpp"
 #include "parallel/flat_partition.hpp"
 
@@ -88,6 +89,9 @@ RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLay
   if (lora) {
     const FlatPartition frozen(layout, shards, ParamSet::frozen);
     e.frozen_weights = weight_bytes * static_cast<double>(zero.stage < 3 ? frozen.full_numel() : frozen.shard_numel());
+    for (const ParamSpec& p : layout.params()) {  // QLoRA's NF4 matrices, whole on every rank (stages 0-2)
+      if (p.nf4) e.frozen_weights += static_cast<double>(nf4_storage_bytes(p.numel()));
+    }
     e.weights += e.frozen_weights;
     block_weights.resize(std::max(block_weights.size(), frozen.units().size()), 0.0);
     for (std::size_t u = 0; u < frozen.units().size(); ++u) block_weights[u] += static_cast<double>(frozen.units()[u].padded);

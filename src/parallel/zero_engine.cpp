@@ -101,6 +101,14 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   } else {
     shard_weights_ = zeros("zero_shard_weights", part_.shard_numel());
   }
+  if (frozen_only_) {
+    nf4_ = std::make_unique<Nf4Weights>(layout, cfg.dtype, pool_);
+    if (nf4_->empty()) {
+      nf4_.reset();
+    } else if (cfg.stage == 3) {
+      throw std::invalid_argument("NF4 (load_in_4bit) frozen weights are supported at zero_stage 0-2, not 3");
+    }
+  }
   if (cfg.stage <= 1 && !frozen_only_) full_grads_ = zeros("zero_full_grads", part_.full_numel());
   if (!frozen_only_) grad_owned_ = cfg.stage == 0 ? full_grads_ : zeros("zero_grad_shard", owned_numel_);
   std::int64_t max_shard = 0;
@@ -124,6 +132,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
   if (frozen_) frozen_->init_weights(model, seed);
+  if (nf4_) nf4_->load([&](int param, Unmanaged1<float> out) { init_param_range(layout_, model, seed, param, 0, out); });
   if (frozen_only_) master_ = zeros("zero_frozen_staging", owned_numel_);
   for_each_owned_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
     init_param_range(layout_, model, seed, param, first, slice(master_, owned_offset, length));
@@ -137,6 +146,13 @@ void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
     throw std::invalid_argument("load_weights: expected " + std::to_string(layout_.total_numel()) + " values");
   }
   if (frozen_) frozen_->load_weights(layout_order);
+  if (nf4_) {
+    nf4_->load([&](int param, Unmanaged1<float> out) {
+      auto host = Kokkos::create_mirror_view(out);
+      std::copy_n(layout_order.begin() + layout_.offset(param), out.extent(0), host.data());
+      Kokkos::deep_copy(out, host);
+    });
+  }
   if (frozen_only_) master_ = zeros("zero_frozen_staging", owned_numel_);
   auto host = Kokkos::create_mirror_view(master_);
   Kokkos::deep_copy(host, 0.f);
@@ -151,6 +167,13 @@ void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
 void ZeroEngine::load_weights(const WeightSliceReader& read, ParamSet which) {
   if (frozen_ && which != ParamSet::trainable) frozen_->load_weights(read);
   if (which == ParamSet::frozen && !frozen_only_) return;  // this engine holds none of them
+  if (nf4_) {
+    nf4_->load([&](int param, Unmanaged1<float> out) {
+      auto host = Kokkos::create_mirror_view(out);
+      read(param, 0, static_cast<std::int64_t>(out.extent(0)), host.data());
+      Kokkos::deep_copy(out, host);
+    });
+  }
   if (frozen_only_) master_ = zeros("zero_frozen_staging", owned_numel_);
   // Parameters not read keep their values (padding is zero either way).
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), master_);
@@ -368,7 +391,17 @@ std::vector<float> ZeroEngine::frozen_weights_to_layout() {
     w = zeros("zero_widened_weights", src.extent(0));
     to_f32(src, w);
   }
-  return sharded ? owned_to_layout(w) : full_to_layout(w);
+  std::vector<float> out = sharded ? owned_to_layout(w) : full_to_layout(w);
+  if (nf4_) {
+    for (std::size_t p = 0; p < layout_.params().size(); ++p) {
+      if (!nf4_->holds(static_cast<int>(p))) continue;
+      View1<float> d("zero_nf4_read", layout_.params()[p].numel());
+      nf4_->read(static_cast<int>(p), d);
+      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
+      std::copy_n(host.data(), host.extent(0), out.begin() + layout_.offset(static_cast<int>(p)));
+    }
+  }
+  return out;
 }
 
 std::vector<float> ZeroEngine::gather_master() {
@@ -446,11 +479,16 @@ MemoryReport ZeroEngine::memory() const {
   m.peak_gathered = peak_gathered_;
   m.peak_unit_grads = peak_unit_grads_;
   m.pooled = pool_.held_bytes();
+  if (nf4_) {
+    m.nf4_weights = nf4_->storage_bytes();
+    m.weights += m.nf4_weights;
+  }
   if (frozen_only_) m.frozen_weights = m.weights;
   if (frozen_) {  // the frozen part's peaks may come at other times: their sum bounds the true peak
     const MemoryReport f = frozen_->memory();
     m.weights += f.weights;
     m.frozen_weights = f.weights;
+    m.nf4_weights = f.nf4_weights;
     m.grads += f.grads;
     m.optimizer += f.optimizer;
     m.peak_gathered += f.peak_gathered;

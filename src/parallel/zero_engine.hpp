@@ -20,7 +20,9 @@
 // the frozen ones in a second ZeroEngine over the same blocks (FlatPartition's ParamSet), which keeps
 // compute weights only: no master copy, gradient, AdamW state or reduction; at stage 3 its shards are
 // gathered per block with the trainable ones. weight() and acquire/release serve both; grad() of a
-// frozen parameter is an empty view (the model computes none).
+// frozen parameter is an empty view (the model computes none). With QLoRA (ParamSpec::nf4, stages 0-2)
+// the frozen engine holds the decoder linears' matrices as NF4 blocks (Nf4Weights) and the rest of the
+// frozen parameters in its partition as above.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -33,6 +35,7 @@
 #include "parallel/buffer_pool.hpp"
 #include "parallel/flat_partition.hpp"
 #include "parallel/grad_buckets.hpp"
+#include "parallel/nf4_weights.hpp"
 #include "parallel/parallel_plan.hpp"
 
 namespace shardft {
@@ -62,6 +65,7 @@ struct ZeroConfig {
 struct MemoryReport {
   std::int64_t weights = 0, grads = 0, optimizer = 0;
   std::int64_t frozen_weights = 0;  // the part of `weights` that holds frozen parameters
+  std::int64_t nf4_weights = 0;     // the part of `frozen_weights` held as NF4 blocks (QLoRA)
   std::int64_t peak_gathered = 0, peak_unit_grads = 0;
   std::int64_t pooled = 0;  // transient buffers held for reuse between blocks and steps (buffer_pool.hpp)
 };
@@ -225,6 +229,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   long step_ = 0;
   std::int64_t peak_gathered_ = 0, peak_unit_grads_ = 0;
   std::unique_ptr<ZeroEngine> frozen_;     // the frozen parameters' engine, if any
+  std::unique_ptr<Nf4Weights> nf4_;        // frozen engine with QLoRA: the NF4 matrices (outside part_)
 };
 
 }  // namespace shardft

@@ -67,6 +67,7 @@ void ZeroEngine::give_back_gathered(int unit) {
 
 void ZeroEngine::acquire(int block) {
   if (frozen_) frozen_->acquire(block);
+  if (nf4_) nf4_->acquire(block);
   progress();
   if (cfg_.stage < 3) return;
   const int head = layout_.head_block();
@@ -144,6 +145,7 @@ void ZeroEngine::check_acquired(int param) const {
 }
 
 Unmanaged1<const float> ZeroEngine::weight(int param) {
+  if (nf4_ && nf4_->holds(param)) return nf4_->weight(param);
   if (!holds(param)) return frozen_->weight(param);
   progress();
   const int u = part_.unit_of(param);
@@ -165,6 +167,7 @@ Unmanaged1<const float> ZeroEngine::weight(int param) {
 }
 
 Unmanaged1<const bf16> ZeroEngine::weight_bf16(int param) {
+  if (nf4_ && nf4_->holds(param)) return nf4_->weight_bf16(param);
   if (!holds(param)) return frozen_->weight_bf16(param);
   if (!bf16_weights_) return {};
   progress();
@@ -179,6 +182,7 @@ Unmanaged1<const bf16> ZeroEngine::weight_bf16(int param) {
 
 void ZeroEngine::release(int block) {
   if (frozen_) frozen_->release(block);
+  if (nf4_) nf4_->release(block);
   progress();
   if (cfg_.stage < 3) return;
   for (int u : part_.units_of_block(block)) {

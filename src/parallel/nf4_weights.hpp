@@ -1,0 +1,51 @@
+#pragma once
+// QLoRA's frozen base matrices held as NF4 4-bit blocks (kernels/nf4_quantize.hpp: bitsandbytes' format,
+// block 64, double-quantized absmax), one Nf4Tensor per parameter (ParamSpec::nf4), whole on every rank
+// (ZeRO stages 0-2 replicate frozen weights). A weight is dequantized into the compute dtype the first
+// time the model reads it after its block's acquire, into a pooled buffer given back at the block's last
+// release: only the layers being computed exist in full precision. The values the model reads are
+// dequantize(quantize(W)) rounded to the compute dtype (bf16: nearest even; fp16: fp16 values in fp32).
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/linear.hpp"
+#include "kernels/nf4_quantize.hpp"
+#include "model/param_layout.hpp"
+#include "parallel/buffer_pool.hpp"
+
+namespace shardft {
+
+class Nf4Weights {
+ public:
+  Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool& pool);
+
+  bool holds(int param) const { return param >= 0 && param < static_cast<int>(index_.size()) && index_[param] >= 0; }
+  bool empty() const { return params_.empty(); }
+  // Quantizes every NF4 parameter: fill(param, out) writes its full-precision values (row-major, device).
+  void load(const std::function<void(int param, Unmanaged1<float> out)>& fill);
+
+  void acquire(int block);
+  void release(int block);
+  Unmanaged1<const float> weight(int param);      // fp32 storage (fp32 / fp16 compute; bf16: widened)
+  Unmanaged1<const bf16> weight_bf16(int param);  // bf16 compute only; empty otherwise
+  // The values the model reads, as fp32, into dst [numel] (for gathering the whole model).
+  void read(int param, Unmanaged1<float> dst) const;
+
+  std::int64_t storage_bytes() const;  // the 4-bit blocks and their scales, all parameters
+
+ private:
+  void dequantize_into(int param, Unmanaged1<float> dst) const;
+  void give_back(int block);
+  const ParamLayout& layout_;
+  ComputeDtype dtype_;
+  BufferPool& pool_;
+  std::vector<int> params_;              // NF4 parameters, layout order
+  std::vector<int> index_;               // per layout param: its place in params_, or -1
+  std::vector<Nf4Tensor> q_;             // per params_ entry
+  std::vector<View1<float>> dense_;      // per params_ entry: dequantized, fp32 storage, while acquired
+  std::vector<View1<bf16>> dense_bf16_;  // the same, bf16 compute
+  std::vector<int> refcount_;            // per block
+};
+
+}  // namespace shardft
