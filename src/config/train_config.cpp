@@ -253,11 +253,6 @@ void check_qlora_keys(const TrainConfig& cfg) {
     fail_combination(cfg, {"bnb_4bit_use_double_quant"},
                      "load_in_4bit supports only bnb_4bit_use_double_quant: true (nested absmax, as QLoRA uses)");
   }
-  if (cfg.zero_stage == 3) {
-    fail_combination(cfg, {"load_in_4bit", "zero_stage"},
-                     "load_in_4bit is supported at zero_stage 0, 1 and 2 (stage 3's sharded NF4 gathers are not "
-                     "there yet)");
-  }
   const std::string& c = cfg.bnb_4bit_compute_dtype;
   const bool wants_bf16 = c == "bfloat16" || c == "bf16";
   if (!c.empty() && (wants_bf16 != cfg.bf16 || cfg.fp16)) {

@@ -6,9 +6,9 @@
 
 #include "config/memory_size.hpp"
 #include "kernels/memory_capacity.hpp"
-#include "kernels/nf4_quantize.hpp"
 #include "kernels/types.hpp"
 #include "parallel/flat_partition.hpp"
+#include "parallel/nf4_weights.hpp"
 
 namespace shardft {
 
@@ -89,8 +89,8 @@ RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLay
   if (lora) {
     const FlatPartition frozen(layout, shards, ParamSet::frozen);
     e.frozen_weights = weight_bytes * static_cast<double>(zero.stage < 3 ? frozen.full_numel() : frozen.shard_numel());
-    for (const ParamSpec& p : layout.params()) {  // QLoRA's NF4 matrices, whole on every rank (stages 0-2)
-      if (p.nf4) e.frozen_weights += static_cast<double>(nf4_storage_bytes(p.numel()));
+    for (const ParamSpec& p : layout.params()) {  // QLoRA's NF4 matrices: whole, or their bytes sharded at stage 3
+      if (p.nf4) e.frozen_weights += static_cast<double>(nf4_held_bytes(p.numel(), zero.stage == 3 ? shards : 1));
     }
     e.weights += e.frozen_weights;
     block_weights.resize(std::max(block_weights.size(), frozen.units().size()), 0.0);

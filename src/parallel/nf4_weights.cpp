@@ -1,5 +1,6 @@
 #include "parallel/nf4_weights.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "kernels/elementwise.hpp"
@@ -7,8 +8,28 @@
 
 namespace shardft {
 
-Nf4Weights::Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool& pool)
-    : layout_(layout), dtype_(dtype), pool_(pool) {
+namespace {
+std::int64_t per_rank(std::int64_t bytes, int shards) { return (bytes + shards - 1) / shards; }
+
+// This rank's piece [rank * piece, (rank + 1) * piece) of src, zero past its end.
+View1<std::uint8_t> piece_of(const View1<std::uint8_t>& src, int rank, std::int64_t piece) {
+  View1<std::uint8_t> out("nf4_shard", piece);
+  const std::int64_t n = static_cast<std::int64_t>(src.extent(0));
+  const std::int64_t b = std::min(n, rank * piece), e = std::min(n, b + piece);
+  if (e > b) {
+    Kokkos::deep_copy(Kokkos::subview(out, std::make_pair(std::int64_t(0), e - b)),
+                      Kokkos::subview(src, std::make_pair(b, e)));
+  }
+  return out;
+}
+}  // namespace
+
+std::int64_t nf4_held_bytes(std::int64_t n, int shards) {
+  return per_rank(nf4_packed_bytes(n), shards) + per_rank(nf4_blocks(n), shards) + 4 * nf4_absmax_blocks(n) + 4;
+}
+
+Nf4Weights::Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool& pool, Communicator* shard_group)
+    : layout_(layout), dtype_(dtype), pool_(pool), group_(shard_group) {
   index_.assign(layout.params().size(), -1);
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
     if (!layout.params()[p].nf4) continue;
@@ -16,6 +37,7 @@ Nf4Weights::Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool
     params_.push_back(static_cast<int>(p));
   }
   q_.resize(params_.size());
+  own_.resize(params_.size());
   dense_.resize(params_.size());
   dense_bf16_.resize(params_.size());
   refcount_.assign(layout.blocks().size(), 0);
@@ -27,12 +49,45 @@ void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)
     View1<float> tmp("nf4_load_staging", spec.numel());  // one matrix in full precision at a time
     fill(params_[i], tmp);
     q_[i] = nf4_quantize(tmp, spec.shape, spec.name);
+    if (group_) {
+      const int n = group_->size(), r = group_->rank();
+      q_[i].packed = piece_of(q_[i].packed, r, per_rank(nf4_packed_bytes(spec.numel()), n));
+      q_[i].absmax_q = piece_of(q_[i].absmax_q, r, per_rank(nf4_blocks(spec.numel()), n));
+      own_[i] = Bytes{};
+    } else {
+      own_[i] = Bytes{q_[i].packed, q_[i].absmax_q};
+    }
     pool_.give(dense_[i]);
     pool_.give(dense_bf16_[i]);
   }
 }
 
-void Nf4Weights::acquire(int block) { ++refcount_[block]; }
+void Nf4Weights::acquire(int block) {
+  if (refcount_[block]++ > 0 || !group_) return;
+  for (int p : layout_.blocks()[block].params) {
+    if (holds(p)) own_[index_[p]] = gather(index_[p]);
+  }
+}
+
+Nf4Weights::Bytes Nf4Weights::gather(int i) const {
+  const int n = group_->size();
+  const std::int64_t packed = q_[i].packed.extent(0), absmax = q_[i].absmax_q.extent(0);  // per rank
+  Bytes b{View1<std::uint8_t>("nf4_gathered_packed", packed * n), View1<std::uint8_t>("nf4_gathered_absmax", absmax * n)};
+  RequestPtr r1 = group_->iall_gather(q_[i].packed.data(), b.packed.data(), static_cast<std::size_t>(packed), DType::u8);
+  RequestPtr r2 =
+      group_->iall_gather(q_[i].absmax_q.data(), b.absmax_q.data(), static_cast<std::size_t>(absmax), DType::u8);
+  r1->wait();
+  r2->wait();
+  return b;
+}
+
+const Nf4Weights::Bytes& Nf4Weights::whole(int param) const {
+  const Bytes& b = own_[index_[param]];
+  if (b.packed.extent(0) == 0) {
+    throw std::logic_error("NF4 weight of '" + layout_.params()[param].name + "' read outside acquire/release");
+  }
+  return b;
+}
 
 void Nf4Weights::release(int block) {
   if (refcount_[block] > 0 && --refcount_[block] == 0) give_back(block);
@@ -43,12 +98,21 @@ void Nf4Weights::give_back(int block) {
     if (!holds(p)) continue;
     pool_.give(dense_[index_[p]]);
     pool_.give(dense_bf16_[index_[p]]);
+    if (group_) own_[index_[p]] = Bytes{};  // the gathered bytes
   }
 }
 
-void Nf4Weights::dequantize_into(int param, Unmanaged1<float> dst) const {
-  nf4_dequantize(q_[index_[param]], dst);
+void Nf4Weights::dequantize(int param, Unmanaged1<float> dst) const {
+  const Nf4Tensor& q = q_[index_[param]];
+  const Bytes& b = whole(param);
+  nf4_dequantize(b.packed, b.absmax_q, q.absmax2, q.offset, dst);
   if (dtype_ == ComputeDtype::fp16) round_to_fp16(dst, dst);
+}
+
+void Nf4Weights::dequantize(int param, Unmanaged1<bf16> dst) const {
+  const Nf4Tensor& q = q_[index_[param]];
+  const Bytes& b = whole(param);
+  nf4_dequantize(b.packed, b.absmax_q, q.absmax2, q.offset, dst);
 }
 
 Unmanaged1<const bf16> Nf4Weights::weight_bf16(int param) {
@@ -56,7 +120,7 @@ Unmanaged1<const bf16> Nf4Weights::weight_bf16(int param) {
   const int i = index_[param];
   if (dense_bf16_[i].extent(0) == 0) {
     dense_bf16_[i] = pool_.take_bf16(q_[i].numel, "nf4_dequantized_bf16");
-    nf4_dequantize(q_[i], Unmanaged1<bf16>(dense_bf16_[i].data(), q_[i].numel));
+    dequantize(param, Unmanaged1<bf16>(dense_bf16_[i].data(), q_[i].numel));
   }
   return Unmanaged1<const bf16>(dense_bf16_[i].data(), q_[i].numel);
 }
@@ -68,26 +132,29 @@ Unmanaged1<const float> Nf4Weights::weight(int param) {
     if (dtype_ == ComputeDtype::bf16) {
       to_f32(weight_bf16(param), Unmanaged1<float>(dense_[i].data(), q_[i].numel));
     } else {
-      dequantize_into(param, Unmanaged1<float>(dense_[i].data(), q_[i].numel));
+      dequantize(param, Unmanaged1<float>(dense_[i].data(), q_[i].numel));
     }
   }
   return Unmanaged1<const float>(dense_[i].data(), q_[i].numel);
 }
 
-void Nf4Weights::read(int param, Unmanaged1<float> dst) const {
-  const Nf4Tensor& q = q_[index_[param]];
+void Nf4Weights::read(int param, Unmanaged1<float> dst) {
+  const int i = index_[param];
+  const bool gathered_here = group_ && own_[i].packed.extent(0) == 0;
+  if (gathered_here) own_[i] = gather(i);
   if (dtype_ == ComputeDtype::bf16) {
-    View1<bf16> tmp("nf4_read_bf16", q.numel);
-    nf4_dequantize(q, Unmanaged1<bf16>(tmp.data(), q.numel));
+    View1<bf16> tmp("nf4_read_bf16", q_[i].numel);
+    dequantize(param, Unmanaged1<bf16>(tmp.data(), q_[i].numel));
     to_f32(tmp, dst);
   } else {
-    dequantize_into(param, dst);
+    dequantize(param, dst);
   }
+  if (gathered_here) own_[i] = Bytes{};
 }
 
 std::int64_t Nf4Weights::storage_bytes() const {
   std::int64_t n = 0;
-  for (int p : params_) n += nf4_storage_bytes(layout_.params()[p].numel());
+  for (int p : params_) n += nf4_held_bytes(layout_.params()[p].numel(), group_ ? group_->size() : 1);
   return n;
 }
 

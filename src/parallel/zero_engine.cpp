@@ -102,12 +102,8 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
     shard_weights_ = zeros("zero_shard_weights", part_.shard_numel());
   }
   if (frozen_only_) {
-    nf4_ = std::make_unique<Nf4Weights>(layout, cfg.dtype, pool_);
-    if (nf4_->empty()) {
-      nf4_.reset();
-    } else if (cfg.stage == 3) {
-      throw std::invalid_argument("NF4 (load_in_4bit) frozen weights are supported at zero_stage 0-2, not 3");
-    }
+    nf4_ = std::make_unique<Nf4Weights>(layout, cfg.dtype, pool_, cfg.stage == 3 ? &group_ : nullptr);
+    if (nf4_->empty()) nf4_.reset();
   }
   if (cfg.stage <= 1 && !frozen_only_) full_grads_ = zeros("zero_full_grads", part_.full_numel());
   if (!frozen_only_) grad_owned_ = cfg.stage == 0 ? full_grads_ : zeros("zero_grad_shard", owned_numel_);

@@ -20,9 +20,9 @@
 // the frozen ones in a second ZeroEngine over the same blocks (FlatPartition's ParamSet), which keeps
 // compute weights only: no master copy, gradient, AdamW state or reduction; at stage 3 its shards are
 // gathered per block with the trainable ones. weight() and acquire/release serve both; grad() of a
-// frozen parameter is an empty view (the model computes none). With QLoRA (ParamSpec::nf4, stages 0-2)
-// the frozen engine holds the decoder linears' matrices as NF4 blocks (Nf4Weights) and the rest of the
-// frozen parameters in its partition as above.
+// frozen parameter is an empty view (the model computes none). With QLoRA (ParamSpec::nf4)
+// the frozen engine holds the decoder linears' matrices as NF4 blocks (Nf4Weights; at stage 3 their bytes
+// sharded and gathered per block) and the rest of the frozen parameters in its partition as above.
 #include <cstdint>
 #include <functional>
 #include <map>
