@@ -55,7 +55,8 @@ void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)
       q_[i].absmax_q = piece_of(q_[i].absmax_q, r, per_rank(nf4_blocks(spec.numel()), n));
       own_[i] = Bytes{};
     } else {
-      own_[i] = Bytes{q_[i].packed, q_[i].absmax_q};
+      own_[i] = Bytes{Unmanaged1<std::uint8_t>(q_[i].packed.data(), q_[i].packed.extent(0)),
+                      Unmanaged1<std::uint8_t>(q_[i].absmax_q.data(), q_[i].absmax_q.extent(0)), {}};
     }
     pool_.give(dense_[i]);
     pool_.give(dense_bf16_[i]);
@@ -69,10 +70,14 @@ void Nf4Weights::acquire(int block) {
   }
 }
 
-Nf4Weights::Bytes Nf4Weights::gather(int i) const {
+Nf4Weights::Bytes Nf4Weights::gather(int i) {
   const int n = group_->size();
   const std::int64_t packed = q_[i].packed.extent(0), absmax = q_[i].absmax_q.extent(0);  // per rank
-  Bytes b{View1<std::uint8_t>("nf4_gathered_packed", packed * n), View1<std::uint8_t>("nf4_gathered_absmax", absmax * n)};
+  Bytes b;
+  b.store = pool_.take((n * (packed + absmax) + 3) / 4, "nf4_gathered_bytes");
+  std::uint8_t* bytes = reinterpret_cast<std::uint8_t*>(b.store.data());
+  b.packed = Unmanaged1<std::uint8_t>(bytes, packed * n);
+  b.absmax_q = Unmanaged1<std::uint8_t>(bytes + packed * n, absmax * n);
   RequestPtr r1 = group_->iall_gather(q_[i].packed.data(), b.packed.data(), static_cast<std::size_t>(packed), DType::u8);
   RequestPtr r2 =
       group_->iall_gather(q_[i].absmax_q.data(), b.absmax_q.data(), static_cast<std::size_t>(absmax), DType::u8);
@@ -98,8 +103,13 @@ void Nf4Weights::give_back(int block) {
     if (!holds(p)) continue;
     pool_.give(dense_[index_[p]]);
     pool_.give(dense_bf16_[index_[p]]);
-    if (group_) own_[index_[p]] = Bytes{};  // the gathered bytes
+    if (group_) drop_gathered(index_[p]);
   }
+}
+
+void Nf4Weights::drop_gathered(int i) {
+  pool_.give(own_[i].store);
+  own_[i] = Bytes{};
 }
 
 void Nf4Weights::dequantize(int param, Unmanaged1<float> dst) const {
@@ -149,7 +159,7 @@ void Nf4Weights::read(int param, Unmanaged1<float> dst) {
   } else {
     dequantize(param, dst);
   }
-  if (gathered_here) own_[i] = Bytes{};
+  if (gathered_here) drop_gathered(i);
 }
 
 std::int64_t Nf4Weights::storage_bytes() const {

@@ -46,9 +46,10 @@ class Nf4Weights {
 
  private:
   struct Bytes {  // a matrix's whole packed indices and 8-bit absmax
-    View1<std::uint8_t> packed, absmax_q;
+    Unmanaged1<std::uint8_t> packed, absmax_q;
+    View1<float> store;  // sharded: the pooled buffer they were gathered into (bytes in fp32 storage)
   };
-  Bytes gather(int i) const;           // collective over group_
+  Bytes gather(int i);                 // collective over group_
   const Bytes& whole(int param) const;  // this matrix's whole bytes: its own, or gathered while acquired
   void dequantize(int param, Unmanaged1<float> dst) const;
   void dequantize(int param, Unmanaged1<bf16> dst) const;
@@ -61,6 +62,7 @@ class Nf4Weights {
   std::vector<int> index_;               // per layout param: its place in params_, or -1
   std::vector<Nf4Tensor> q_;             // per params_ entry (sharded: packed and absmax_q are this rank's shard)
   std::vector<Bytes> own_;               // whole: q_'s arrays; sharded: gathered while acquired
+  void drop_gathered(int i);
   std::vector<View1<float>> dense_;      // per params_ entry: dequantized, fp32 storage, while acquired
   std::vector<View1<bf16>> dense_bf16_;  // the same, bf16 compute
   std::vector<int> refcount_;            // per block
