@@ -1,15 +1,12 @@
 #include "kernels/dropout_mask.hpp"
 
+#include "kernels/math.hpp"
+
 namespace shardft {
 
 namespace {
 
-KOKKOS_INLINE_FUNCTION std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+KOKKOS_INLINE_FUNCTION std::uint64_t mix(std::uint64_t z) { return kmath::splitmix64(z); }
 
 KOKKOS_INLINE_FUNCTION bool kept(std::uint64_t row_hash, std::uint64_t col, std::uint32_t threshold) {
   return static_cast<std::uint32_t>(mix(row_hash ^ col) >> 40) >= threshold;

@@ -6,14 +6,8 @@
 namespace shardft {
 
 namespace {
-// splitmix64: a counter-based generator, so element e of parameter p gets the same value however
-// the buffer is later split across ranks, and on host or device alike.
-KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+// Element e of parameter p gets the same value however the buffer is split across ranks.
+KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) { return kmath::splitmix64(z); }
 KOKKOS_INLINE_FUNCTION double unit_open(std::uint64_t bits) {  // in (0, 1)
   return (static_cast<double>(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
