@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "lora_test_model.hpp"
 #include "model/decoder.hpp"
 
 namespace shardft {
@@ -19,56 +20,25 @@ using namespace kernel_test;
 constexpr int kBatch = 2, kSeq = 10;
 constexpr double kDropout = 0.3;
 
-ModelConfig small_model() {
-  ModelConfig cfg;
-  cfg.vocab_size = 64;
-  cfg.hidden_size = 16;
-  cfg.num_hidden_layers = 2;
-  cfg.num_attention_heads = 4;
-  cfg.num_key_value_heads = 2;
-  cfg.intermediate_size = 24;
-  cfg.max_position_embeddings = 32;
-  cfg.initializer_range = 0.3;
-  return cfg;
-}
-
-LoraSpec all_linear() {
-  LoraSpec s;
-  s.enabled = true;
-  s.r = 2;
-  s.alpha = 3.0;
-  s.dropout = kDropout;
-  s.targets.fill(true);
-  return s;
-}
+ModelConfig small_model() { return lora_test::small_model(/*qkv_bias=*/false); }
+LoraSpec all_linear() { return lora_test::all_linear(2, kDropout); }
 
 // Rows are samples 5 and 9 of some dataset.
 ModelInputs batch() {
-  std::vector<std::int32_t> ids, pos, seq_ids, targets, samples;
-  const auto r = random_vector(kBatch * kSeq, 11, 0.f, 63.f);
-  for (int i = 0; i < kBatch * kSeq; ++i) {
-    ids.push_back(static_cast<std::int32_t>(r[i]));
-    pos.push_back(i % kSeq);
-    seq_ids.push_back(0);
-    samples.push_back(i < kSeq ? 5 : 9);
-  }
-  for (int i = 0; i < kBatch * kSeq; ++i) targets.push_back(i % kSeq + 1 < kSeq ? ids[i + 1] : kIgnoreIndex);
-  ModelInputs in = upload_inputs(kBatch, kSeq, ids, pos, seq_ids, targets);
+  ModelInputs in = lora_test::random_batch(kBatch, kSeq);
+  std::vector<std::int32_t> samples;
+  for (int i = 0; i < kBatch * kSeq; ++i) samples.push_back(i < kSeq ? 5 : 9);
   upload_sample_ids(in, samples);
   return in;
 }
 
 // Base from the seed, every B random (B = 0 would leave A's gradient zero) unless zero_b.
 void init(const ParamLayout& layout, const ModelConfig& cfg, LocalParams& params, bool zero_b = false) {
-  init_params(layout, cfg, 3, params.weights());
-  if (zero_b) return;
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.weights());
-  for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    if (layout.params()[p].kind != ParamKind::lora_b) continue;
-    const auto v = random_vector(layout.params()[p].numel(), 100 + static_cast<std::uint32_t>(p), -0.3f, 0.3f);
-    for (std::size_t i = 0; i < v.size(); ++i) host(layout.offset(static_cast<int>(p)) + i) = v[i];
+  if (zero_b) {
+    init_params(layout, cfg, 3, params.weights());
+  } else {
+    lora_test::init_with_random_b(layout, cfg, params);
   }
-  Kokkos::deep_copy(params.weights(), host);
 }
 
 std::vector<float> step_grads(Decoder& model, LocalParams& params, const ModelInputs& in) {

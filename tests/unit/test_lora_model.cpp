@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "lora_test_model.hpp"
 #include "model/decoder.hpp"
 
 namespace shardft {
@@ -16,53 +17,10 @@ using namespace kernel_test;
 
 constexpr int kBatch = 2, kSeq = 10;
 
-ModelConfig small_model() {
-  ModelConfig cfg;
-  cfg.vocab_size = 64;
-  cfg.hidden_size = 16;
-  cfg.num_hidden_layers = 2;
-  cfg.num_attention_heads = 4;
-  cfg.num_key_value_heads = 2;
-  cfg.intermediate_size = 24;
-  cfg.max_position_embeddings = 32;
-  cfg.initializer_range = 0.3;
-  cfg.qkv_bias = true;  // frozen biases too (Qwen2)
-  return cfg;
-}
-
-LoraSpec all_linear(int r) {
-  LoraSpec s;
-  s.enabled = true;
-  s.r = r;
-  s.alpha = 3.0;
-  s.dropout = 0.0;
-  s.targets.fill(true);
-  return s;
-}
-
-ModelInputs batch() {
-  std::vector<std::int32_t> ids, pos, seq_ids, targets;
-  const auto r = random_vector(kBatch * kSeq, 11, 0.f, 63.f);
-  for (int i = 0; i < kBatch * kSeq; ++i) {
-    ids.push_back(static_cast<std::int32_t>(r[i]));
-    pos.push_back(i % kSeq);
-    seq_ids.push_back(0);
-  }
-  for (int i = 0; i < kBatch * kSeq; ++i) targets.push_back(i % kSeq + 1 < kSeq ? ids[i + 1] : kIgnoreIndex);
-  return upload_inputs(kBatch, kSeq, ids, pos, seq_ids, targets);
-}
-
-// Base from the seed, every B random (PEFT's B = 0 would leave A's gradient zero).
-void init_with_random_b(const ParamLayout& layout, const ModelConfig& cfg, LocalParams& params) {
-  init_params(layout, cfg, 3, params.weights());
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.weights());
-  for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    if (layout.params()[p].kind != ParamKind::lora_b) continue;
-    const auto v = random_vector(layout.params()[p].numel(), 100 + static_cast<std::uint32_t>(p), -0.3f, 0.3f);
-    for (std::size_t i = 0; i < v.size(); ++i) host(layout.offset(static_cast<int>(p)) + i) = v[i];
-  }
-  Kokkos::deep_copy(params.weights(), host);
-}
+ModelConfig small_model() { return lora_test::small_model(/*qkv_bias=*/true); }  // frozen biases too (Qwen2)
+LoraSpec all_linear(int r) { return lora_test::all_linear(r, 0.0); }
+ModelInputs batch() { return lora_test::random_batch(kBatch, kSeq); }
+using lora_test::init_with_random_b;
 
 double loss_at(Decoder& model, LocalParams& params, const ModelInputs& in) {
   return model.forward_loss(in, params).loss_sum;

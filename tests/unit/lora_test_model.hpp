@@ -1,0 +1,62 @@
+#pragma once
+// The tiny decoder, LoRA spec, batch and initialisation the LoRA model tests share.
+#include <cstdint>
+#include <vector>
+
+#include "finite_difference.hpp"
+#include "model/decoder.hpp"
+
+namespace shardft {
+namespace lora_test {
+
+inline ModelConfig small_model(bool qkv_bias) {
+  ModelConfig cfg;
+  cfg.vocab_size = 64;
+  cfg.hidden_size = 16;
+  cfg.num_hidden_layers = 2;
+  cfg.num_attention_heads = 4;
+  cfg.num_key_value_heads = 2;
+  cfg.intermediate_size = 24;
+  cfg.max_position_embeddings = 32;
+  cfg.initializer_range = 0.3;
+  cfg.qkv_bias = qkv_bias;
+  return cfg;
+}
+
+inline LoraSpec all_linear(int r, double dropout) {
+  LoraSpec s;
+  s.enabled = true;
+  s.r = r;
+  s.alpha = 3.0;
+  s.dropout = dropout;
+  s.targets.fill(true);
+  return s;
+}
+
+// batch rows of seq random tokens, one sample per row, next-token targets.
+inline ModelInputs random_batch(int batch, int seq) {
+  std::vector<std::int32_t> ids, pos, seq_ids, targets;
+  const auto r = kernel_test::random_vector(batch * seq, 11, 0.f, 63.f);
+  for (int i = 0; i < batch * seq; ++i) {
+    ids.push_back(static_cast<std::int32_t>(r[i]));
+    pos.push_back(i % seq);
+    seq_ids.push_back(0);
+  }
+  for (int i = 0; i < batch * seq; ++i) targets.push_back(i % seq + 1 < seq ? ids[i + 1] : kIgnoreIndex);
+  return upload_inputs(batch, seq, ids, pos, seq_ids, targets);
+}
+
+// Base from the seed, every B random (PEFT's B = 0 would leave A's gradient zero).
+inline void init_with_random_b(const ParamLayout& layout, const ModelConfig& cfg, LocalParams& params) {
+  init_params(layout, cfg, 3, params.weights());
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.weights());
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    if (layout.params()[p].kind != ParamKind::lora_b) continue;
+    const auto v = kernel_test::random_vector(layout.params()[p].numel(), 100 + static_cast<std::uint32_t>(p), -0.3f, 0.3f);
+    for (std::size_t i = 0; i < v.size(); ++i) host(layout.offset(static_cast<int>(p)) + i) = v[i];
+  }
+  Kokkos::deep_copy(params.weights(), host);
+}
+
+}  // namespace lora_test
+}  // namespace shardft
