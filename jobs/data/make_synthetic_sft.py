@@ -6,8 +6,8 @@ simple transformation of a random lowercase string, e.g.
 
     {"conversations":[{"from":"human","value":"upper: kqzt"},{"from":"gpt","value":"KQZT"}]}
 
-Tasks: upper (KQZT), reverse (tzqk), sort (kqtz), copy (kqzt). --mix upper,reverse,... interleaves
-several tasks. The output is a pure function of the arguments (Python's random.Random with a fixed
+Tasks: upper (KQZT), reverse (tzqk), sort (kqtz), copy (kqzt), and lower, whose prompt shows the
+string upper-cased ("lower: KQZT" -> kqzt). --mix upper,reverse,... interleaves several tasks. The output is a pure function of the arguments (Python's random.Random with a fixed
 seed), so regenerating with the same flags reproduces the files byte for byte.
 
 Eval strings are held out: no string used in sft_eval.jsonl appears in sft_train.jsonl under any
@@ -31,7 +31,11 @@ TASKS = {
     "reverse": lambda s: s[::-1],
     "sort": lambda s: "".join(sorted(s)),
     "copy": lambda s: s,
+    "lower": lambda s: s,
 }
+
+# What the prompt shows of the random lowercase string; the identity unless listed.
+PROMPT_FORM = {"lower": lambda s: s.upper()}
 
 
 def random_string(rng, min_len, max_len):
@@ -41,7 +45,7 @@ def random_string(rng, min_len, max_len):
 
 def conversation(task, s):
     return {"conversations": [
-        {"from": "human", "value": f"{task}: {s}"},
+        {"from": "human", "value": f"{task}: {PROMPT_FORM.get(task, lambda x: x)(s)}"},
         {"from": "gpt", "value": TASKS[task](s)},
     ]}
 

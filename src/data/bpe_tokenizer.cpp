@@ -329,7 +329,9 @@ std::unique_ptr<Tokenizer> load_bpe_tokenizer(const std::string& path) {
   if (fs::is_directory(path, ec)) {
     file = (fs::path(path) / "tokenizer.json").string();
     if (!fs::is_regular_file(file, ec)) {
-      throw DataError(path + ": no tokenizer.json in this directory (expected an HF tokenizer directory)");
+      // A from-scratch run's output_dir is such a directory: the byte tokenizer has no file to copy.
+      throw DataError(path + ": no tokenizer.json in this directory (expected an HF tokenizer directory; a model "
+                      "trained from scratch with the built-in byte tokenizer needs tokenizer_name_or_path: byte)");
     }
   } else if (!fs::exists(path, ec)) {
     throw DataError(path + ": no such file (expected \"byte\", a tokenizer.json file or a directory holding one)");
