@@ -1,4 +1,5 @@
-// LoRA at every ZeRO stage over 1-4 ranks equals PEFT + torch (tests/reference/peft/): the global batch
+// LoRA at every ZeRO stage over 1-4 ranks equals PEFT + torch (tests/reference/peft/: all linear layers of a
+// Llama and a Qwen2, rsLoRA on q/v of a Llama): the global batch
 // split over the ranks, 3 AdamW steps; the losses, step 1's A/B gradients and the adapter after 3 steps
 // to 1e-5 relative, the frozen base unchanged. At stages 0-2 the frozen base sends no gradient: a step's
 // bytes are full fine-tuning's scaled by the trainable share of the flat parameters.
@@ -17,7 +18,7 @@ using namespace testing_util;
 
 TEST(LoraZero, EveryStageEqualsPeft) {
   MpiCommunicator world(MPI_COMM_WORLD, "world");
-  for (const std::string name : {"llama_all_linear", "qwen2_all_linear"}) {
+  for (const std::string name : {"llama_all_linear", "qwen2_all_linear", "llama_rslora_qv"}) {
     const nlohmann::json ex = peft_expected(name);
     const auto grads_ref = read_safetensors_f32(peft_fixture_dir(name) + "/grads_step1.safetensors");
     const auto after_ref = peft_adapter_tensors(peft_fixture_dir(name) + "/adapter_after");
