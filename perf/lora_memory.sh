@@ -2,10 +2,12 @@
 # LoRA against full fine-tuning, memory and traffic per rank: `shardft train` twice at ZeRO-3 on 2 ranks
 # (jobs/mpirun.sh), a ~110M-parameter Llama shape (hidden 768, 12 layers, 12 heads, MLP 2048, vocab 32000,
 # tied embeddings; random weights: the numbers do not depend on their values), a few steps of the bundled
-# SFT data: once full fine-tuning, once LoRA r=16 on all linear layers (frozen base). Per run, from the
+# SFT data: once full fine-tuning, once LoRA r=16 on all linear layers (frozen base), once QLoRA (the same
+# LoRA over the base's decoder linears held as NF4, load_in_4bit). Per run, from the
 # end-of-run log line and metrics.jsonl: the model state the engine holds on rank 0 (MemoryReport:
 # weights, the frozen part of them, gradients, optimizer state), the measured peak RSS of rank 0, and the
-# bytes rank 0 sent per step (the ledger's comm_bytes, mean over the steps).
+# bytes rank 0 sent per step (the ledger's comm_bytes, mean over the steps). QLoRA's NF4 bytes per decoder
+# linear value are its frozen weights less LoRA's frozen non-linear part, over rank 0's share of those values.
 #
 #   perf/lora_memory.sh                 # writes perf/results/lora_memory.json and prints a table
 #
@@ -29,11 +31,14 @@ bash jobs/mpirun.sh -np 2 -- "${common[@]}" --output_dir "$tmp/full" > "$tmp/ful
   || { tail -30 "$tmp/full.log"; exit 1; }
 bash jobs/mpirun.sh -np 2 -- "${common[@]}" --use_peft true --lora_r "$r" --lora_alpha $((2 * r)) --lora_dropout 0 \
   --lora_target_modules all-linear --output_dir "$tmp/lora" > "$tmp/lora.log" 2>&1 || { tail -30 "$tmp/lora.log"; exit 1; }
+bash jobs/mpirun.sh -np 2 -- "${common[@]}" --use_peft true --lora_r "$r" --lora_alpha $((2 * r)) --lora_dropout 0 \
+  --lora_target_modules all-linear --load_in_4bit true --output_dir "$tmp/qlora" > "$tmp/qlora.log" 2>&1 \
+  || { tail -30 "$tmp/qlora.log"; exit 1; }
 python3 - "$tmp" "${RESULT:-$results/lora_memory.json}" "$r" "${SHARDFT_ARGS:-}" <<'PY'
 import json, re, sys
 tmp, out, r, extra = sys.argv[1:5]
 rows = {}
-for name in ("full", "lora"):
+for name in ("full", "lora", "qlora"):
     log = open(f"{tmp}/{name}.log").read()
     m = re.search(r"peak memory per rank: (\d+) B measured \(process RSS\); model state (\d+) B \(weights (\d+) B "
                   r"of which frozen (\d+) B, gradients (\d+) B, optimizer (\d+) B\) \+ transient gathers (\d+) B", log)
@@ -44,16 +49,23 @@ for name in ("full", "lora"):
                       comm_bytes_per_step=sum(s["comm_bytes"] for s in steps) / len(steps),
                       seconds_per_step=sum(s["step_seconds"] for s in steps[1:]) / max(1, len(steps) - 1)
                       if "step_seconds" in steps[0] else None)
+# Decoder linears of the shape above: q, k, v, o (768 x 768 each) and gate, up, down (768 x 2048) per layer.
+linear_values = 12 * (4 * 768 * 768 + 3 * 768 * 2048)
+compute_bytes = 2 if re.search(r"--(bf16|fp16)(\s+true)?(\s|$)", extra) else 4
+frozen_other = rows["lora"]["frozen_weights"] - compute_bytes * linear_values / 2
+nf4_bytes_per_value = (rows["qlora"]["frozen_weights"] - frozen_other) / (linear_values / 2)
 json.dump({"model": "llama h768 L12 I2048 vocab32000 tied (~110M)", "ranks": 2, "zero_stage": 3,
-           "lora_r": int(r), "extra_args": extra, "rows": rows}, open(out, "w"), indent=1)
+           "lora_r": int(r), "extra_args": extra, "rows": rows,
+           "qlora_nf4_bytes_per_linear_value": nf4_bytes_per_value}, open(out, "w"), indent=1)
 MiB = 2.0**20
-print(f"{'per rank (rank 0)':<28}{'full':>14}{'LoRA r=' + r:>14}{'LoRA / full':>13}")
+print(f"{'per rank (rank 0)':<28}{'full':>14}{'LoRA r=' + r:>14}{'QLoRA':>14}{'LoRA/full':>11}{'QLoRA/full':>11}")
 for key, label in (("weights", "weights (compute)"), ("frozen_weights", "  of which frozen"), ("grads", "gradients"),
                    ("optimizer", "optimizer (master + Adam)"), ("model_state", "model state total"),
                    ("peak_gathered", "stage-3 gathers (peak)"), ("peak_rss", "peak RSS measured"),
                    ("comm_bytes_per_step", "bytes sent per step")):
-    a, b = rows["full"][key], rows["lora"][key]
-    ratio = f"{b / a:.3f}" if a else "-"
-    print(f"{label:<28}{a / MiB:>12.1f}Mi{b / MiB:>12.1f}Mi{ratio:>13}")
+    a, b, q = rows["full"][key], rows["lora"][key], rows["qlora"][key]
+    ratios = "".join(f"{x / a:>11.3f}" if a else f"{'-':>11}" for x in (b, q))
+    print(f"{label:<28}{a / MiB:>12.1f}Mi{b / MiB:>12.1f}Mi{q / MiB:>12.1f}Mi{ratios}")
+print(f"QLoRA: {nf4_bytes_per_value:.4f} bytes per decoder-linear value held (NF4 4 bits + absmax + scales)")
 print(f"wrote {out}")
 PY
