@@ -55,8 +55,8 @@ TrainConfig with_adapter_lora_keys(const TrainConfig& cfg) {
   out.lora_r = agreed(cfg, "lora_r", cfg.lora_r, a.r, std::to_string(cfg.lora_r), std::to_string(a.r), file);
   out.lora_alpha = agreed(cfg, "lora_alpha", cfg.lora_alpha, a.lora_alpha, number_text(cfg.lora_alpha),
                           number_text(a.lora_alpha), file);
-  out.lora_dropout = agreed(cfg, "lora_dropout", cfg.lora_dropout, a.lora_dropout, number_text(cfg.lora_dropout),
-                            number_text(a.lora_dropout), file);
+  // Dropout shapes training, not the adapter's function: a recipe that sets it overrides the adapter's.
+  if (set_at(cfg, "lora_dropout").empty()) out.lora_dropout = a.lora_dropout;
   out.use_rslora = agreed(cfg, "use_rslora", cfg.use_rslora, a.use_rslora, cfg.use_rslora ? "true" : "false",
                           a.use_rslora ? "true" : "false", file);
   std::array<bool, kNumLoraModules> adapter_targets{};

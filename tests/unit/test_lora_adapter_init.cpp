@@ -52,6 +52,9 @@ TEST(LoraAdapterInit, ARecipeKeyThatContradictsTheAdapterIsAConfigError) {
   EXPECT_NE(config_error({kBase, "--adapter", kAdapter, "--use_rslora=false"}).find("use_rslora"), std::string::npos);
   // Set, but to the adapter's value: fine.
   EXPECT_EQ(config_error({kBase, "--adapter", kAdapter, "--lora_r=4", "--lora_alpha=8"}), "");
+  // Dropout is a training choice, not part of the adapter's function: the recipe's value wins.
+  const TrainConfig d = with_adapter_lora_keys(load_train_config("", {kBase, "--adapter", kAdapter, "--lora_dropout=0.1"}));
+  EXPECT_DOUBLE_EQ(d.lora_dropout, 0.1);
 }
 
 // trl's default lora_dropout (0.05, the recipe default) trains: with B = 0 the first step's loss is the
