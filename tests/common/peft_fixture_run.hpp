@@ -126,6 +126,27 @@ inline double worst_factor_error(const ParamLayout& layout, const std::vector<fl
   return worst;
 }
 
+// Over the LoRA factors, the worst ||ours - reference|| / ||reference|| (per factor, Frobenius).
+inline double worst_factor_norm_error(const ParamLayout& layout, const std::vector<float>& ours,
+                                      const std::map<std::string, TensorF32>& reference) {
+  double worst = 0;
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    const ParamSpec& spec = layout.params()[p];
+    if (!spec.is_lora()) continue;
+    const auto it = reference.find("base_model.model." + spec.name);
+    if (it == reference.end() || static_cast<std::int64_t>(it->second.data.size()) != spec.numel()) return INFINITY;
+    double diff = 0, norm = 0;
+    const float* mine = ours.data() + layout.offset(static_cast<int>(p));
+    for (std::int64_t i = 0; i < spec.numel(); ++i) {
+      const double r = it->second.data[i];
+      diff += (mine[i] - r) * (mine[i] - r);
+      norm += r * r;
+    }
+    worst = std::max(worst, std::sqrt(diff / std::max(norm, 1e-300)));
+  }
+  return worst;
+}
+
 inline std::map<std::string, TensorF32> peft_adapter_tensors(const std::string& dir) {
   return read_safetensors_f32(dir + "/" + kAdapterWeightsFile);
 }

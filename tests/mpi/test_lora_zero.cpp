@@ -1,5 +1,5 @@
 // LoRA at every ZeRO stage over 1-4 ranks equals PEFT + torch (tests/reference/peft/: all linear layers of a
-// Llama and a Qwen2, rsLoRA on q/v of a Llama): the global batch
+// Llama and a Qwen2, rsLoRA on q/v of a Llama, PEFT's own init): the global batch
 // split over the ranks, 3 AdamW steps; the losses, step 1's A/B gradients and the adapter after 3 steps
 // to 1e-5 relative, the frozen base unchanged. At stages 0-2 the frozen base sends no gradient: a step's
 // bytes are full fine-tuning's scaled by the trainable share of the flat parameters.
@@ -18,7 +18,12 @@ using namespace testing_util;
 
 TEST(LoraZero, EveryStageEqualsPeft) {
   MpiCommunicator world(MPI_COMM_WORLD, "world");
-  for (const std::string name : {"llama_all_linear", "qwen2_all_linear", "llama_rslora_qv"}) {
+  for (const std::string name : {"llama_all_linear", "qwen2_all_linear", "llama_rslora_qv", "llama_peft_init"}) {
+    // PEFT's own init (B = 0): AdamW's first step moves each B element by about lr * g / (|g| + eps)
+    // whatever |g|, so an element whose gradient is fp32 round-off takes a step decided by that round-off
+    // (worst element 3.6e-4 of max |B| at 1 rank, 1.3e-3 over 2-4 ranks' summation orders). So that case is
+    // held per factor norm-wise (measured 1.4e-5 at 1 rank, 5.1e-5 at 4), the others element-wise.
+    const bool b_starts_at_zero = name == "llama_peft_init";
     const nlohmann::json ex = peft_expected(name);
     const auto grads_ref = read_safetensors_f32(peft_fixture_dir(name) + "/grads_step1.safetensors");
     const auto after_ref = peft_adapter_tensors(peft_fixture_dir(name) + "/adapter_after");
@@ -37,7 +42,12 @@ TEST(LoraZero, EveryStageEqualsPeft) {
       const double grad_err = worst_factor_error(layout, run.grads_step1, grads_ref, &where);
       EXPECT_LT(grad_err, 1e-5) << "step-1 gradient of " << where;
       const double after_err = worst_factor_error(layout, run.weights_after, after_ref, &where);
-      EXPECT_LT(after_err, 1e-5) << "after 3 steps, " << where;
+      const double after_norm_err = worst_factor_norm_error(layout, run.weights_after, after_ref);
+      if (b_starts_at_zero) {
+        EXPECT_LT(after_norm_err, 1e-4) << "after 3 steps, norm-wise";
+      } else {
+        EXPECT_LT(after_err, 1e-5) << "after 3 steps, " << where;
+      }
       EXPECT_LT(loss_err, 1e-5);
       for (std::size_t p = 0; p < layout.params().size(); ++p) {
         const ParamSpec& spec = layout.params()[p];
@@ -48,8 +58,10 @@ TEST(LoraZero, EveryStageEqualsPeft) {
         }
       }
       if (world.rank() == 0) {
-        std::printf("[ lora %s stage %d np %d ] worst rel. error: loss %.3g, step-1 grads %.3g, after %.3g; %.0f bytes/step\n",
-                    name.c_str(), stage, world.size(), loss_err, grad_err, after_err, run.step_comm_bytes.back());
+        std::printf("[ lora %s stage %d np %d ] worst rel. error: loss %.3g, step-1 grads %.3g, after %.3g (norm-wise "
+                    "%.3g); %.0f bytes/step\n",
+                    name.c_str(), stage, world.size(), loss_err, grad_err, after_err, after_norm_err,
+                    run.step_comm_bytes.back());
       }
       if (stage == 3 || world.size() == 1) continue;
       // Full fine-tuning of the same base at the same stage: its step reduces every parameter's gradient.
