@@ -1,11 +1,15 @@
 // `shardft estimate`: the DeepSpeed-style memory table for ZeRO stages 1-3, from the recipe's model
-// or from --total_params / --largest_layer_params, plus the activation memory of a micro-batch.
+// or from --total_params / --largest_layer_params, plus the activation memory of a micro-batch; with LoRA on
+// (use_peft, peft_type: lora, or --adapter), what LoRA / QLoRA cost beside it.
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "config/lora_config.hpp"
 #include "config/train_config.hpp"
+#include "parallel/lora_estimate.hpp"
 #include "parallel/memory_estimate.hpp"
+#include "train/lora_adapter_init.hpp"
 
 namespace shardft::cli {
 
@@ -19,6 +23,59 @@ void print_table(const std::vector<EstimateRow>& rows, std::ostream& out) {
                   r.options.c_str());
     out << line;
   }
+}
+
+void print_traffic(const std::vector<TrafficRow>& rows, std::ostream& out) {
+  char line[200];
+  for (const TrafficRow& r : rows) {
+    std::snprintf(line, sizeof line, "  %-50s intra-node %10s  inter-node %10s\n", r.config.c_str(),
+                  format_gb(r.intra_node).c_str(), format_gb(r.inter_node).c_str());
+    out << line;
+  }
+}
+
+// 39976960 as "39,976,960", as PEFT's print_trainable_parameters writes counts.
+std::string with_commas(double count) {
+  std::string digits = std::to_string(static_cast<long long>(count)), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+void print_lora(const TrainConfig& cfg, const LoraSpec& spec, const EstimateInput& in, std::ostream& out) {
+  const LoraSize s = lora_size(cfg.model, spec);
+  const double compute = cfg.bf16 || cfg.fp16 ? 2.0 : 4.0;
+  const char* dtype = cfg.bf16 ? "bf16" : cfg.fp16 ? "fp16" : "fp32";
+  std::string targets;
+  for (const std::string& t : spec.target_names()) targets += (targets.empty() ? "" : ", ") + t;
+  out << (spec.load_in_4bit ? "QLoRA" : "LoRA") << ": r=" << spec.r << " on " << targets << " of each of "
+      << cfg.model.num_hidden_layers << " layers\n";
+  char line[320];
+  // PEFT's print_trainable_parameters line, which counts the adapters in "all params".
+  std::snprintf(line, sizeof line, "trainable params: %s || all params: %s || trainable%%: %.4f\n",
+                with_commas(s.trainable).c_str(), with_commas(s.trainable + s.frozen).c_str(),
+                100 * s.trainable / (s.trainable + s.frozen));
+  out << line << "frozen base params: " << with_commas(s.frozen);
+  if (spec.load_in_4bit) {
+    out << " (" << with_commas(s.frozen_nf4) << " of them in NF4: " << format_gb(s.nf4_bytes) << ")";
+  }
+  const int n = in.nodes * in.gpus_per_node;
+  out << "\nModel states per GPU with " << (spec.load_in_4bit ? "QLoRA" : "LoRA")
+      << ", no offload (A/B by DeepSpeed's formulas; frozen base in " << dtype
+      << (spec.load_in_4bit ? " and NF4" : "") << ", whole at stages 0-2, 1/" << n
+      << " at stage 3), beside full fine-tuning:\n";
+  for (const LoraStateRow& r : estimate_lora_states(s, model_size(cfg.model), in.nodes, in.gpus_per_node, compute)) {
+    std::snprintf(line, sizeof line,
+                  "  stage %d: %9s = A/B %9s + frozen base %9s + gathered %9s | full fine-tuning %9s\n", r.stage,
+                  format_gb(r.total()).c_str(), format_gb(r.trainable).c_str(), format_gb(r.frozen).c_str(),
+                  format_gb(r.gathered).c_str(), format_gb(r.full).c_str());
+    out << line;
+  }
+  out << "Bytes on the wire per optimizer step per GPU with " << (spec.load_in_4bit ? "QLoRA" : "LoRA") << " ("
+      << dtype << (spec.load_in_4bit ? "; NF4 base matrices" : "") << "):\n";
+  print_traffic(estimate_lora_traffic(s, in.nodes, in.gpus_per_node, compute, compute), out);
 }
 
 }  // namespace
@@ -67,6 +124,11 @@ int estimate(const std::vector<std::string>& args, std::ostream& out) {
   if (from_counts != !largest.empty()) {
     throw ConfigError("--total_params and --largest_layer_params go together");
   }
+  const LoraSpec lora = lora_spec(with_adapter_lora_keys(cfg));  // an adapter_path turns LoRA on, as in train
+  if (lora.enabled && from_counts) {
+    throw ConfigError("use_peft: the LoRA estimate counts the adapters on the recipe's model; give the model "
+                      "(--config or model keys) instead of --total_params / --largest_layer_params");
+  }
   if (from_counts) {
     in.total_params = parse_count(total, "--total_params");
     in.largest_layer_params = parse_count(largest, "--largest_layer_params");
@@ -92,19 +154,16 @@ int estimate(const std::vector<std::string>& args, std::ostream& out) {
   const double wire = cfg.bf16 ? 2.0 : 4.0;
   out << "Bytes on the wire per optimizer step per GPU (" << (cfg.bf16 ? "bf16" : "fp32")
       << " weights and gradients; a group spanning nodes counts as inter-node):\n";
-  char line[200];
-  for (const TrafficRow& r : estimate_traffic(in.total_params, in.nodes, in.gpus_per_node, wire, wire,
-                                              cfg.zero_quantization_block_size)) {
-    std::snprintf(line, sizeof line, "  %-50s intra-node %10s  inter-node %10s\n", r.config.c_str(),
-                  format_gb(r.intra_node).c_str(), format_gb(r.inter_node).c_str());
-    out << line;
-  }
+  print_traffic(estimate_traffic(in.total_params, in.nodes, in.gpus_per_node, wire, wire,
+                                 cfg.zero_quantization_block_size),
+                out);
   if (!from_counts) {
     const int b = micro_batch > 0 ? micro_batch : cfg.per_device_train_batch_size;
     const int t = seq_len > 0 ? seq_len : cfg.max_seq_length;
     out << "Activations kept for backward per rank, micro-batch " << b << " x " << t
         << " tokens: " << format_gb(activation_bytes(cfg.model, b, t)) << "\n";
   }
+  if (lora.enabled) print_lora(cfg, lora, in, out);
   return 0;
 }
 
