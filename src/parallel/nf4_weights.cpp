@@ -75,6 +75,7 @@ void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)
     const ParamSpec& spec = layout_.params()[params_[i]];
     View1<float> tmp("nf4_load_staging", spec.numel());  // one matrix in full precision at a time
     fill(params_[i], tmp);
+    if (group_) drop_gathered(i);  // bytes prefetched (e.g. by a forward-only pass) are of the old weights
     q_[i] = nf4_quantize(tmp, spec.shape, spec.name);
     if (group_) {
       const int n = group_->size(), r = group_->rank();
