@@ -102,6 +102,12 @@ RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLay
   // whole until its reduce-scatter. (qwZ gathers dequantize into fp32.)
   if (zero.stage == 3) e.gathered = 2 * weight_bytes * largest_weights;
   if (zero.stage >= 1) e.gathered += 4 * largest_grads;
+  // QLoRA: the block computing's NF4 matrices dequantized (every stage) and, at stage 3, its gathered
+  // NF4 bytes and the prefetched block's.
+  if (lora) {
+    e.nf4_transient = static_cast<double>(nf4_peak_transient_bytes(layout, zero.dtype, zero.stage == 3 ? shards : 0));
+    e.gathered += e.nf4_transient;
+  }
   e.activations = activation_estimate(model, shape);
   return e;
 }

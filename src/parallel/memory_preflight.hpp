@@ -18,6 +18,7 @@ struct RankMemoryEstimate {
   double weights = 0, grads = 0, optimizer = 0;  // persistent, bytes (MemoryReport's kinds)
   double frozen_weights = 0;  // the part of `weights` that holds frozen parameters (LoRA's base)
   double gathered = 0;     // stage 3: the block computing and the block prefetched, gathered; and a unit's gradients
+  double nf4_transient = 0;  // the part of `gathered` that is QLoRA's (MemoryReport::peak_nf4_transient)
   double activations = 0;  // one micro-batch: what forward keeps for backward, and one layer's working set
   double persistent() const { return weights + grads + optimizer; }
   double total() const { return persistent() + gathered + activations; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 #include "kernels/elementwise.hpp"
 #include "kernels/fp16.hpp"
@@ -28,6 +29,31 @@ std::int64_t nf4_held_bytes(std::int64_t n, int shards) {
   return per_rank(nf4_packed_bytes(n), shards) + per_rank(nf4_blocks(n), shards) + 4 * nf4_absmax_blocks(n) + 4;
 }
 
+std::int64_t nf4_gathered_bytes(std::int64_t n, int shards) {
+  const std::int64_t bytes = shards * (per_rank(nf4_packed_bytes(n), shards) + per_rank(nf4_blocks(n), shards));
+  return 4 * ((bytes + 3) / 4);
+}
+
+std::int64_t nf4_peak_transient_bytes(const ParamLayout& layout, ComputeDtype dtype, int shards) {
+  const std::int64_t per_value = dtype == ComputeDtype::bf16 ? 2 : 4;
+  const std::size_t blocks = layout.blocks().size();
+  std::vector<std::int64_t> dense(blocks, 0), gathered(blocks, 0);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (int p : layout.blocks()[b].params) {
+      const ParamSpec& spec = layout.params()[p];
+      if (!spec.nf4) continue;
+      dense[b] += per_value * spec.numel();
+      if (shards > 0) gathered[b] += nf4_gathered_bytes(spec.numel(), shards);
+    }
+  }
+  std::int64_t peak = 0;
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::int64_t before = b > 0 ? gathered[b - 1] : 0, after = b + 1 < blocks ? gathered[b + 1] : 0;
+    peak = std::max(peak, dense[b] + gathered[b] + std::max(before, after));
+  }
+  return peak;
+}
+
 Nf4Weights::Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool& pool, Communicator* shard_group)
     : layout_(layout), dtype_(dtype), pool_(pool), group_(shard_group) {
   index_.assign(layout.params().size(), -1);
@@ -38,6 +64,7 @@ Nf4Weights::Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool
   }
   q_.resize(params_.size());
   own_.resize(params_.size());
+  in_flight_.resize(params_.size());
   dense_.resize(params_.size());
   dense_bf16_.resize(params_.size());
   refcount_.assign(layout.blocks().size(), 0);
@@ -48,6 +75,7 @@ void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)
     const ParamSpec& spec = layout_.params()[params_[i]];
     View1<float> tmp("nf4_load_staging", spec.numel());  // one matrix in full precision at a time
     fill(params_[i], tmp);
+    if (group_) drop_gathered(i);  // bytes prefetched (e.g. by a forward-only pass) are of the old weights
     q_[i] = nf4_quantize(tmp, spec.shape, spec.name);
     if (group_) {
       const int n = group_->size(), r = group_->rank();
@@ -58,32 +86,93 @@ void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)
       own_[i] = Bytes{Unmanaged1<std::uint8_t>(q_[i].packed.data(), q_[i].packed.extent(0)),
                       Unmanaged1<std::uint8_t>(q_[i].absmax_q.data(), q_[i].absmax_q.extent(0)), {}};
     }
-    pool_.give(dense_[i]);
-    pool_.give(dense_bf16_[i]);
+    give(dense_[i]);
+    give(dense_bf16_[i]);
   }
+}
+
+template <class T>
+View1<T> Nf4Weights::take(std::int64_t n, const char* label) {
+  View1<T> v;
+  if constexpr (std::is_same_v<T, bf16>) {
+    v = pool_.take_bf16(n, label);
+  } else {
+    v = pool_.take(n, label);
+  }
+  live_ += static_cast<std::int64_t>(sizeof(T)) * n;
+  peak_ = std::max(peak_, live_);
+  return v;
+}
+
+template <class T>
+void Nf4Weights::give(View1<T>& v) {
+  live_ -= static_cast<std::int64_t>(sizeof(T) * v.extent(0));
+  pool_.give(v);
+}
+
+bool Nf4Weights::block_gathered(int block) const {
+  for (int p : layout_.blocks()[block].params) {
+    if (holds(p) && own_[index_[p]].packed.extent(0) > 0) return true;
+  }
+  return false;
+}
+
+void Nf4Weights::prefetch(int block) {
+  if (!group_ || refcount_[block] > 0 || block_gathered(block)) return;
+  bool any = false;
+  for (int p : layout_.blocks()[block].params) {
+    if (!holds(p)) continue;
+    own_[index_[p]] = gather(index_[p], true);
+    any = true;
+  }
+  if (any) ++counts_.prefetched;
 }
 
 void Nf4Weights::acquire(int block) {
   if (refcount_[block]++ > 0 || !group_) return;
+  const bool prefetched = block_gathered(block);
+  bool any = false;
   for (int p : layout_.blocks()[block].params) {
-    if (holds(p)) own_[index_[p]] = gather(index_[p]);
+    if (!holds(p)) continue;
+    const int i = index_[p];
+    if (prefetched) {
+      finish_gather(i);
+    } else {
+      own_[i] = gather(i, false);
+    }
+    any = true;
+  }
+  if (any && !prefetched) ++counts_.at_acquire;
+}
+
+void Nf4Weights::progress() {
+  for (const auto& requests : in_flight_) {
+    if (!requests.empty()) {
+      requests.front()->test();
+      return;
+    }
   }
 }
 
-Nf4Weights::Bytes Nf4Weights::gather(int i) {
+Nf4Weights::Bytes Nf4Weights::gather(int i, bool nonblocking) {
   const int n = group_->size();
   const std::int64_t packed = q_[i].packed.extent(0), absmax = q_[i].absmax_q.extent(0);  // per rank
   Bytes b;
-  b.store = pool_.take((n * (packed + absmax) + 3) / 4, "nf4_gathered_bytes");
+  b.store = take<float>(nf4_gathered_bytes(q_[i].numel, n) / 4, "nf4_gathered_bytes");
   std::uint8_t* bytes = reinterpret_cast<std::uint8_t*>(b.store.data());
   b.packed = Unmanaged1<std::uint8_t>(bytes, packed * n);
   b.absmax_q = Unmanaged1<std::uint8_t>(bytes + packed * n, absmax * n);
-  RequestPtr r1 = group_->iall_gather(q_[i].packed.data(), b.packed.data(), static_cast<std::size_t>(packed), DType::u8);
-  RequestPtr r2 =
-      group_->iall_gather(q_[i].absmax_q.data(), b.absmax_q.data(), static_cast<std::size_t>(absmax), DType::u8);
-  r1->wait();
-  r2->wait();
+  in_flight_[i].push_back(
+      group_->iall_gather(q_[i].packed.data(), b.packed.data(), static_cast<std::size_t>(packed), DType::u8));
+  in_flight_[i].push_back(
+      group_->iall_gather(q_[i].absmax_q.data(), b.absmax_q.data(), static_cast<std::size_t>(absmax), DType::u8));
+  if (!nonblocking) finish_gather(i);
   return b;
+}
+
+void Nf4Weights::finish_gather(int i) {
+  for (RequestPtr& r : in_flight_[i]) r->wait();
+  in_flight_[i].clear();
 }
 
 const Nf4Weights::Bytes& Nf4Weights::whole(int param) const {
@@ -101,14 +190,15 @@ void Nf4Weights::release(int block) {
 void Nf4Weights::give_back(int block) {
   for (int p : layout_.blocks()[block].params) {
     if (!holds(p)) continue;
-    pool_.give(dense_[index_[p]]);
-    pool_.give(dense_bf16_[index_[p]]);
+    give(dense_[index_[p]]);
+    give(dense_bf16_[index_[p]]);
     if (group_) drop_gathered(index_[p]);
   }
 }
 
 void Nf4Weights::drop_gathered(int i) {
-  pool_.give(own_[i].store);
+  finish_gather(i);  // a buffer a collective still writes into is never given back
+  give(own_[i].store);
   own_[i] = Bytes{};
 }
 
@@ -129,7 +219,7 @@ Unmanaged1<const bf16> Nf4Weights::weight_bf16(int param) {
   if (dtype_ != ComputeDtype::bf16) return {};
   const int i = index_[param];
   if (dense_bf16_[i].extent(0) == 0) {
-    dense_bf16_[i] = pool_.take_bf16(q_[i].numel, "nf4_dequantized_bf16");
+    dense_bf16_[i] = take<bf16>(q_[i].numel, "nf4_dequantized_bf16");
     dequantize(param, Unmanaged1<bf16>(dense_bf16_[i].data(), q_[i].numel));
   }
   return Unmanaged1<const bf16>(dense_bf16_[i].data(), q_[i].numel);
@@ -138,7 +228,7 @@ Unmanaged1<const bf16> Nf4Weights::weight_bf16(int param) {
 Unmanaged1<const float> Nf4Weights::weight(int param) {
   const int i = index_[param];
   if (dense_[i].extent(0) == 0) {
-    dense_[i] = pool_.take(q_[i].numel, "nf4_dequantized");
+    dense_[i] = take<float>(q_[i].numel, "nf4_dequantized");
     if (dtype_ == ComputeDtype::bf16) {
       to_f32(weight_bf16(param), Unmanaged1<float>(dense_[i].data(), q_[i].numel));
     } else {
@@ -151,7 +241,11 @@ Unmanaged1<const float> Nf4Weights::weight(int param) {
 void Nf4Weights::read(int param, Unmanaged1<float> dst) {
   const int i = index_[param];
   const bool gathered_here = group_ && own_[i].packed.extent(0) == 0;
-  if (gathered_here) own_[i] = gather(i);
+  if (gathered_here) {
+    own_[i] = gather(i, false);
+  } else if (group_) {
+    finish_gather(i);  // prefetched: its bytes may still be on the wire
+  }
   if (dtype_ == ComputeDtype::bf16) {
     View1<bf16> tmp("nf4_read_bf16", q_[i].numel);
     dequantize(param, Unmanaged1<bf16>(tmp.data(), q_[i].numel));

@@ -3,8 +3,10 @@
 // block 64, double-quantized absmax), one Nf4Tensor per parameter (ParamSpec::nf4): whole on every rank
 // at ZeRO stages 0-2; at stage 3 (a shard group given) each rank keeps 1/N of every matrix's packed
 // indices and 1/N of its 8-bit absmax (each padded to a multiple of N bytes; the fp32 second-level
-// scales and the offset, 4 bytes per 16384 values, stay whole), and a block's acquire all-gathers those
-// bytes (uint8 on the wire) for its matrices, kept until the block's last release. A weight is
+// scales and the offset, 4 bytes per 16384 values, stay whole), and those bytes (uint8 on the wire) are
+// all-gathered per block: started by prefetch(block) when the engine prefetches the block (nonblocking,
+// so they travel while the block before it computes), waited for at its acquire (gathered there only
+// when nothing prefetched them), kept until the block's last release. A weight is
 // dequantized into the compute dtype the first time the model reads it after its block's acquire, into a
 // pooled buffer given back at the block's last release: only the layers being computed exist in full
 // precision. The values the model reads are
@@ -23,6 +25,20 @@ namespace shardft {
 
 // Bytes one rank holds for a matrix of n values split over `shards` ranks (1: nf4_storage_bytes(n)).
 std::int64_t nf4_held_bytes(std::int64_t n, int shards);
+// Bytes of the buffer a matrix of n values split over `shards` ranks is all-gathered into (its whole
+// packed indices and 8-bit absmax, in pooled fp32 storage).
+std::int64_t nf4_gathered_bytes(std::int64_t n, int shards);
+// The most transient bytes Nf4Weights holds during a training step (the memory preflight's share of
+// them): the acquired block's matrices dequantized in `dtype` and, sharded over `shards` ranks (0: whole,
+// stages 0-2), that block's gathered bytes and its neighbour's, prefetched (forward: the next block;
+// backward: the one before). The model acquires one block at a time.
+std::int64_t nf4_peak_transient_bytes(const ParamLayout& layout, ComputeDtype dtype, int shards);
+
+// Where a sharded block's NF4 bytes were gathered (each block counted once per gather).
+struct Nf4GatherCounts {
+  std::int64_t at_acquire = 0;  // blocking, inside acquire: nothing had prefetched them
+  std::int64_t prefetched = 0;  // started by prefetch, ahead of the block's acquire
+};
 
 class Nf4Weights {
  public:
@@ -34,8 +50,12 @@ class Nf4Weights {
   // Quantizes every NF4 parameter: fill(param, out) writes its full-precision values (row-major, device).
   void load(const std::function<void(int param, Unmanaged1<float> out)>& fill);
 
+  // Starts the nonblocking gathers of a block's bytes (stage 3; nothing when they are held or the block
+  // is acquired). Collective: every rank of the shard group prefetches the same blocks in the same order.
+  void prefetch(int block);
   void acquire(int block);
   void release(int block);
+  void progress();  // moves one gather in flight on (a test drives every request in flight)
   Unmanaged1<const float> weight(int param);      // fp32 storage (fp32 / fp16 compute; bf16: widened)
   Unmanaged1<const bf16> weight_bf16(int param);  // bf16 compute only; empty otherwise
   // The values the model reads, as fp32, into dst [numel] (for gathering the whole model; collective
@@ -43,13 +63,18 @@ class Nf4Weights {
   void read(int param, Unmanaged1<float> dst);
 
   std::int64_t storage_bytes() const;  // the 4-bit blocks and their scales, all parameters
+  // Gathered bytes and dequantized matrices: held now, and the most held at once so far.
+  std::int64_t transient_bytes() const { return live_; }
+  std::int64_t peak_transient_bytes() const { return peak_; }
+  const Nf4GatherCounts& gather_counts() const { return counts_; }
 
  private:
   struct Bytes {  // a matrix's whole packed indices and 8-bit absmax
     Unmanaged1<std::uint8_t> packed, absmax_q;
     View1<float> store;  // sharded: the pooled buffer they were gathered into (bytes in fp32 storage)
   };
-  Bytes gather(int i);                 // collective over group_
+  Bytes gather(int i, bool nonblocking);  // collective over group_; nonblocking: requests in in_flight_[i]
+  void finish_gather(int i);              // waits for in_flight_[i]
   const Bytes& whole(int param) const;  // this matrix's whole bytes: its own, or gathered while acquired
   void dequantize(int param, Unmanaged1<float> dst) const;
   void dequantize(int param, Unmanaged1<bf16> dst) const;
@@ -63,9 +88,17 @@ class Nf4Weights {
   std::vector<Nf4Tensor> q_;             // per params_ entry (sharded: packed and absmax_q are this rank's shard)
   std::vector<Bytes> own_;               // whole: q_'s arrays; sharded: gathered while acquired
   void drop_gathered(int i);
+  bool block_gathered(int block) const;  // its matrices' bytes held or in flight (sharded)
+  template <class T>
+  View1<T> take(std::int64_t n, const char* label);  // pooled, counted in live_
+  template <class T>
+  void give(View1<T>& v);
+  std::vector<std::vector<RequestPtr>> in_flight_;  // per params_ entry: its gathers not yet waited for
   std::vector<View1<float>> dense_;      // per params_ entry: dequantized, fp32 storage, while acquired
   std::vector<View1<bf16>> dense_bf16_;  // the same, bf16 compute
   std::vector<int> refcount_;            // per block
+  std::int64_t live_ = 0, peak_ = 0;     // bytes taken from the pool and not given back
+  Nf4GatherCounts counts_;
 };
 
 }  // namespace shardft

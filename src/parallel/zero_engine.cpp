@@ -478,6 +478,9 @@ MemoryReport ZeroEngine::memory() const {
   if (nf4_) {
     m.nf4_weights = nf4_->storage_bytes();
     m.weights += m.nf4_weights;
+    // Tracked apart from the units' peak (stages 0-2 gather no units): the sum bounds their joint peak.
+    m.peak_nf4_transient = nf4_->peak_transient_bytes();
+    m.peak_gathered += m.peak_nf4_transient;
   }
   if (frozen_only_) m.frozen_weights = m.weights;
   if (frozen_) {  // the frozen part's peaks may come at other times: their sum bounds the true peak
@@ -485,6 +488,7 @@ MemoryReport ZeroEngine::memory() const {
     m.weights += f.weights;
     m.frozen_weights = f.weights;
     m.nf4_weights = f.nf4_weights;
+    m.peak_nf4_transient = f.peak_nf4_transient;
     m.grads += f.grads;
     m.optimizer += f.optimizer;
     m.peak_gathered += f.peak_gathered;

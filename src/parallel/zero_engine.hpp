@@ -22,7 +22,7 @@
 // gathered per block with the trainable ones. weight() and acquire/release serve both; grad() of a
 // frozen parameter is an empty view (the model computes none). With QLoRA (ParamSpec::nf4)
 // the frozen engine holds the decoder linears' matrices as NF4 blocks (Nf4Weights; at stage 3 their bytes
-// sharded and gathered per block) and the rest of the frozen parameters in its partition as above.
+// sharded and gathered per block, the next block's prefetched with the units) and the rest of the frozen parameters in its partition as above.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -67,6 +67,9 @@ struct MemoryReport {
   std::int64_t frozen_weights = 0;  // the part of `weights` that holds frozen parameters
   std::int64_t nf4_weights = 0;     // the part of `frozen_weights` held as NF4 blocks (QLoRA)
   std::int64_t peak_gathered = 0, peak_unit_grads = 0;
+  // The part of peak_gathered that is QLoRA's (Nf4Weights): NF4 bytes gathered at stage 3 for the block
+  // computing and the one prefetched, and the block's matrices dequantized in the compute dtype.
+  std::int64_t peak_nf4_transient = 0;
   std::int64_t pooled = 0;  // transient buffers held for reuse between blocks and steps (buffer_pool.hpp)
 };
 
@@ -153,6 +156,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   const BufferPool& buffer_pool() const { return pool_; }
   const FlatPartition& partition() const { return part_; }  // the trainable parameters'
   const ZeroEngine* frozen_part() const { return frozen_.get(); }  // nullptr without frozen parameters
+  const Nf4Weights* nf4() const { return nf4_.get(); }  // the frozen part's, with QLoRA; else nullptr
   int stage() const { return cfg_.stage; }
   Communicator& group() { return group_; }
   Communicator* replica_group() { return replica_; }

@@ -91,6 +91,9 @@ void ZeroEngine::acquire(int block) {
 // stay within prefetch_elements (allgather_bucket_size).
 void ZeroEngine::prefetch_after(int block) {
   const int head = layout_.head_block(), dir = forward_ ? 1 : -1;
+  // QLoRA's NF4 bytes: the next block's only. prefetch_elements counts compute-dtype elements, and
+  // the memory preflight bounds the NF4 bytes gathered at once by two blocks' (nf4_peak_transient_bytes).
+  if (nf4_ && block + dir >= 0 && block + dir <= head) nf4_->prefetch(block + dir);
   std::int64_t ahead = 0;
   for (int next = block + dir; next >= 0 && next <= head; next += dir) {
     std::int64_t need = 0;
@@ -114,6 +117,7 @@ void ZeroEngine::prefetch_after(int block) {
 void ZeroEngine::progress() {
   if (frozen_) frozen_->progress();
   if (buckets_) buckets_->progress();
+  if (nf4_) nf4_->progress();
   for (const RequestPtr& r : pending_) {
     if (r) {
       r->test();

@@ -385,8 +385,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   log << "peak memory per rank: " << peak_rss_bytes() << " B measured (process RSS); model state "
       << after.weights + after.grads + after.optimizer << " B (weights " << after.weights << " B of which frozen "
       << after.frozen_weights << " B, gradients " << after.grads << " B, optimizer " << after.optimizer
-      << " B) + transient gathers " << after.peak_gathered
-      << " B + gradient units " << after.peak_unit_grads << " B (buffers kept for reuse at the end: " << after.pooled
+      << " B) + transient gathers " << after.peak_gathered << " B (of which NF4 " << after.peak_nf4_transient
+      << " B) + gradient units " << after.peak_unit_grads << " B (buffers kept for reuse at the end: " << after.pooled
       << " B)" << std::endl;
   save_model(tr, cfg, model_path(cfg), writer);
   if (writer) {

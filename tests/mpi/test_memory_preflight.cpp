@@ -32,9 +32,18 @@ TEST(MemoryPreflightMpi, OneRankOverItsBudgetStopsEveryRank) {
   check_rank_memory(need, RankMemoryBudget{1e7, "enough"}, plan.host_world());  // fits everywhere: no throw
 }
 
-// Every stage (stage 0 pads its units to N ranks' alignment too); with LoRA the frozen base is a second, compute-weights-only partition of the blocks.
+// Every stage (stage 0 pads its units to N ranks' alignment too); with LoRA the frozen base is a second,
+// compute-weights-only partition of the blocks; with QLoRA its matrices are NF4 bytes (sharded at stage
+// 3), and after two steps the NF4 part of the transient estimate is the most this rank held of them.
 TEST(MemoryPreflightMpi, ShardedPersistentEstimateIsWhatTheEngineAllocates) {
-  for (bool lora : {false, true}) {
+  ByteTokenizer tok;
+  std::vector<TokenizedSample> samples;
+  for (int i = 0; i < 4; ++i) {
+    samples.push_back(apply_chat_template(tok, {{"user", "upper: " + std::string(10 + 5 * i, 'a')},
+                                                {"assistant", std::string(10 + 5 * i, 'A')}}, 64));
+  }
+  const TokenBatch batch = collate(samples, {0, 1, 2, 3});  // every rank's: the values do not matter here
+  for (const std::string peft : {"", "LoRA", "QLoRA"}) {
     for (int stage = 0; stage <= 3; ++stage) {
       for (bool bf16 : {false, true}) {
         TrainConfig cfg;
@@ -47,23 +56,31 @@ TEST(MemoryPreflightMpi, ShardedPersistentEstimateIsWhatTheEngineAllocates) {
         cfg.zero_stage = stage;
         cfg.bf16 = bf16;
         cfg.max_memory_per_rank = "none";
-        if (lora) {
+        if (!peft.empty()) {
           cfg.use_peft = true;
           cfg.lora_r = 4;
           cfg.lora_dropout = 0;
           cfg.lora_target_modules = "all-linear";
+          cfg.load_in_4bit = peft == "QLoRA";
         }
         const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
         Trainer tr(cfg, 10, plan);
         const MemoryReport m = tr.engine().memory();
-        SCOPED_TRACE(std::string(lora ? "LoRA " : "") + "stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
-        EXPECT_EQ(tr.memory_estimate().weights, static_cast<double>(m.weights));
-        EXPECT_EQ(tr.memory_estimate().frozen_weights, static_cast<double>(m.frozen_weights));
-        EXPECT_EQ(tr.memory_estimate().grads, static_cast<double>(m.grads));
-        EXPECT_EQ(tr.memory_estimate().optimizer, static_cast<double>(m.optimizer));
-        if (lora) {
+        const RankMemoryEstimate& e = tr.memory_estimate();
+        SCOPED_TRACE(peft + " stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
+        EXPECT_EQ(e.weights, static_cast<double>(m.weights));
+        EXPECT_EQ(e.frozen_weights, static_cast<double>(m.frozen_weights));
+        EXPECT_EQ(e.grads, static_cast<double>(m.grads));
+        EXPECT_EQ(e.optimizer, static_cast<double>(m.optimizer));
+        if (!peft.empty()) {
           EXPECT_GT(m.frozen_weights, 0);
         }
+        if (peft != "QLoRA") continue;
+        for (int s = 0; s < 2; ++s) tr.step({batch});
+        const MemoryReport after = tr.engine().memory();
+        EXPECT_GT(after.peak_nf4_transient, 0);
+        EXPECT_EQ(e.nf4_transient, static_cast<double>(after.peak_nf4_transient));
+        EXPECT_GE(after.peak_gathered, after.peak_nf4_transient);
       }
     }
   }

@@ -75,5 +75,42 @@ TEST(QloraZero, EveryStageEqualsOneRank) {
   }
 }
 
+// Stage 3 prefetches each layer's NF4 bytes with its units (forward: the next layer; backward: the one
+// before), so no acquire waits for a gather it started itself: over a step every layer's bytes are
+// gathered twice (forward and backward), always prefetched. Stages 0-2 gather none. The bytes gathered
+// and dequantized at once are what the preflight estimated (nf4_peak_transient_bytes), fp32 and bf16.
+TEST(QloraZero, Stage3PrefetchesTheNf4BytesAndCountsThem) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world");
+  const std::string name = "llama_all_linear";
+  const TokenBatch mine = peft_fixture_batch(name, world.rank(), world.size());
+  const int steps = 2;
+  for (int stage : {0, 1, 2, 3}) {
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE("stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32") + ", " +
+                   std::to_string(world.size()) + " ranks");
+      std::vector<std::string> flags = {"--zero_stage=" + std::to_string(stage), "--load_in_4bit=true"};
+      if (bf16) flags.push_back("--bf16=true");
+      Trainer tr(peft_fixture_config(name, flags), 3, world);
+      for (int s = 0; s < steps; ++s) tr.step({mine});
+      const Nf4Weights* nf4 = tr.engine().frozen_part()->nf4();
+      ASSERT_NE(nf4, nullptr);
+      const Nf4GatherCounts& counts = nf4->gather_counts();
+      const std::int64_t layers = tr.model().layout().num_layers();
+      EXPECT_EQ(counts.at_acquire, 0);
+      EXPECT_EQ(counts.prefetched, stage == 3 ? steps * 2 * layers : 0);
+      const MemoryReport m = tr.engine().memory();
+      EXPECT_EQ(static_cast<double>(m.peak_nf4_transient), tr.memory_estimate().nf4_transient);
+      EXPECT_GE(m.peak_gathered, m.peak_nf4_transient);
+      if (world.rank() == 0) {
+        std::printf("[ qlora stage %d %s np %d ] NF4 gathers prefetched %lld, at acquire %lld; transient peak %lld B "
+                    "(NF4 %lld B)\n",
+                    stage, bf16 ? "bf16" : "fp32", world.size(), static_cast<long long>(counts.prefetched),
+                    static_cast<long long>(counts.at_acquire), static_cast<long long>(m.peak_gathered),
+                    static_cast<long long>(m.peak_nf4_transient));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardft

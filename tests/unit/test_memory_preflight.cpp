@@ -2,6 +2,7 @@
 // MemAvailable and cgroup limits, and a run that cannot fit is refused before its state is allocated.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -54,28 +55,56 @@ TEST(MemoryPreflight, PersistentEstimateIsWhatTheEngineAllocates) {
   }
 }
 
+// Eight byte-tokenized chat samples of 27-76 tokens, one micro-batch.
+TokenBatch upper_case_batch() {
+  ByteTokenizer tok;
+  std::vector<TokenizedSample> samples;
+  for (int i = 0; i < 8; ++i) {
+    samples.push_back(apply_chat_template(tok, {{"user", "upper: " + std::string(20 + 7 * i, 'a')},
+                                                {"assistant", std::string(20 + 7 * i, 'A')}}, 128));
+  }
+  return collate(samples, {0, 1, 2, 3, 4, 5, 6, 7});
+}
+
 // LoRA: the frozen base counts as compute weights only (no gradient, master or optimizer state) and A/B
-// as ordinary trainable parameters, as the two engines allocate them.
+// as ordinary trainable parameters, as the two engines allocate them. QLoRA (load_in_4bit): the base
+// matrices as NF4 bytes, and the transient estimate's NF4 part (a block's matrices dequantized; at stage
+// 3 its gathered bytes and the prefetched block's) is the most the engine held over two steps.
 TEST(MemoryPreflight, LoraEstimateIsWhatTheEngineAllocates) {
-  for (int stage = 0; stage <= 3; ++stage) {
-    for (bool bf16 : {false, true}) {
-      TrainConfig cfg = small_model(stage, bf16);
-      cfg.use_peft = true;
-      cfg.lora_r = 4;
-      cfg.lora_dropout = 0;
-      cfg.lora_target_modules = "all-linear";
-      Trainer tr(cfg, 10, self());
-      const MemoryReport m = tr.engine().memory();
-      const RankMemoryEstimate& e = tr.memory_estimate();
-      SCOPED_TRACE("LoRA stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
-      ASSERT_TRUE(tr.model().layout().has_frozen());
-      EXPECT_GT(m.frozen_weights, 0);
-      EXPECT_EQ(e.frozen_weights, static_cast<double>(m.frozen_weights));
-      EXPECT_EQ(e.weights, static_cast<double>(m.weights));
-      EXPECT_EQ(e.grads, static_cast<double>(m.grads));
-      EXPECT_EQ(e.optimizer, static_cast<double>(m.optimizer));
-      // Only A and B have optimizer state: far less than a full fine-tune's 12 bytes a parameter.
-      EXPECT_LT(e.optimizer, 12.0 * static_cast<double>(tr.model().layout().total_numel()) / 4);
+  for (bool qlora : {false, true}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      for (bool bf16 : {false, true}) {
+        TrainConfig cfg = small_model(stage, bf16);
+        cfg.use_peft = true;
+        cfg.lora_r = 4;
+        cfg.lora_dropout = 0;
+        cfg.lora_target_modules = "all-linear";
+        cfg.load_in_4bit = qlora;
+        Trainer tr(cfg, 10, self());
+        const MemoryReport m = tr.engine().memory();
+        const RankMemoryEstimate& e = tr.memory_estimate();
+        SCOPED_TRACE(std::string(qlora ? "QLoRA" : "LoRA") + " stage " + std::to_string(stage) +
+                     (bf16 ? " bf16" : " fp32"));
+        ASSERT_TRUE(tr.model().layout().has_frozen());
+        EXPECT_GT(m.frozen_weights, 0);
+        EXPECT_EQ(m.nf4_weights > 0, qlora);
+        EXPECT_EQ(e.frozen_weights, static_cast<double>(m.frozen_weights));
+        EXPECT_EQ(e.weights, static_cast<double>(m.weights));
+        EXPECT_EQ(e.grads, static_cast<double>(m.grads));
+        EXPECT_EQ(e.optimizer, static_cast<double>(m.optimizer));
+        // Only A and B have optimizer state: far less than a full fine-tune's 12 bytes a parameter.
+        EXPECT_LT(e.optimizer, 12.0 * static_cast<double>(tr.model().layout().total_numel()) / 4);
+        if (!qlora) continue;
+        for (int s = 0; s < 2; ++s) tr.step({upper_case_batch()});
+        const MemoryReport after = tr.engine().memory();
+        EXPECT_GT(after.peak_nf4_transient, 0);
+        EXPECT_EQ(e.nf4_transient, static_cast<double>(after.peak_nf4_transient));
+        EXPECT_GE(after.peak_gathered, after.peak_nf4_transient);
+        EXPECT_GE(e.gathered, e.nf4_transient);
+        std::printf("[ QLoRA stage %d %s ] NF4 transient peak %lld B (estimate %.0f B), peak_gathered %lld B\n", stage,
+                    bf16 ? "bf16" : "fp32", static_cast<long long>(after.peak_nf4_transient), e.nf4_transient,
+                    static_cast<long long>(after.peak_gathered));
+      }
     }
   }
 }
@@ -83,12 +112,6 @@ TEST(MemoryPreflight, LoraEstimateIsWhatTheEngineAllocates) {
 TEST(MemoryPreflight, StepPeakIsWithinTheEstimate) {
   // The whole estimate bounds what a training step really holds at its peak (Kokkos allocations), and
   // is not wildly above it: a preflight that refused runs which fit would be worse than none.
-  ByteTokenizer tok;
-  std::vector<TokenizedSample> samples;
-  for (int i = 0; i < 8; ++i) {
-    samples.push_back(apply_chat_template(tok, {{"user", "upper: " + std::string(20 + 7 * i, 'a')},
-                                                {"assistant", std::string(20 + 7 * i, 'A')}}, 128));
-  }
   for (int stage : {0, 3}) {
     for (bool checkpointing : {false, true}) {
      for (bool bf16 : {false, true}) {
@@ -99,7 +122,7 @@ TEST(MemoryPreflight, StepPeakIsWithinTheEstimate) {
       reset_device_peak();
       const std::int64_t before = device_live_bytes();
       Trainer tr(cfg, 10, self());
-      for (int s = 0; s < 2; ++s) tr.step({collate(samples, {0, 1, 2, 3, 4, 5, 6, 7})});
+      for (int s = 0; s < 2; ++s) tr.step({upper_case_batch()});
       const double peak = static_cast<double>(device_peak_bytes() - before);
       const double estimate = tr.memory_estimate().total();
       SCOPED_TRACE("stage " + std::to_string(stage) + (checkpointing ? " checkpointing" : "") + (bf16 ? " bf16" : ""));

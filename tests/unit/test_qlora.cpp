@@ -131,5 +131,29 @@ TEST(Qlora, EqualsLoraOnTheNf4RoundTrippedBase) {
   }
 }
 
+// Stage 3 keeps a block's NF4 bytes prefetched past a forward-only pass (its head acquire prefetches the
+// last layer for a backward that never comes). Loading new weights gives those old bytes back once their
+// gathers are done (none is left held or counted; no gather writes into a freed buffer), and the base read
+// after load_weights is the new weights' NF4 round trip, exactly as in a trainer that never prefetched.
+TEST(Qlora, LoadingWeightsDropsPrefetchedBytes) {
+  const std::string name = "llama_all_linear";
+  const std::vector<std::string> flags = {"--zero_stage=3", "--load_in_4bit=true"};
+  Trainer prefetched(peft_fixture_config(name, flags), 3, self());
+  Trainer fresh(peft_fixture_config(name, flags), 3, self());
+  const ParamLayout& layout = prefetched.model().layout();
+  std::vector<float> values = prefetched.engine().gather_master();
+  for (float& v : values) v = -2.f * v;  // other weights, other NF4 bytes
+  const int head = layout.head_block();
+  prefetched.engine().acquire(head);
+  prefetched.engine().release(head);
+  ASSERT_GT(prefetched.engine().frozen_part()->nf4()->transient_bytes(), 0) << "nothing was left prefetched";
+  prefetched.engine().load_weights(values);
+  EXPECT_EQ(prefetched.engine().frozen_part()->nf4()->transient_bytes(), 0);
+  fresh.engine().load_weights(values);
+  const std::vector<float> read = prefetched.engine().gather_master(), expected = fresh.engine().gather_master();
+  ASSERT_EQ(read.size(), expected.size());
+  EXPECT_EQ(std::memcmp(read.data(), expected.data(), 4 * read.size()), 0);
+}
+
 }  // namespace
 }  // namespace shardft
