@@ -126,11 +126,13 @@ std::map<std::string, Bnb4State> find_bnb4_weights(const std::vector<std::string
   const std::set<std::string> all(names.begin(), names.end());
   Checker c(where, all, file_of);
   std::map<std::string, Bnb4State> out;
-  for (const std::string& name : names) {
-    const std::string weight = bnb4_weight_of(name);
+  for (const std::string& name : names) {  // first, so that its companions are not called orphans
     if (ends_with(name, ".quant_state.bitsandbytes__fp4")) {
       c.fail(name, "an FP4 weight (bnb_4bit_quant_type: fp4); shardft reads bitsandbytes' nf4 only");
     }
+  }
+  for (const std::string& name : names) {
+    const std::string weight = bnb4_weight_of(name);
     if (!weight.empty() && !all.count(weight + kQuantState)) {
       c.fail(name, "a bitsandbytes 4-bit companion whose quant_state '" + weight + kQuantState + "' is missing");
     }
