@@ -1,5 +1,6 @@
 #include "io/hf_weights.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -44,11 +45,17 @@ HfModelWeights::HfModelWeights(const std::string& dir) : dir_(dir) {
   } else {
     throw FormatError("model directory '" + dir + "' has neither model.safetensors nor model.safetensors.index.json");
   }
+  std::vector<std::string> all;
+  for (const auto& entry : file_of_) all.push_back(entry.first);
+  nf4_ = find_bnb4_weights(all, [this](const std::string& name) -> SafetensorsReader& { return reader_for(name); },
+                           description_);
 }
 
 std::vector<std::string> HfModelWeights::names() const {
   std::vector<std::string> out;
-  for (const auto& entry : file_of_) out.push_back(entry.first);
+  for (const auto& entry : file_of_) {
+    if (nf4_.empty() || bnb4_weight_of(entry.first).empty()) out.push_back(entry.first);  // companions are part of their weight
+  }
   return out;
 }
 
@@ -64,11 +71,30 @@ SafetensorsReader& HfModelWeights::reader_for(const std::string& name) {
 }
 
 const std::vector<std::int64_t>& HfModelWeights::shape(const std::string& name) {
-  return reader_for(name).info(name).shape;
+  const auto q = nf4_.find(name);
+  return q != nf4_.end() ? q->second.shape : reader_for(name).info(name).shape;
 }
 
 void HfModelWeights::read(const std::string& name, std::int64_t first, std::int64_t count, float* out) {
-  reader_for(name).read(name, first, count, out);
+  const auto q = nf4_.find(name);
+  if (q == nf4_.end()) {
+    reader_for(name).read(name, first, count, out);
+    return;
+  }
+  if (first < 0 || count < 0 || first + count > q->second.numel) {
+    throw FormatError(description_ + ": tensor '" + name + "': elements [" + std::to_string(first) + ", " +
+                      std::to_string(first + count) + ") out of its " + std::to_string(q->second.numel));
+  }
+  View1<float> values("bnb4_dequantized", q->second.numel);
+  nf4_dequantize(read_nf4(name), values);
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), values);
+  std::copy_n(host.data() + first, count, out);
+}
+
+Nf4Tensor HfModelWeights::read_nf4(const std::string& name) {
+  const auto q = nf4_.find(name);
+  if (q == nf4_.end()) throw FormatError(description_ + ": tensor '" + name + "' is not a bitsandbytes 4-bit weight");
+  return read_bnb4_weight(name, q->second, [this](const std::string& t) -> SafetensorsReader& { return reader_for(t); });
 }
 
 }  // namespace shardft

@@ -64,8 +64,10 @@ std::uint16_t float_to_half(float f) {
 }
 }  // namespace
 
-const char* dtype_tag(TensorDtype t) { return t == TensorDtype::F32 ? "F32" : t == TensorDtype::BF16 ? "BF16" : "F16"; }
-std::size_t dtype_bytes(TensorDtype t) { return t == TensorDtype::F32 ? 4 : 2; }
+const char* dtype_tag(TensorDtype t) {
+  return t == TensorDtype::F32 ? "F32" : t == TensorDtype::BF16 ? "BF16" : t == TensorDtype::F16 ? "F16" : "U8";
+}
+std::size_t dtype_bytes(TensorDtype t) { return t == TensorDtype::F32 ? 4 : t == TensorDtype::U8 ? 1 : 2; }
 
 std::int64_t TensorEntry::numel() const {
   std::int64_t n = 1;
@@ -76,6 +78,7 @@ std::int64_t TensorEntry::numel() const {
 SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path, std::vector<TensorEntry> tensors,
                                                  TensorDtype dtype)
     : path_(path), tensors_(std::move(tensors)), dtype_(dtype) {
+  if (dtype == TensorDtype::U8) throw std::invalid_argument(path + ": weights are written as F32, BF16 or F16, not U8");
   // transformers' from_pretrained reads __metadata__.format and fails on a file without one.
   nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
   std::uint64_t offset = 0;
@@ -190,8 +193,10 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
       info.dtype = TensorDtype::BF16;
     } else if (tag == "F16") {
       info.dtype = TensorDtype::F16;
+    } else if (tag == "U8") {
+      info.dtype = TensorDtype::U8;
     } else {
-      throw FormatError(where + ": dtype " + h["dtype"].dump() + " is not supported (F32, BF16, F16)");
+      throw FormatError(where + ": dtype " + h["dtype"].dump() + " is not supported (F32, BF16, F16, U8)");
     }
     if (!h["shape"].is_array()) throw FormatError(where + ": shape must be an array of integers");
     std::uint64_t n = 1;
@@ -249,6 +254,9 @@ void SafetensorsReader::read(const std::string& name, std::int64_t first, std::i
     throw FormatError(path_ + ": tensor '" + name + "': elements [" + std::to_string(first) + ", " +
                       std::to_string(first + count) + ") out of its " + std::to_string(t.numel));
   }
+  if (t.dtype == TensorDtype::U8) {
+    throw FormatError(path_ + ": tensor '" + name + "' holds bytes (U8), not weights (F32, BF16 or F16)");
+  }
   const std::size_t elem = dtype_bytes(t.dtype);
   in_.seekg(static_cast<std::streamoff>(data_start_ + t.begin + elem * static_cast<std::uint64_t>(first)));
   if (t.dtype == TensorDtype::F32) {
@@ -261,6 +269,18 @@ void SafetensorsReader::read(const std::string& name, std::int64_t first, std::i
     }
   }
   if (!in_) throw FormatError(path_ + ": tensor '" + name + "': file is truncated");
+}
+
+std::vector<std::uint8_t> SafetensorsReader::read_bytes(const std::string& name) {
+  const Info& t = info(name);
+  if (t.dtype != TensorDtype::U8) {
+    throw FormatError(path_ + ": tensor '" + name + "' is " + dtype_tag(t.dtype) + ", expected U8 bytes");
+  }
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(t.numel));
+  in_.seekg(static_cast<std::streamoff>(data_start_ + t.begin));
+  in_.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  if (!in_) throw FormatError(path_ + ": tensor '" + name + "': file is truncated");
+  return out;
 }
 
 std::map<std::string, TensorF32> read_safetensors_f32(const std::string& path) {

@@ -1,7 +1,8 @@
 #pragma once
 // safetensors: an 8-byte little-endian header length, a JSON header
 // {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...}, then the raw bytes.
-// Tensors are read and written as fp32 in memory; on disk F32, BF16 and F16.
+// Tensors are read and written as fp32 in memory; on disk F32, BF16 and F16. U8 tensors (bitsandbytes'
+// packed 4-bit weights and their companions) are read as bytes only.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -36,8 +37,8 @@ void write_safetensors_f32(const std::string& path, const std::vector<NamedTenso
 // unsupported dtype).
 std::map<std::string, TensorF32> read_safetensors_f32(const std::string& path);
 
-enum class TensorDtype { F32, BF16, F16 };
-const char* dtype_tag(TensorDtype t);      // "F32", "BF16", "F16"
+enum class TensorDtype { F32, BF16, F16, U8 };  // U8: read as bytes (read_bytes), never written
+const char* dtype_tag(TensorDtype t);      // "F32", "BF16", "F16", "U8"
 std::size_t dtype_bytes(TensorDtype t);
 
 // Reads pieces of tensors without loading the file: the header is parsed and checked (the same
@@ -56,8 +57,10 @@ class SafetensorsReader {
   std::vector<std::string> names() const;
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   const Info& info(const std::string& name) const;  // throws FormatError naming the file and tensor
-  // Elements [first, first + count) of the row-major tensor into out.
+  // Elements [first, first + count) of the row-major tensor into out; a U8 tensor is a FormatError.
   void read(const std::string& name, std::int64_t first, std::int64_t count, float* out);
+  // A U8 tensor's bytes, all of them; another dtype is a FormatError naming the file and tensor.
+  std::vector<std::uint8_t> read_bytes(const std::string& name);
 
  private:
   std::string path_;

@@ -51,7 +51,11 @@ int main(int argc, char** argv) {
       command == "plot") {  // one process: no MPI, no Kokkos
     try {
       if (command == "estimate") return shardft::cli::estimate(args, std::cout);
-      if (command == "consolidate") return shardft::cli::consolidate(args, std::cout);
+      if (command == "consolidate") {
+        // --merge_adapters over a bitsandbytes 4-bit base dequantizes it with the NF4 kernels.
+        Kokkos::ScopeGuard kokkos;
+        return shardft::cli::consolidate(args, std::cout);
+      }
       if (command == "plot") return shardft::cli::plot(args, std::cout);
       return shardft::cli::inspect(args, std::cout);
     } catch (const std::exception& e) {

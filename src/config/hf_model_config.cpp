@@ -82,6 +82,42 @@ std::string model_type_of(const ConfigJson& c) {
   c.fail("model_type", "missing (and no architectures either)");
 }
 
+// A quantized checkpoint (GPTQ, AWQ, fp8, bitsandbytes 8-bit) holds integer tensors the loader cannot
+// read as weights: refused here, before anything is allocated, rather than at the first int8 tensor.
+// bitsandbytes' 4-bit NF4 is shardft's own QLoRA format and is read; its other variants are named.
+void read_bnb_4bit(const ConfigJson& c, HfModelConfig& out) {
+  const json& q = c.at("quantization_config");
+  const std::string method = q.is_object() && q.contains("quant_method") ? q.at("quant_method").dump() : q.dump();
+  auto key = [&](const char* k) { return "quantization_config." + std::string(k); };
+  auto is = [&](const char* k, const json& want) { return q.contains(k) && q.at(k) == want; };
+  if (!is("quant_method", "bitsandbytes")) {
+    c.fail("quantization_config", "a quantized checkpoint (quant_method " + method +
+                                      ") is not supported: give the full-precision model (fp32, bf16 or fp16 safetensors) "
+                                      "or a bitsandbytes 4-bit (nf4) save");
+  }
+  if (is("load_in_8bit", true)) {
+    c.fail(key("load_in_8bit"), "a bitsandbytes 8-bit (LLM.int8) checkpoint is not supported; shardft reads 4-bit NF4 "
+                                "saves (load_in_4bit) or full-precision models");
+  }
+  if (!is("load_in_4bit", true)) c.fail(key("load_in_4bit"), "expected true (a bitsandbytes 4-bit save), got " +
+                                                                 (q.contains("load_in_4bit") ? q.at("load_in_4bit").dump() : "nothing"));
+  if (!is("bnb_4bit_quant_type", "nf4")) {
+    c.fail(key("bnb_4bit_quant_type"), (q.contains("bnb_4bit_quant_type") ? q.at("bnb_4bit_quant_type").dump() : "missing") +
+                                           " is not supported; shardft reads nf4 only");
+  }
+  if (!is("bnb_4bit_use_double_quant", true)) {
+    c.fail(key("bnb_4bit_use_double_quant"), "expected true: shardft reads NF4 with double-quantized absmax only");
+  }
+  if (q.contains("bnb_4bit_quant_storage") && !is("bnb_4bit_quant_storage", "uint8")) {
+    c.fail(key("bnb_4bit_quant_storage"), q.at("bnb_4bit_quant_storage").dump() +
+                                              " is not supported; the packed weights must be stored as uint8");
+  }
+  out.bnb_4bit = true;
+  if (q.contains("bnb_4bit_compute_dtype") && q.at("bnb_4bit_compute_dtype").is_string()) {
+    out.bnb_4bit_compute_dtype = q.at("bnb_4bit_compute_dtype").get<std::string>();
+  }
+}
+
 }  // namespace
 
 HfModelConfig read_hf_model_config(const std::string& dir) {
@@ -126,14 +162,7 @@ HfModelConfig read_hf_model_config(const std::string& dir) {
                                         " is not supported (llama, qwen2 and mistral rotate the whole head: 1.0)");
   }
   if (c.boolean("mlp_bias", false)) c.fail("mlp_bias", "true is not supported (SwiGLU projections without biases)");
-  // A quantized checkpoint (GPTQ, AWQ, bitsandbytes, fp8) holds integer tensors the loader cannot read
-  // as weights: refused here, before anything is allocated, rather than at the first int8 tensor.
-  if (c.present("quantization_config")) {
-    const nlohmann::json& q = c.at("quantization_config");
-    const std::string method = q.is_object() && q.contains("quant_method") ? q.at("quant_method").dump() : q.dump();
-    c.fail("quantization_config", "a quantized checkpoint (quant_method " + method +
-                                      ") is not supported: give the full-precision model (fp32, bf16 or fp16 safetensors)");
-  }
+  if (c.present("quantization_config")) read_bnb_4bit(c, out);
   m.rope_theta = c.positive_number("rope_theta", 10000.0);
   if (c.present("rope_scaling")) m.rope_scaling = parse_rope_scaling(c.at("rope_scaling"), path + ": ");
   m.rms_norm_eps = c.positive_number("rms_norm_eps", 1e-6);

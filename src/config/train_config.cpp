@@ -382,6 +382,37 @@ std::string yaml_string(const std::string& s) {
   return quoted + "\"";
 }
 
+std::string normalized_dtype(const std::string& d) {
+  if (d == "bf16") return "bfloat16";
+  if (d == "fp32") return "float32";
+  if (d == "fp16") return "float16";
+  return d;
+}
+
+// A bitsandbytes 4-bit save is read as the NF4 bytes it holds, never dequantized and quantized again: that
+// is QLoRA's frozen base, so the recipe must be a QLoRA one. The compute dtype saved with it is only
+// transformers' default for loading it (a loading BitsAndBytesConfig overrides it), so the run's dtype
+// applies unless the recipe names another one than the checkpoint.
+void check_bnb_4bit_checkpoint(const TrainConfig& cfg, const HfModelConfig& hf) {
+  const std::string config = cfg.model_name_or_path + "/config.json";
+  const bool peft = cfg.use_peft || cfg.peft_type == "lora" || !cfg.adapter_path.empty();
+  if (!cfg.load_in_4bit || !peft) {
+    const std::string where = source_of(cfg, cfg.load_in_4bit ? "load_in_4bit" : "use_peft");
+    throw ConfigError((where.empty() ? "" : where + ": ") + "model_name_or_path '" + cfg.model_name_or_path +
+                      "' is a bitsandbytes 4-bit checkpoint (" + config +
+                      ": quantization_config.load_in_4bit true); its NF4 weights are a frozen QLoRA base, which "
+                      "needs load_in_4bit: true and use_peft: true; have load_in_4bit = " +
+                      (cfg.load_in_4bit ? "true" : "false") + ", use_peft = " + (peft ? "true" : "false"));
+  }
+  const std::string where = source_of(cfg, "bnb_4bit_compute_dtype");
+  if (!where.empty() && !hf.bnb_4bit_compute_dtype.empty() &&
+      normalized_dtype(cfg.bnb_4bit_compute_dtype) != normalized_dtype(hf.bnb_4bit_compute_dtype)) {
+    throw ConfigError(where + ": bnb_4bit_compute_dtype " + cfg.bnb_4bit_compute_dtype + " contradicts " + config +
+                      ": quantization_config.bnb_4bit_compute_dtype " + hf.bnb_4bit_compute_dtype +
+                      " (leave the recipe's unset to compute in the run's dtype)");
+  }
+}
+
 // The model's shape comes from the directory's config.json; a recipe that also sets a shape key
 // would silently disagree with the weights, so that is an error naming where it was set.
 void apply_pretrained_model_config(TrainConfig& cfg) {
@@ -395,6 +426,7 @@ void apply_pretrained_model_config(TrainConfig& cfg) {
   }
   const HfModelConfig hf = read_hf_model_config(cfg.model_name_or_path);
   cfg.model = hf.model;
+  if (hf.bnb_4bit) check_bnb_4bit_checkpoint(cfg, hf);
   // A model comes with its tokenizer (HF's AutoTokenizer.from_pretrained(model_name_or_path)).
   if (source_of(cfg, "tokenizer_name_or_path").empty()) cfg.tokenizer_name_or_path = cfg.model_name_or_path;
   if (hf.sliding_window > 0 && cfg.max_seq_length > hf.sliding_window) {

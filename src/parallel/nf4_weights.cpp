@@ -70,13 +70,19 @@ Nf4Weights::Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool
   refcount_.assign(layout.blocks().size(), 0);
 }
 
-void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)>& fill) {
+void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)>& fill, const StoredNf4& stored) {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const ParamSpec& spec = layout_.params()[params_[i]];
-    View1<float> tmp("nf4_load_staging", spec.numel());  // one matrix in full precision at a time
-    fill(params_[i], tmp);
     if (group_) drop_gathered(i);  // bytes prefetched (e.g. by a forward-only pass) are of the old weights
-    q_[i] = nf4_quantize(tmp, spec.shape, spec.name);
+    std::optional<Nf4Tensor> as_stored = stored ? stored(params_[i]) : std::nullopt;
+    if (as_stored) {
+      if (as_stored->shape != spec.shape) throw std::invalid_argument("stored NF4 '" + spec.name + "' has another shape");
+      q_[i] = std::move(*as_stored);
+    } else {
+      View1<float> tmp("nf4_load_staging", spec.numel());  // one matrix in full precision at a time
+      fill(params_[i], tmp);
+      q_[i] = nf4_quantize(tmp, spec.shape, spec.name);
+    }
     if (group_) {
       const int n = group_->size(), r = group_->rank();
       q_[i].packed = piece_of(q_[i].packed, r, per_rank(nf4_packed_bytes(spec.numel()), n));

@@ -13,6 +13,7 @@
 // dequantize(quantize(W)) rounded to the compute dtype (bf16: nearest even; fp16: fp16 values in fp32).
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "model/linear.hpp"
@@ -47,8 +48,11 @@ class Nf4Weights {
 
   bool holds(int param) const { return param >= 0 && param < static_cast<int>(index_.size()) && index_[param] >= 0; }
   bool empty() const { return params_.empty(); }
-  // Quantizes every NF4 parameter: fill(param, out) writes its full-precision values (row-major, device).
-  void load(const std::function<void(int param, Unmanaged1<float> out)>& fill);
+  // A matrix already quantized where it is read from (a bitsandbytes 4-bit checkpoint), or nullopt.
+  using StoredNf4 = std::function<std::optional<Nf4Tensor>(int param)>;
+  // Quantizes every NF4 parameter: fill(param, out) writes its full-precision values (row-major, device);
+  // one that `stored` gives is taken as it is instead (its shape must be the parameter's).
+  void load(const std::function<void(int param, Unmanaged1<float> out)>& fill, const StoredNf4& stored = {});
 
   // Starts the nonblocking gathers of a block's bytes (stage 3; nothing when they are held or the block
   // is acquired). Collective: every rank of the shard group prefetches the same blocks in the same order.

@@ -160,15 +160,15 @@ void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
   if (frozen_only_) master_ = View1<float>();
 }
 
-void ZeroEngine::load_weights(const WeightSliceReader& read, ParamSet which) {
-  if (frozen_ && which != ParamSet::trainable) frozen_->load_weights(read);
+void ZeroEngine::load_weights(const WeightSliceReader& read, ParamSet which, const Nf4Weights::StoredNf4& stored) {
+  if (frozen_ && which != ParamSet::trainable) frozen_->load_weights(read, ParamSet::all, stored);
   if (which == ParamSet::frozen && !frozen_only_) return;  // this engine holds none of them
   if (nf4_) {
     nf4_->load([&](int param, Unmanaged1<float> out) {
       auto host = Kokkos::create_mirror_view(out);
       read(param, 0, static_cast<std::int64_t>(out.extent(0)), host.data());
       Kokkos::deep_copy(out, host);
-    });
+    }, stored);
   }
   if (frozen_only_) master_ = zeros("zero_frozen_staging", owned_numel_);
   // Parameters not read keep their values (padding is zero either way).

@@ -91,7 +91,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   // `which` picks the parameters read (ParamSet::frozen: a LoRA base from a pretrained model; the others
   // keep their values).
   using WeightSliceReader = std::function<void(int param, std::int64_t first, std::int64_t count, float* out)>;
-  void load_weights(const WeightSliceReader& read, ParamSet which = ParamSet::all);
+  // `stored` gives the QLoRA matrices a checkpoint holds already as NF4 (Nf4Weights::load).
+  void load_weights(const WeightSliceReader& read, ParamSet which = ParamSet::all,
+                    const Nf4Weights::StoredNf4& stored = {});
 
   // One optimizer step: begin_step, then per micro-batch begin_micro_batch(is_last) / the model's
   // forward_backward / end_micro_batch, then clip_grad_norm and optimizer_step.

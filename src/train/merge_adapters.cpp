@@ -58,6 +58,7 @@ ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const
   if (!in) throw FormatError(base + "/config.json: missing; the merged model needs its base's config");
   nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
   if (config.is_discarded()) throw FormatError(base + "/config.json: not valid JSON");
+  config.erase("quantization_config");  // a 4-bit base is merged dequantized: full-precision weights
   config["torch_dtype"] = opt.dtype == TensorDtype::BF16 ? "bfloat16" : opt.dtype == TensorDtype::F16 ? "float16" : "float32";
   std::ofstream(opt.output_dir + "/config.json") << config.dump(2) << "\n";
   if (copy_tokenizer_files(adapter_dir, opt.output_dir).empty()) copy_tokenizer_files(base, opt.output_dir);

@@ -1,6 +1,7 @@
 #include "train/pretrained.hpp"
 
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "io/hf_weights.hpp"
@@ -89,7 +90,13 @@ void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, cons
         weights.read(name, first, count, out);
         if (bad.empty()) bad = nonfinite_weight_problem(weights, name, first, out, count);
       },
-      layout.has_frozen() ? ParamSet::frozen : ParamSet::all);
+      layout.has_frozen() ? ParamSet::frozen : ParamSet::all,
+      // A bitsandbytes 4-bit save's matrices are QLoRA's NF4 as they are (their scales checked finite).
+      [&](int param) -> std::optional<Nf4Tensor> {
+        const std::string& name = layout.params()[param].name;
+        if (!weights.is_nf4(name)) return std::nullopt;
+        return weights.read_nf4(name);
+      });
   const std::string error = first_error(world, bad);
   if (!error.empty()) throw FormatError(error);
 }

@@ -20,7 +20,8 @@ namespace shardft {
 std::vector<std::string> check_pretrained_weights(const ParamLayout& layout, const std::string& dir);
 
 // check_pretrained_weights, then each rank reads the elements it owns (with LoRA: of the frozen base;
-// the factors keep their values). A NaN or Inf in any tensor is a
+// the factors keep their values; QLoRA's matrices stored as bitsandbytes 4-bit are taken as their NF4
+// bytes, other formats quantized at load). A NaN or Inf in any tensor is a
 // FormatError naming the tensor and element, thrown on every rank of `world` together (collective).
 void load_pretrained_weights(ZeroEngine& engine, const ParamLayout& layout, const std::string& dir,
                              Communicator& world);
