@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -18,6 +19,7 @@
 #include "io/lora_adapter_config.hpp"
 #include "train/merge_adapters.hpp"
 #include "train/pretrained.hpp"
+#include "train/qlora_base.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -113,6 +115,7 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
   // A LoRA run's checkpoint holds its adapter, not the base: the model is the adapter's base with the
   // adapter merged (--adapter names another adapter over any model).
   std::string adapter = cfg.adapter_path;
+  std::optional<QloraBase> qlora;  // a QLoRA checkpoint: its base as the run's model read it
   if (checkpoint && path_exists(fs::path(dir) / "adapter_config.json")) {
     verify_checkpoint_for_reading(dir, log);
     if (!adapter.empty()) {
@@ -125,6 +128,7 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
                         "' is not a directory holding the base model this LoRA checkpoint was trained on");
     }
     log << what << ": '" << dir << "' is a LoRA checkpoint; its base is " << base << std::endl;
+    qlora = read_qlora_base(read_checkpoint_metadata(dir), dir + "/metadata.json");
     dir = base;
     checkpoint = false;
   }
@@ -173,6 +177,15 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
     read_checkpoint_master(dir, meta, 0, layout.total_numel(), host.data());
   } else {
     read_pretrained_weights(layout, dir, host.data());
+    if (qlora) {
+      HfModelWeights base(dir);
+      for (std::size_t p = 0; p < layout.params().size(); ++p) {
+        const ParamSpec& spec = layout.params()[p];
+        to_qlora_base_values(*qlora, base, spec.name, spec.shape, host.data() + layout.offset(static_cast<int>(p)));
+      }
+      log << what << ": QLoRA checkpoint: its base's " << qlora->nf4_params.size()
+          << " NF4 matrices as the run read them" << std::endl;
+    }
   }
   if (!adapter.empty()) {
     merge_adapter_into_weights(adapter, layout, host.data(), log);

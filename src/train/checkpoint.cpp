@@ -16,6 +16,7 @@
 #include "train/collective_error.hpp"
 #include "train/hf_export.hpp"
 #include "train/adapter_export.hpp"
+#include "train/qlora_base.hpp"
 
 namespace fs = std::filesystem;
 
@@ -226,6 +227,9 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
         meta["loss_scaler"] = tr.loss_scaler().state();
       }
       meta["params"] = params;
+      // QLoRA: what an adapter merge must quantize the base to (train/qlora_base.hpp).
+      const nlohmann::json qlora = qlora_base_meta(layout, compute_dtype(cfg));
+      if (!qlora.is_null()) meta["qlora_base"] = qlora;
       nlohmann::json files = nlohmann::json::array();
       for (int r = 0; r < world.size(); ++r) {
         if (!flags[r]) continue;

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "train/checkpoint.hpp"
 #include "train/hf_export.hpp"
 #include "train/output_path.hpp"
+#include "train/qlora_base.hpp"
 
 namespace shardft {
 
@@ -23,7 +25,10 @@ ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const
                       "adapter_model.safetensors); this one has no adapter_config.json");
   }
   // A checkpoint's rank files hold the same A and B; verifying them keeps a damaged save from being merged.
-  if (fs::exists(adapter_dir + "/metadata.json")) verify_checkpoint_for_reading(adapter_dir, log);
+  std::optional<QloraBase> qlora;
+  if (fs::exists(adapter_dir + "/metadata.json")) {
+    qlora = read_qlora_base(verify_checkpoint_for_reading(adapter_dir, log), adapter_dir + "/metadata.json");
+  }
   const PeftAdapter adapter = read_peft_adapter(adapter_dir);
   const std::string base = base_dir.empty() ? adapter.config.base_model_name_or_path : base_dir;
   if (base.empty()) {
@@ -46,6 +51,7 @@ ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const
   const double scale = adapter.config.scale();
   const ConsolidateReport rep = write_safetensors_shards(opt.output_dir, tensors, opt, [&](std::size_t i, float* out) {
     weights.read(tensors[i].name, 0, tensors[i].numel(), out);
+    if (qlora) to_qlora_base_values(*qlora, weights, tensors[i].name, tensors[i].shape, out);
     const auto lora = adapter.tensors.find(tensors[i].name);
     if (lora == adapter.tensors.end()) return;
     const LoraFactors& f = lora->second;
@@ -62,6 +68,7 @@ ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const
   config["torch_dtype"] = opt.dtype == TensorDtype::BF16 ? "bfloat16" : opt.dtype == TensorDtype::F16 ? "float16" : "float32";
   std::ofstream(opt.output_dir + "/config.json") << config.dump(2) << "\n";
   if (copy_tokenizer_files(adapter_dir, opt.output_dir).empty()) copy_tokenizer_files(base, opt.output_dir);
+  if (qlora) log << "QLoRA checkpoint: its base's " << qlora->nf4_params.size() << " NF4 matrices merged as the run read them" << std::endl;
   log << "merged " << adapter.tensors.size() << " LoRA pairs (scale " << scale << ") into " << weights.description()
       << std::endl;
   return rep;

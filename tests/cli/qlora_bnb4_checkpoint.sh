@@ -2,7 +2,9 @@
 # QLoRA from a bitsandbytes 4-bit save (tests/reference/hf/tiny_llama_bnb4), 2 ranks, ZeRO-3: the run
 # equals QLoRA from tiny_llama quantized at load (the same losses and the same adapter file, byte for
 # byte), writes its outputs (adapter, merged model.safetensors whose config.json has no
-# quantization_config), and `consolidate --merge_adapters` over the 4-bit base writes a full-precision model. A recipe without load_in_4bit over the 4-bit base exits 2 naming the folder and keys.
+# quantization_config); `consolidate --merge_adapters` and `generate` on the final checkpoint give
+# the run's own merged model, over the 4-bit save and over a base quantized at load. A recipe without
+# load_in_4bit over the 4-bit base exits 2 naming the folder and keys.
 # Usage: qlora_bnb4_checkpoint.sh SHARDFT_BINARY SOURCE_DIR
 set -u
 bin=$1; src=$2
@@ -33,6 +35,36 @@ done
   || { cat "$tmp/merge.log"; fail "consolidate --merge_adapters over the 4-bit base"; }
 [ -s "$tmp/merged/model.safetensors" ] && ! grep -q quantization_config "$tmp/merged/config.json" \
   || fail "consolidate --merge_adapters over the 4-bit base: no full-precision model"
+# Merging a QLoRA checkpoint's adapter gives the model the run trained and evaluated: the base as its
+# model read it (NF4 dequantized), so the final checkpoint merges to the run's own model.safetensors, for
+# a 4-bit save and for a base quantized at load alike (the full-precision base would differ by ~1e-2).
+"$bin" consolidate "$tmp/plain/checkpoint-6" --merge_adapters --output "$tmp/merged_plain" > "$tmp/merge_plain.log" 2>&1 \
+  || { cat "$tmp/merge_plain.log"; fail "consolidate --merge_adapters of the QLoRA checkpoint"; }
+same_tensors() {  # A.safetensors B.safetensors: the same names, dtypes, shapes and bytes (in any order)
+  python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+sys.exit(f"tensors differ: {diff[:5]}" if diff else 0)
+PY
+}
+for run in bnb4 plain; do
+  out=$tmp/merged; [ $run = plain ] && out=$tmp/merged_plain
+  same_tensors "$out/model.safetensors" "$tmp/$run/model.safetensors" \
+    || fail "consolidate --merge_adapters of $run/checkpoint-6 differs from that run's own merged model.safetensors"
+done
+"$bin" generate --model "$tmp/plain/checkpoint-6" --prompt "upper: abc" --max_new_tokens 6 > "$tmp/gen_ckpt.txt" 2> "$tmp/gen_ckpt.log" \
+  && "$bin" generate --model "$tmp/plain" --prompt "upper: abc" --max_new_tokens 6 > "$tmp/gen_out.txt" 2> "$tmp/gen_out.log" \
+  || { cat "$tmp/gen_ckpt.log" "$tmp/gen_out.log"; fail "generate on the QLoRA checkpoint / output_dir"; }
+grep -q "NF4 matrices as the run read them" "$tmp/gen_ckpt.log" || { cat "$tmp/gen_ckpt.log"; fail "generate merged into the full-precision base"; }
+cmp -s "$tmp/gen_ckpt.txt" "$tmp/gen_out.txt" || fail "generate: the QLoRA checkpoint and the run's merged output differ"
 "$bin" train --model_name_or_path "$bnb" "${args[@]}" --output_dir "$tmp/x" > "$tmp/bad.log" 2>&1
 [ $? -eq 2 ] && grep -q "tiny_llama_bnb4.*load_in_4bit: true and use_peft: true" "$tmp/bad.log" \
   || { cat "$tmp/bad.log"; fail "a LoRA recipe without load_in_4bit over the 4-bit base"; }
