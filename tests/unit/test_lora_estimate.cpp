@@ -12,6 +12,7 @@
 #include "parallel/lora_estimate.hpp"
 #include "parallel/memory_preflight.hpp"
 #include "train/trainer.hpp"
+#include "tests/common/small_model.hpp"
 
 namespace shardft {
 namespace {
@@ -21,19 +22,9 @@ SelfCommunicator& self() {
   return c;
 }
 
-// d 64, 4 heads of 16 (q 64), 2 KV heads (k/v 32), I 96, 3 layers, vocab 300, untied.
+// testing_util::small_model: d 64, 4 heads of 16 (q 64), 2 KV heads (k/v 32), I 96, 3 layers, vocab 300.
 TrainConfig lora_model(int stage, bool bf16, const std::string& targets) {
-  TrainConfig c;
-  c.model.vocab_size = 300;
-  c.model.hidden_size = 64;
-  c.model.num_hidden_layers = 3;
-  c.model.num_attention_heads = 4;
-  c.model.num_key_value_heads = 2;
-  c.model.intermediate_size = 96;
-  c.model.tie_word_embeddings = false;
-  c.zero_stage = stage;
-  c.bf16 = bf16;
-  c.max_memory_per_rank = "none";
+  TrainConfig c = testing_util::small_model(stage, bf16);
   c.use_peft = true;
   c.lora_r = 4;
   c.lora_dropout = 0;

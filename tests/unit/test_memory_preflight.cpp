@@ -15,6 +15,7 @@
 #include "kernels/memory_capacity.hpp"
 #include "parallel/memory_preflight.hpp"
 #include "train/trainer.hpp"
+#include "tests/common/small_model.hpp"
 
 namespace shardft {
 namespace {
@@ -24,20 +25,7 @@ SelfCommunicator& self() {
   return c;
 }
 
-TrainConfig small_model(int stage, bool bf16) {
-  TrainConfig c;
-  c.model.vocab_size = 300;
-  c.model.hidden_size = 64;
-  c.model.num_hidden_layers = 3;
-  c.model.num_attention_heads = 4;
-  c.model.num_key_value_heads = 2;
-  c.model.intermediate_size = 96;
-  c.model.tie_word_embeddings = false;
-  c.zero_stage = stage;
-  c.bf16 = bf16;
-  c.max_memory_per_rank = "none";
-  return c;
-}
+using testing_util::small_model;
 
 TEST(MemoryPreflight, PersistentEstimateIsWhatTheEngineAllocates) {
   for (int stage = 0; stage <= 3; ++stage) {
