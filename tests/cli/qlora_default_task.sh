@@ -18,7 +18,19 @@ exact_match() { tail -n 1 "$1" | grep -o '"eval_exact_match":[^,}]*' | cut -d: -
 
 python3 jobs/data/make_synthetic_sft.py --mix copy,reverse,sort,lower --out-dir "$tmp/pretrain_data" > /dev/null \
   || fail "generating the pretraining data"
-grep -q '"upper: ' "$tmp/pretrain_data/sft_train.jsonl" && fail "the pretraining data holds the default task"
+python3 - "$tmp/pretrain_data" jobs/data <<'PY' || fail "the pretraining data does not hold the default task's eval strings out"
+import json, sys
+def strings(path):  # the random lowercase string behind each prompt ("task: string")
+    for line in open(path):
+        task, s = json.loads(line)["conversations"][0]["value"].split(": ", 1)
+        yield task, s.lower()
+pre, default = sys.argv[1], sys.argv[2]
+pre_train = list(strings(f"{pre}/sft_train.jsonl"))
+assert all(task != "upper" for task, _ in pre_train), "the pretraining data holds the default task"
+held_out = {s for _, s in strings(f"{default}/sft_eval.jsonl")}
+assert held_out == {s for _, s in strings(f"{pre}/sft_eval.jsonl")}, "another held-out set"
+assert not held_out & {s for _, s in pre_train}, "pretraining saw held-out strings"
+PY
 timeout 300 bash jobs/mpirun.sh -np 2 -- train --config jobs/recipes/default.yaml --output_dir "$tmp/base" \
   --dataset_path "$tmp/pretrain_data/sft_train.jsonl" --eval_dataset_path "$tmp/pretrain_data/sft_eval.jsonl" \
   > "$tmp/base.log" 2>&1 || { tail -20 "$tmp/base.log"; fail "pretraining the base"; }
