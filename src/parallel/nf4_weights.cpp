@@ -25,6 +25,13 @@ View1<std::uint8_t> piece_of(const View1<std::uint8_t>& src, int rank, std::int6
 }
 }  // namespace
 
+void nf4_dequantize_as_read(Unmanaged1<const std::uint8_t> packed, Unmanaged1<const std::uint8_t> absmax_q,
+                            Unmanaged1<const float> absmax2, float offset, ComputeDtype dtype, Unmanaged1<float> dst) {
+  nf4_dequantize(packed, absmax_q, absmax2, offset, dst);
+  if (dtype == ComputeDtype::bf16) round_to_bf16(dst, dst);
+  if (dtype == ComputeDtype::fp16) round_to_fp16(dst, dst);
+}
+
 std::int64_t nf4_held_bytes(std::int64_t n, int shards) {
   return per_rank(nf4_packed_bytes(n), shards) + per_rank(nf4_blocks(n), shards) + 4 * nf4_absmax_blocks(n) + 4;
 }
@@ -211,8 +218,7 @@ void Nf4Weights::drop_gathered(int i) {
 void Nf4Weights::dequantize(int param, Unmanaged1<float> dst) const {
   const Nf4Tensor& q = q_[index_[param]];
   const Bytes& b = whole(param);
-  nf4_dequantize(b.packed, b.absmax_q, q.absmax2, q.offset, dst);
-  if (dtype_ == ComputeDtype::fp16) round_to_fp16(dst, dst);
+  nf4_dequantize_as_read(b.packed, b.absmax_q, q.absmax2, q.offset, dtype_, dst);
 }
 
 void Nf4Weights::dequantize(int param, Unmanaged1<bf16> dst) const {
@@ -252,13 +258,8 @@ void Nf4Weights::read(int param, Unmanaged1<float> dst) {
   } else if (group_) {
     finish_gather(i);  // prefetched: its bytes may still be on the wire
   }
-  if (dtype_ == ComputeDtype::bf16) {
-    View1<bf16> tmp("nf4_read_bf16", q_[i].numel);
-    dequantize(param, Unmanaged1<bf16>(tmp.data(), q_[i].numel));
-    to_f32(tmp, dst);
-  } else {
-    dequantize(param, dst);
-  }
+  const Bytes& b = whole(param);
+  nf4_dequantize_as_read(b.packed, b.absmax_q, q_[i].absmax2, q_[i].offset, dtype_, dst);
   if (gathered_here) drop_gathered(i);
 }
 

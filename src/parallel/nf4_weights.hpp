@@ -41,6 +41,12 @@ struct Nf4GatherCounts {
   std::int64_t prefetched = 0;  // started by prefetch, ahead of the block's acquire
 };
 
+// dst = what a model computing in dtype reads of these NF4 bytes, as fp32: the dequantized values,
+// rounded to bf16 (nearest even) or fp16 in those dtypes. The one definition QLoRA's forward, gathers
+// of the whole model and adapter merges (train/qlora_base) share.
+void nf4_dequantize_as_read(Unmanaged1<const std::uint8_t> packed, Unmanaged1<const std::uint8_t> absmax_q,
+                            Unmanaged1<const float> absmax2, float offset, ComputeDtype dtype, Unmanaged1<float> dst);
+
 class Nf4Weights {
  public:
   // shard_group: nullptr keeps every matrix whole; else each rank keeps its shard of the bytes.

@@ -2,8 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "kernels/elementwise.hpp"
-#include "kernels/fp16.hpp"
+#include "parallel/nf4_weights.hpp"
 
 namespace shardft {
 namespace {
@@ -42,14 +41,7 @@ std::optional<QloraBase> read_qlora_base(const nlohmann::json& meta, const std::
 
 void nf4_values_as_read(const Nf4Tensor& q, ComputeDtype dtype, float* host) {
   View1<float> out("qlora_base_values", q.numel);
-  if (dtype == ComputeDtype::bf16) {
-    View1<bf16> narrow("qlora_base_bf16", q.numel);
-    nf4_dequantize(q, Unmanaged1<bf16>(narrow.data(), q.numel));
-    to_f32(narrow, out);
-  } else {
-    nf4_dequantize(q, Unmanaged1<float>(out.data(), q.numel));
-    if (dtype == ComputeDtype::fp16) round_to_fp16(out, out);
-  }
+  nf4_dequantize_as_read(q.packed, q.absmax_q, q.absmax2, q.offset, dtype, out);
   Kokkos::deep_copy(Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host, q.numel), out);
 }
 
