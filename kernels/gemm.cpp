@@ -3,10 +3,13 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/gemm_counters.hpp"
 #include "kernels/kernel_scratch.hpp"
+#include "kernels/kernel_timer.hpp"
 
 // The GPU build's dispatch: views the GPU can read go to cuBLAS (kernels/cuda/cublas_gemm). It needs
 // both the CUDA toolkit (SHARDFT_HAVE_CUDA: the cuBLAS module is compiled) and a CUDA-enabled Kokkos
@@ -48,6 +51,7 @@ void bind_cublas_stream() {
 // Every fp32 product: cuBLAS for device views (GPU build), BLAS for host views.
 void sgemm_raw(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
                float beta, float* c, int ldc) {
+  const VendorKernel launch("gemm fp32");
 #if defined(SHARDFT_GEMM_CUBLAS)
   if constexpr (kGemmOnCublas) {
     bind_cublas_stream();
@@ -120,6 +124,7 @@ void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<c
                                 ", C " + shape(c.extent(0), c.extent(1)));
   }
   if (m == 0 || n == 0) return;
+  count_gemm(false, false, static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k));
   sgemm_raw(op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a.data(),
             static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
             static_cast<int>(c.extent(1)));
@@ -147,9 +152,11 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
                                 ", C " + shape(c.extent(0), c.extent(1)));
   }
   if (m == 0 || n == 0) return;
+  count_gemm(a.is_bf16, b.is_bf16, m, n, k);
 #if defined(SHARDFT_GEMM_CUBLAS)
   if constexpr (kGemmOnCublas) {
     if (a.is_bf16 && b.is_bf16) {
+      const VendorKernel launch("gemm bf16 x bf16 (tensor cores)");
       bind_cublas_stream();
       cuda::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
                           alpha, reinterpret_cast<const std::uint16_t*>(a.b16.data()), static_cast<int>(a.extent(1)),
@@ -160,6 +167,11 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
   }
 #endif
   static_assert(sizeof(bf16) == sizeof(std::uint16_t), "bf16 is its 16 bits");
+  // Host memory: one launch as the GPU path counts it (one cuBLAS GEMM when both operands are bf16); the
+  // tiles' widening and sgemms are the CPU's way of running it and are not counted.
+  const VendorKernel launch(a.is_bf16 && b.is_bf16 ? "gemm bf16 x bf16 (host: widened tiles)" : "gemm mixed bf16/fp32");
+  std::optional<UncountedLaunches> uncounted;
+  if (!kGemmOnCublas) uncounted.emplace();
   // A fp32 operand is never tiled; a bf16 one in whole rows (columns) of K, as many as fit a tile.
   const std::int64_t per_tile = std::max<std::int64_t>(1, g_tile_elements / std::max<std::int64_t>(k, 1));
   const std::int64_t mt = a.is_bf16 ? std::min(m, per_tile) : m;

@@ -25,7 +25,11 @@ struct Totals {
 };
 
 struct Timer {
-  bool installed = false;
+  bool installed = false;         // timing
+  bool callbacks = false;         // the Kokkos Tools callbacks are set (timing or counting)
+  bool counting = false;          // install_kernel_launch_counter was called
+  std::int64_t launches = 0;
+  int uncounted = 0;              // UncountedLaunches scopes open
   std::map<std::string, Totals> kernels;
   Totals outside;  // between the end of one Kokkos kernel and the start of the next
   Clock::time_point last_end{}, started{};
@@ -62,6 +66,8 @@ std::string readable(const char* name) {
 void begin_kernel(const char* name, std::uint32_t, std::uint64_t* id) {
   Timer& t = timer();
   *id = 0;
+  if (t.uncounted == 0) ++t.launches;
+  if (!t.installed) return;
   if (t.depth++ > 0) return;
   Kokkos::fence();
   const Clock::time_point now = Clock::now();
@@ -76,6 +82,7 @@ void begin_kernel(const char* name, std::uint32_t, std::uint64_t* id) {
 
 void end_kernel(std::uint64_t id) {
   Timer& t = timer();
+  if (!t.installed) return;
   if (--t.depth > 0 || id == 0) return;
   Kokkos::fence();
   Totals& k = *reinterpret_cast<Totals*>(id);
@@ -85,11 +92,9 @@ void end_kernel(std::uint64_t id) {
   t.have_last = true;
 }
 
-}  // namespace
-
-void install_kernel_timer() {
+void set_callbacks() {
   Timer& t = timer();
-  if (t.installed) return;
+  if (t.callbacks) return;
   namespace tools = Kokkos::Tools::Experimental;
   tools::set_begin_parallel_for_callback(&begin_kernel);
   tools::set_begin_parallel_reduce_callback(&begin_kernel);
@@ -97,20 +102,54 @@ void install_kernel_timer() {
   tools::set_end_parallel_for_callback(&end_kernel);
   tools::set_end_parallel_reduce_callback(&end_kernel);
   tools::set_end_parallel_scan_callback(&end_kernel);
-  t.installed = true;
+  t.callbacks = true;
 }
+
+}  // namespace
+
+void install_kernel_timer() {
+  set_callbacks();
+  timer().installed = true;
+}
+
+void install_kernel_launch_counter() {
+  set_callbacks();
+  timer().counting = true;
+}
+
+std::int64_t kernel_launches() { return timer().launches; }
+
+VendorKernel::VendorKernel(const char* name) {
+  Timer& t = timer();
+  if (!t.callbacks) return;
+  begin_kernel(name, 0, &id_);
+}
+
+VendorKernel::~VendorKernel() {
+  if (timer().callbacks) end_kernel(id_);
+}
+
+UncountedLaunches::UncountedLaunches() { ++timer().uncounted; }
+UncountedLaunches::~UncountedLaunches() { --timer().uncounted; }
 
 bool kernel_timer_installed() { return timer().installed; }
 
 void uninstall_kernel_timer() {
-  namespace tools = Kokkos::Tools::Experimental;
-  tools::set_begin_parallel_for_callback(nullptr);
-  tools::set_begin_parallel_reduce_callback(nullptr);
-  tools::set_begin_parallel_scan_callback(nullptr);
-  tools::set_end_parallel_for_callback(nullptr);
-  tools::set_end_parallel_reduce_callback(nullptr);
-  tools::set_end_parallel_scan_callback(nullptr);
-  timer() = Timer{};
+  Timer& t = timer();
+  const bool counting = t.counting;
+  const std::int64_t launches = t.launches;
+  if (!counting) {  // the launch counter, once installed, stays
+    namespace tools = Kokkos::Tools::Experimental;
+    tools::set_begin_parallel_for_callback(nullptr);
+    tools::set_begin_parallel_reduce_callback(nullptr);
+    tools::set_begin_parallel_scan_callback(nullptr);
+    tools::set_end_parallel_for_callback(nullptr);
+    tools::set_end_parallel_reduce_callback(nullptr);
+    tools::set_end_parallel_scan_callback(nullptr);
+  }
+  t = Timer{};
+  t.callbacks = t.counting = counting;
+  t.launches = launches;
 }
 
 std::string kernel_timer_report(std::size_t top) {

@@ -3,9 +3,14 @@
 // Nsight Systems, and Nsight Compute serialises a step into minutes): Kokkos Tools callbacks fence
 // before and after every Kokkos kernel and add the wall time to the kernel's name. The time between
 // two Kokkos kernels, also fenced, is the device work outside Kokkos (cuBLAS GEMMs, NCCL) plus host
-// time; it is reported as one line. Fencing hides no launch latency, so the run is slower than an
-// untimed one: read the shares, not the sum. Turned on by SHARDFT_KERNEL_TIMES=1 (src/cli/main.cpp).
+// time; it is reported as one line. GEMMs and cuDNN graphs enter as VendorKernel scopes, timed and named
+// like Kokkos kernels. Fencing hides no launch latency, so the run is slower than an untimed one: read the
+// shares, not the sum. Turned on by SHARDFT_KERNEL_TIMES=1 (src/cli/main.cpp).
+//
+// The same callbacks count kernel launches (Kokkos kernels and VendorKernel scopes) whenever the counter
+// is installed, timed or not: a step's launches per layer are one of the run's reported counts.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace shardft {
@@ -16,5 +21,33 @@ bool kernel_timer_installed();
 void uninstall_kernel_timer();
 // The kernels by total time, at most `top` lines, with counts and mean microseconds.
 std::string kernel_timer_report(std::size_t top = 40);
+
+// Counts every kernel launch from now on (idempotent; the timer counts too).
+void install_kernel_launch_counter();
+// Launches since the process started (0 until a counter or the timer is installed).
+std::int64_t kernel_launches();
+
+// A launch that is not a Kokkos kernel (a cuBLAS GEMM, a cuDNN graph), as a scope around it: counted as
+// one launch, and timed under `name` when the timer is on (fenced before and after).
+class VendorKernel {
+ public:
+  explicit VendorKernel(const char* name);
+  ~VendorKernel();
+  VendorKernel(const VendorKernel&) = delete;
+  VendorKernel& operator=(const VendorKernel&) = delete;
+
+ private:
+  std::uint64_t id_ = 0;
+};
+
+// Launches inside this scope are not counted: work a CPU build does that a GPU build does not launch
+// (widening bf16 tiles for sgemm), so the count stays what the GPU path launches.
+class UncountedLaunches {
+ public:
+  UncountedLaunches();
+  ~UncountedLaunches();
+  UncountedLaunches(const UncountedLaunches&) = delete;
+  UncountedLaunches& operator=(const UncountedLaunches&) = delete;
+};
 
 }  // namespace shardft

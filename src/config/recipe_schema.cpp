@@ -210,9 +210,10 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("gradient_checkpointing", &T::gradient_checkpointing,
                 "keep only each layer's input in forward and recompute the layer in backward"),
       train_key("attn_implementation", &T::attn_implementation,
-                "eager: keep the [seq, seq] probabilities for backward; memory_efficient: keep a log-sum-exp per "
-                "query and recompute")
-          .one_of({"eager", "memory_efficient"}),
+                "auto / sdpa / flash_attention_2: the fused bf16 flash kernels (cuDNN SDPA on a GPU) where built "
+                "and bf16, else memory_efficient; memory_efficient: keep a log-sum-exp per query and recompute; "
+                "eager: keep the [seq, seq] probabilities for backward")
+          .one_of({"auto", "sdpa", "flash_attention_2", "memory_efficient", "eager"}),
       train_key("peak_tflops", &T::peak_tflops,
                 "peak TFLOP/s of one rank for the MFU in the logs (e.g. 989 for an H100's dense bf16); 0: a known "
                 "GPU's datasheet peak, else the GEMM rate each run measures at start").in(at_least(0)),

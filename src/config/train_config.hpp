@@ -82,7 +82,9 @@ struct TrainConfig {
   double min_loss_scale = 1;                 // dynamic: the scale never halves below this
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
   int logits_chunk_tokens = 256;             // LM head + cross-entropy in chunks of this many tokens; 0: all
-  std::string attn_implementation = "memory_efficient";  // HF's key: memory_efficient (tiled, log-sum-exp) | eager
+  // HF's key: auto | sdpa | flash_attention_2 (the fused bf16 kernels where built, train/attention_choice.hpp)
+  // | memory_efficient (log-sum-exp kernels) | eager
+  std::string attn_implementation = "auto";
   double peak_tflops = 0.0;                  // per rank, for MFU in the logs; 0: measure this rank's sgemm rate
 
   // LoRA (PEFT's LoraConfig names; config/lora_config.hpp resolves them)

@@ -1,6 +1,8 @@
 #include "model/attention_block.hpp"
 
 #include "kernels/attention_lse.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/kernel_scratch.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rows.hpp"
 
@@ -45,6 +47,47 @@ Qkv qkv_of(AttentionActivations& a, std::int64_t N, std::int64_t qd, std::int64_
     out.k_proj = at(a.k_proj, kvd, N * (2 * qd + 2 * kvd));
   }
   return out;
+}
+
+// The bf16 q, k or v the fused kernels read: the kept copy (Kept::bf16), else its fp32 values (already
+// rounded to bf16: the conversion is exact) copied into scratch.
+Unmanaged2<const bf16> bf16_input(KeptActivation& kept, Unmanaged2<const float> values, Kept how, std::int64_t rows,
+                                  std::int64_t cols, const char* scratch_name) {
+  if (how == Kept::bf16) return kept.kept_bf16(rows, cols);
+  const auto copy = kernel_scratch<bf16>(scratch_name, rows, cols);
+  to_bf16(flat(values), flat(copy));
+  return copy;
+}
+
+// o = attention(q, k, v) on the fused kernels, written in bf16 straight into o's kept GEMM input; the
+// softmax statistics go into a.lse for backward.
+void attend_fused(const AttentionTokens& t, const Qkv& qkv, AttentionActivations& a, Kept how, std::int64_t qd,
+                  std::int64_t kvd) {
+  const std::int64_t N = t.num_tokens();
+  fused_attention_forward(t.shape, t.segments, bf16_input(a.q, qkv.q, how, N, qd, "attn_q_bf16"),
+                          bf16_input(a.k, qkv.k, how, N, kvd, "attn_k_bf16"),
+                          bf16_input(a.v, qkv.v, how, N, kvd, "attn_v_bf16"), a.o.bf16_output(N, qd),
+                          a.lse.vec(fused_attention_stats_size(t.shape, t.segments)));
+}
+
+// dq, dk, dv from dattn = d loss / d o on the fused kernels: dattn rounded to bf16 once (autocast's
+// gradient of a bf16 tensor), the kernels' bf16 gradients widened into the fp32 buffers RoPE's backward
+// and the projections' backward read.
+void attend_fused_backward(const AttentionTokens& t, const Qkv& qkv, AttentionActivations& a, Kept how,
+                           Unmanaged2<const float> dattn, Unmanaged2<float> dq, Unmanaged2<float> dk,
+                           Unmanaged2<float> dv) {
+  const std::int64_t N = t.num_tokens(), qd = dq.extent(1), kvd = dk.extent(1);
+  const auto dout = kernel_scratch<bf16>("attn_dout_bf16", N, qd);
+  to_bf16(flat(dattn), flat(dout));
+  const auto dq16 = kernel_scratch<bf16>("attn_dq_bf16", N, qd);
+  const auto dk16 = kernel_scratch<bf16>("attn_dk_bf16", N, kvd), dv16 = kernel_scratch<bf16>("attn_dv_bf16", N, kvd);
+  fused_attention_backward(t.shape, t.segments, bf16_input(a.q, qkv.q, how, N, qd, "attn_q_bf16"),
+                           bf16_input(a.k, qkv.k, how, N, kvd, "attn_k_bf16"),
+                           bf16_input(a.v, qkv.v, how, N, kvd, "attn_v_bf16"), a.o.bf16_output(N, qd), dout,
+                           a.lse.vec(fused_attention_stats_size(t.shape, t.segments)), dq16, dk16, dv16);
+  to_f32(flat(Unmanaged2<const bf16>(dq16)), flat(dq));
+  to_f32(flat(Unmanaged2<const bf16>(dk16)), flat(dk));
+  to_f32(flat(Unmanaged2<const bf16>(dv16)), flat(dv));
 }
 
 // x [tokens, heads * hd] as [tokens * heads, hd]: one row per token and head, for the per-head norms.
@@ -116,9 +159,14 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
     scatter_rows(k, cache->dest, cache->k);
     scatter_rows(v, cache->dest, cache->v);
   }
+  if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
+  if (t.fused && cache == nullptr) {
+    attend_fused(t, {q, k, v, {}, {}}, a, how, qd, kvd);
+    w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out);
+    return;
+  }
   const auto o_staged = a.o.staging(N, qd, dt, scratch.gemm_input);  // h is kept: the staging is free again
   attend(t, q, k, v, a, o_staged, cache);
-  if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
   w.o.forward_add(a.o.keep(o_staged, dt), out);
 }
 
@@ -128,12 +176,18 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   const std::int64_t N = t.num_tokens(), d = x.extent(1);
   const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   const ComputeDtype dt = w.q.dtype();
-  const auto [q, k, v, q_proj, k_proj] =
-      qkv_of(a, N, qd, kvd, w.qk_norm(), kept_as(dt, a.every_layer), scratch.kept, true);
+  const Kept how = kept_as(dt, a.every_layer);
+  // The fused kernels read q, k, v as bf16: kept so, they need no fp32 copies (qk_norm's backward still
+  // reads the projections before their norms).
+  const bool fp32_qkv = !t.fused || how != Kept::bf16 || w.qk_norm();
+  const Qkv qkv = fp32_qkv ? qkv_of(a, N, qd, kvd, w.qk_norm(), how, scratch.kept, true) : Qkv{};
+  const auto& [q, k, v, q_proj, k_proj] = qkv;
   const GemmOperand h = a.h.kept(N, d, dt);
   auto dattn = b.dattn.mat(N, qd), dq = b.dq.mat(N, qd), dk = b.dk.mat(N, kvd), dv = b.dv.mat(N, kvd);
   w.o.backward(a.o.kept(N, qd, dt), dx, dattn, 0.f, g.o);
-  if (t.memory_efficient) {
+  if (t.fused) {
+    attend_fused_backward(t, qkv, a, how, dattn, dq, dk, dv);
+  } else if (t.memory_efficient) {
     const std::int64_t rows = rows_times_heads(t.shape);
     attention_backward_lse(t.shape, q, k, v, t.seq_ids, a.o.values(N, qd, dt, scratch.gemm_input), a.lse.vec(rows),
                            dattn, dq, dk, dv, b.delta.vec(rows));

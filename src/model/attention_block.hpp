@@ -9,6 +9,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_decode.hpp"
+#include "kernels/attention_fused.hpp"
 #include "kernels/rope.hpp"
 #include "model/growing_buffer.hpp"
 #include "model/linear.hpp"
@@ -44,6 +45,10 @@ struct AttentionTokens {
   // Keep a log-sum-exp per query instead of the probabilities, and recompute them in backward
   // (kernels/attention_lse.hpp).
   bool memory_efficient = false;
+  // The fused bf16 kernels (kernels/attention_fused.hpp) over these segments instead (bf16 compute only);
+  // their statistics are kept in lse.
+  bool fused = false;
+  AttentionSegments segments;
 
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(shape.batch) * shape.seq; }
 };

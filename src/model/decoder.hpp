@@ -35,6 +35,12 @@ struct ModelInputs {
   // max(position_ids) + 1 as the host saw it when uploading; 0: not known. Dynamic-NTK RoPE's frequencies
   // depend on it (the decoder copies the positions back to find it where it is not known).
   int position_limit = 0;
+  // The packed samples as runs of tokens, for attention's fused kernels (kernels/attention_fused.hpp):
+  // segment_starts [segments + 1] holds each run of equal seq_id within a row (its first flat token
+  // index), then batch*seq; found on the host at upload. segments 0: not known (the fused kernels are
+  // then not used).
+  View1<std::int32_t> segment_starts;
+  int segments = 0, max_segment = 0;
 };
 
 // Copies a host micro-batch into device views, after checking on the host that every input id lies in
@@ -47,7 +53,7 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
 // allocates nothing (a batch no larger than any before it).
 struct InputBuffers {
   GrowingBufferOf<std::int32_t> input_ids{"input_ids"}, position_ids{"position_ids"}, seq_ids{"seq_ids"},
-      targets{"targets"}, sample_ids{"sample_ids"};
+      targets{"targets"}, sample_ids{"sample_ids"}, segment_starts{"segment_starts"};
 };
 // Adds the tokens' sample ids (batch*seq of them; std::invalid_argument otherwise) to inputs; an empty
 // vector leaves them unknown.
@@ -84,6 +90,11 @@ class Decoder {
   // recomputes them in backward (kernels/attention_lse.hpp).
   void set_memory_efficient_attention(bool on) { memory_efficient_attention_ = on; }
   bool memory_efficient_attention() const { return memory_efficient_attention_; }
+  // Attention on the fused bf16 kernels (kernels/attention_fused.hpp, cuDNN's SDPA on a GPU) in bf16
+  // compute, for inputs whose segments are known; the kernel above otherwise. The caller checks that
+  // they are built and pass their self-test (train/attention_choice.hpp).
+  void set_fused_attention(bool on) { fused_attention_ = on; }
+  bool fused_attention() const { return fused_attention_; }
   // LoRA dropout with probability p (0: off) in forward_backward only: evaluation and generation never
   // drop. The masks are drawn from (seed, step, layer, module, token, column) (kernels/dropout_mask.hpp);
   // a token is keyed by (sample id, position) where the inputs carry sample ids, else by its flat index
@@ -141,6 +152,7 @@ class Decoder {
   ComputeDtype dtype_;
   bool checkpointing_ = false;
   bool memory_efficient_attention_ = false;
+  bool fused_attention_ = false;
   std::int64_t logits_chunk_ = 0;
   float lora_dropout_ = 0.f;
   std::uint64_t dropout_seed_ = 0;

@@ -109,9 +109,17 @@ void Linear::forward_add(const GemmOperand& x, Unmanaged2<float> y) const {
   lora_forward(x, y);
 }
 
-void Linear::backward_weight(const GemmOperand& x, Unmanaged2<const float> dy, const LinearGrads& grads,
+LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, const char* scratch_name) const {
+  if (dtype_ != ComputeDtype::bf16) return {dy, dy};
+  const auto rounded = kernel_scratch<bf16>(scratch_name, dy.extent(0), dy.extent(1));
+  to_bf16(flat(dy), flat(rounded));
+  return {dy, Unmanaged2<const bf16>(rounded)};
+}
+
+void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const LinearGrads& grads,
                              float dw_beta) const {
-  if (grads.weight.extent(0) > 0) gemm_mixed(Op::T, Op::N, 1.f, dy, x, dw_beta, grads.weight);
+  const Unmanaged2<const float> dy = g.f32;
+  if (grads.weight.extent(0) > 0) gemm_mixed(Op::T, Op::N, 1.f, g.gemm, x, dw_beta, grads.weight);
   if (bias_.extent(0) > 0 && grads.bias.extent(0) > 0) bias_backward(dy, grads.bias);
   for (int i = 0; i < num_lora_; ++i) {
     const LoraTerm& t = lora_[i];
@@ -125,8 +133,9 @@ void Linear::backward_weight(const GemmOperand& x, Unmanaged2<const float> dy, c
   }
 }
 
-void Linear::backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const {
-  gemm_mixed(Op::N, Op::N, 1.f, dy, weight_, dx_beta, dx);
+void Linear::backward_input(const LinearGrad& g, Unmanaged2<float> dx, float dx_beta) const {
+  const Unmanaged2<const float> dy = g.f32;
+  gemm_mixed(Op::N, Op::N, 1.f, g.gemm, weight_, dx_beta, dx);
   for (int i = 0; i < num_lora_; ++i) {
     const Unmanaged2<const float> du = lora_du(i, lora_dy(i, dy));
     if (!lora_[i].dropout.on()) {
@@ -142,8 +151,9 @@ void Linear::backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, fl
 
 void Linear::backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
                       const LinearGrads& grads) const {
-  backward_weight(x, dy, grads);
-  backward_input(dy, dx, dx_beta);
+  const LinearGrad g = grad_operand(dy);
+  backward_weight(x, g, grads);
+  backward_input(g, dx, dx_beta);
 }
 
 Unmanaged2<float> LinearInput::staging(std::int64_t rows, std::int64_t cols, ComputeDtype dtype,

@@ -45,6 +45,15 @@ struct LoraGrads {
 };
 constexpr int kMaxLoraTerms = 2;
 
+// An activation gradient as a layer's backward GEMMs read it. bf16 compute: rounded to bf16 once, where
+// autocast's activation gradients are bf16 tensors, so dgrad and wgrad are bf16 x bf16 GEMMs on tensor
+// cores (fp32 accumulate) and nothing is widened on a GPU; the fp32 values stay for the bias's sum and
+// the LoRA terms. Other dtypes: the fp32 buffer itself.
+struct LinearGrad {
+  Unmanaged2<const float> f32;
+  GemmOperand gemm{Unmanaged2<const float>()};
+};
+
 // Where a linear layer's gradients are added. An empty weight or bias: frozen, its gradient is not
 // computed (LoRA's base weights).
 struct LinearGrads {
@@ -72,10 +81,13 @@ class Linear {
   // own buffer. x as forward multiplied it.
   void backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
                 const LinearGrads& grads) const;
+  // dy as this layer's GEMMs read it (LinearGrad): in bf16 compute rounded into the bf16 scratch
+  // `scratch_name`, which stays valid until that name is asked for again.
+  LinearGrad grad_operand(Unmanaged2<const float> dy, const char* scratch_name = "linear_dy_bf16") const;
   // The two halves of backward: dW = dw_beta dW + dy^T x (and db += sum_n dy); dx = dy W + dx_beta dx.
-  void backward_weight(const GemmOperand& x, Unmanaged2<const float> dy, const LinearGrads& grads,
+  void backward_weight(const GemmOperand& x, const LinearGrad& dy, const LinearGrads& grads,
                        float dw_beta = 1.f) const;
-  void backward_input(Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta) const;
+  void backward_input(const LinearGrad& dy, Unmanaged2<float> dx, float dx_beta) const;
 
   // Adds a LoRA term (at most kMaxLoraTerms); throws std::invalid_argument when its shapes do not fit.
   void add_lora(const LoraTerm& term);
@@ -116,6 +128,9 @@ class LinearInput {
   GemmOperand keep(Unmanaged2<float> staged, ComputeDtype dtype);
   // The kept input again (backward): rows x cols as forward kept it.
   GemmOperand kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype);
+  // bf16 compute: the kept bf16 buffer itself, for a producer that writes its output in bf16 (the fused
+  // attention's o); what it writes is then the kept input.
+  Unmanaged2<bf16> bf16_output(std::int64_t rows, std::int64_t cols) { return bf16_.mat(rows, cols); }
   // Its fp32 values, for a kernel that is not a GEMM: the kept buffer (fp32), or widened into scratch.
   Unmanaged2<const float> values(std::int64_t rows, std::int64_t cols, ComputeDtype dtype, GrowingBuffer& scratch);
   // An fp32 buffer of its shape that backward may overwrite once the input has been read for the last
@@ -149,6 +164,8 @@ class KeptActivation {
   Unmanaged2<float> staging(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,
                             std::int64_t offset = 0);
   void keep(Unmanaged2<float> staged, Kept how);
+  // Kept::bf16 only: the kept bf16 copy itself (what keep() made).
+  Unmanaged2<const bf16> kept_bf16(std::int64_t rows, std::int64_t cols) { return bf16_.mat(rows, cols); }
   // Its fp32 values again (backward): its own buffer, or widened into scratch as staging() placed it.
   // Backward may overwrite them once it has read them for the last time.
   Unmanaged2<float> values(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,

@@ -10,11 +10,30 @@ namespace shardft {
 
 namespace {
 
-Unmanaged2<float> final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuffers& b) {
+// A GEMM input made in fp32 as the LM head reads it: bf16 compute rounds it once into a bf16 buffer, so
+// the head's GEMMs are bf16 x bf16 and the [vocab, hidden] table is never widened; fp16 rounds it in place.
+GemmOperand head_input(Unmanaged2<float> x, ComputeDtype dtype, GrowingBufferBf16& b16) {
+  if (dtype != ComputeDtype::bf16) {
+    round_activation(x, dtype);
+    return Unmanaged2<const float>(x);
+  }
+  const auto rounded = b16.mat(x.extent(0), x.extent(1));
+  to_bf16(flat(Unmanaged2<const float>(x)), flat(rounded));
+  return Unmanaged2<const bf16>(rounded);
+}
+
+// Rows [r0, r0 + rows) of a row-major GEMM operand.
+GemmOperand row_block(const GemmOperand& x, std::int64_t r0, std::int64_t rows) {
+  const std::int64_t cols = static_cast<std::int64_t>(x.extent(1));
+  if (x.is_bf16) return Unmanaged2<const bf16>(x.b16.data() + r0 * cols, rows, cols);
+  return Unmanaged2<const float>(x.f32.data() + r0 * cols, rows, cols);
+}
+
+GemmOperand final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuffers& b) {
   const std::int64_t N = x.extent(0);
   auto h = b.h.mat(N, x.extent(1));
   rmsnorm_forward(x, w.norm, w.norm_eps, h, b.rstd.vec(N));
-  return h;
+  return head_input(h, w.lm_head.dtype(), b.h16);
 }
 
 // The loss chunk by chunk, summed on the device into b.loss (returned); with grads, each chunk's logits
@@ -23,25 +42,22 @@ Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* grads, Un
                                 Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
                                 HeadBuffers& b, Unmanaged2<float> dh) {
   const std::int64_t N = x.extent(0), d = x.extent(1), V = w.lm_head.out_features();
-  const auto h = final_norm(w, x, b);
+  const GemmOperand h = final_norm(w, x, b);
   const std::int64_t per_chunk = chunk > 0 ? std::min(chunk, N) : N;
   const auto sum = b.loss.vec(1);
   Kokkos::deep_copy(ExecSpace(), sum, 0.0);
   for (std::int64_t c0 = 0; c0 < N; c0 += per_chunk) {
     const std::int64_t rows = std::min(per_chunk, N - c0);
-    const Unmanaged2<float> h_c(h.data() + c0 * d, rows, d);
+    const GemmOperand h_c = row_block(h, c0, rows);
     const Unmanaged1<const std::int32_t> targets_c(targets.data() + c0, rows);
     const auto logits = b.logits.mat(rows, V);
     w.lm_head.forward(h_c, logits);
-    if (grads) {
-      cross_entropy_forward_backward(logits, targets_c, grad_scale, sum);
-    } else {
+    if (!grads) {
       cross_entropy_forward(logits, targets_c, sum);
+      continue;
     }
-    if (grads) {
-      w.lm_head.backward(Unmanaged2<const float>(h_c), logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f,
-                         grads->lm_head);
-    }
+    cross_entropy_forward_backward(logits, targets_c, grad_scale, sum);
+    w.lm_head.backward(h_c, logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f, grads->lm_head);
   }
   return sum;
 }
@@ -60,14 +76,16 @@ HeadGrads head_grads_of(GradSink& grads, const ParamLayout& layout) {
 
 void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> rows,
                  HeadBuffers& b, Unmanaged2<float> logits) {
-  const auto h = final_norm(w, x, b);
   if (rows.extent(0) == 0) {
-    w.lm_head.forward(h, logits);
+    w.lm_head.forward(final_norm(w, x, b), logits);
     return;
   }
+  const std::int64_t N = x.extent(0);
+  const auto h = b.h.mat(N, x.extent(1));
+  rmsnorm_forward(x, w.norm, w.norm_eps, h, b.rstd.vec(N));
   const auto picked = b.picked.mat(rows.extent(0), x.extent(1));
   gather_rows(h, rows, picked);
-  w.lm_head.forward(picked, logits);
+  w.lm_head.forward(head_input(picked, w.lm_head.dtype(), b.h16), logits);
 }
 
 CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> targets,

@@ -80,17 +80,18 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const
   const auto ds = a.s.reusable(N, I, dt, scratch.gemm_input);
   w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
   swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
-  w.gate_up.backward_input(gu, dh, 0.f);
+  const LinearGrad dgu = w.gate_up.grad_operand(gu);  // read by both halves of the fused layer's backward
+  w.gate_up.backward_input(dgu, dh, 0.f);
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
   if (g.gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients
-    w.gate_up.backward_weight(h, gu, gate_up_grads);
+    w.gate_up.backward_weight(h, dgu, gate_up_grads);
   } else if (g.up.data() == g.gate.data() + I * d) {
     gate_up_grads.weight = Unmanaged2<float>(g.gate.data(), 2 * I, d);
-    w.gate_up.backward_weight(h, gu, gate_up_grads);
+    w.gate_up.backward_weight(h, dgu, gate_up_grads);
   } else {
     auto dw = b.gate_up_dw.mat(2 * I, d);
     gate_up_grads.weight = dw;
-    w.gate_up.backward_weight(h, gu, gate_up_grads, 0.f);
+    w.gate_up.backward_weight(h, dgu, gate_up_grads, 0.f);
     add_inplace(g.gate, Unmanaged1<const float>(dw.data(), I * d));
     add_inplace(g.up, Unmanaged1<const float>(dw.data() + I * d, I * d));
   }

@@ -50,6 +50,40 @@ void check_ids(const std::vector<std::int32_t>& input_ids, const std::vector<std
   }
 }
 
+// Runs of equal seq_id within each row of `seq` tokens: their starts (flat token indices), then the token
+// count. Empty when a row's seq_ids come back to an earlier value after another (attention would then join
+// tokens that are not contiguous, which runs cannot describe).
+std::vector<std::int32_t> segment_starts(int batch, int seq, const std::vector<std::int32_t>& seq_ids) {
+  std::vector<std::int32_t> starts;
+  for (int b = 0; b < batch; ++b) {
+    const std::int32_t* row = seq_ids.data() + static_cast<std::size_t>(b) * seq;
+    std::vector<std::int32_t> seen;
+    for (int t = 0; t < seq; ++t) {
+      if (t > 0 && row[t] == row[t - 1]) continue;
+      if (std::find(seen.begin(), seen.end(), row[t]) != seen.end()) return {};
+      seen.push_back(row[t]);
+      starts.push_back(b * seq + t);
+    }
+  }
+  starts.push_back(batch * seq);
+  return starts;
+}
+
+// The segments of a batch (ModelInputs::segment_starts), uploaded into `dev` (sized here when empty).
+void set_segments(ModelInputs& in, const std::vector<std::int32_t>& seq_ids, GrowingBufferOf<std::int32_t>* buffer) {
+  const std::vector<std::int32_t> starts = segment_starts(in.batch, in.seq, seq_ids);
+  if (starts.size() < 2) return;
+  in.segments = static_cast<int>(starts.size()) - 1;
+  in.max_segment = 0;
+  for (std::size_t i = 0; i + 1 < starts.size(); ++i) in.max_segment = std::max(in.max_segment, starts[i + 1] - starts[i]);
+  if (buffer) {
+    in.segment_starts = buffer->shared_vec(static_cast<std::int64_t>(starts.size()));
+  } else {
+    in.segment_starts = View1<std::int32_t>("segment_starts", starts.size());
+  }
+  copy_up(starts, in.segment_starts);
+}
+
 int position_limit(const std::vector<std::int32_t>& position_ids) {
   std::int32_t top = -1;
   for (const std::int32_t p : position_ids) top = std::max(top, p);
@@ -79,6 +113,7 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
   in.position_limit = position_limit(position_ids);
   in.seq_ids = upload("seq_ids", seq_ids, n);
   in.targets = upload("targets", targets, n);
+  set_segments(in, seq_ids, nullptr);
   return in;
 }
 
@@ -96,6 +131,7 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
   in.seq_ids = upload("seq_ids", seq_ids, n, buffers.seq_ids);
   in.targets = upload("targets", targets, n, buffers.targets);
   in.checked_vocab = vocab_size;
+  set_segments(in, seq_ids, &buffers.segment_starts);
   return in;
 }
 

@@ -14,6 +14,7 @@
 #include "data/sft_data.hpp"
 #include "data/tokenizer.hpp"
 #include "kernels/elementwise.hpp"
+#include "train/attention_choice.hpp"
 #include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
 #include "io/lora_adapter_config.hpp"
@@ -168,7 +169,7 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
 
   cm.model = std::make_unique<Decoder>(cfg.model, compute_dtype(cfg));
   cm.model->set_logits_chunk_tokens(cfg.logits_chunk_tokens);
-  cm.model->set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
+  configure_attention(*cm.model, cfg.attn_implementation);
   const ParamLayout& layout = cm.model->layout();
   cm.params = std::make_unique<LocalParams>(layout);
   auto host = Kokkos::create_mirror_view(cm.params->weights());

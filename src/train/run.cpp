@@ -20,6 +20,7 @@
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
 #include "parallel/memory_estimate.hpp"
+#include "train/attention_choice.hpp"
 #include "train/checkpoint.hpp"
 #include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
@@ -27,6 +28,7 @@
 #include "train/mfu.hpp"
 #include "train/output_lock.hpp"
 #include "train/pretrained.hpp"
+#include "train/step_kernels_report.hpp"
 #include "train/stop_signal.hpp"
 #include "train/trainer.hpp"
 
@@ -223,6 +225,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
 
   Trainer tr(cfg, plan.total_steps, parallel);
   for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
+  log << "attention: " << tr.attention().description << std::endl;
   if (tr.model().layout().has_frozen() && cfg.model_name_or_path.empty()) {
     log << "warning: LoRA without model_name_or_path: the frozen base is randomly initialised (seed "
         << cfg.seed << "), so the adapters learn on random weights (fine for benchmarks, not for fine-tuning)"
@@ -266,6 +269,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   // Rank 0 on a terminal: a progress line on stderr, cleared before each log line and drawn again after.
   const auto bar = writer ? terminal_progress_bar("train", plan.total_steps, "steps", first_step) : nullptr;
   double run_tokens = 0, run_seconds = 0;
+  StepKernels last_kernels;
+  long last_kernels_step = 0;
   for (long s = first_step; s < plan.total_steps && !preempted; ++s) {
     const long epoch = s / plan.steps_per_epoch;
     if (epoch != order_epoch) {
@@ -285,6 +290,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       }
     }
     const StepStats st = tr.step(micro);
+    last_kernels = tr.last_step_kernels();  // every step after the first runs the same work
+    last_kernels_step = s + 1;
     if (s - first_step < 2) {
       // The first step sizes every buffer; the second shows what each later one moves (kernels/device_traffic.hpp).
       if (bar) bar->clear();
@@ -381,6 +388,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     log << "fp16: " << tr.loss_scaler().skipped_steps() << " of " << plan.total_steps
         << " steps skipped on gradient overflow; final loss scale " << tr.loss_scaler().scale() << std::endl;
   }
+  log << describe_step_kernels(last_kernels, cfg.model.num_hidden_layers, last_kernels_step) << std::endl;
   const MemoryReport after = tr.engine().memory();
   log << "peak memory per rank: " << peak_rss_bytes() << " B measured (process RSS); model state "
       << after.weights + after.grads + after.optimizer << " B (weights " << after.weights << " B of which frozen "
@@ -405,6 +413,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
                          {"world_size", dp},
                          {"zero_stage", cfg.zero_stage},
                          {"peak_memory_bytes", peak_rss_bytes()}};
+  summary["device_peak_memory_bytes"] = device_peak_bytes();  // Kokkos allocations (vendor workspaces not counted)
+  summary.update(step_kernel_fields(last_kernels, cfg.model.num_hidden_layers));
   if (cfg.fp16) {
     summary["skipped_steps"] = tr.loss_scaler().skipped_steps();
     summary["loss_scale"] = tr.loss_scaler().scale();
@@ -430,7 +440,7 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   const std::vector<Conversation> eval_set = eval_subset(cfg, log);
   Decoder model(cfg.model, compute_dtype(cfg));
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
-  model.set_memory_efficient_attention(cfg.attn_implementation == "memory_efficient");
+  configure_attention(model, cfg.attn_implementation);
   LocalParams params(model.layout());
   {  // output_dir is an HF directory (model.safetensors, or a sharded set with its index) or a checkpoint-N
     auto host = Kokkos::create_mirror_view(params.weights());

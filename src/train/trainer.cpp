@@ -12,6 +12,7 @@
 #include "config/zero_buckets.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/fp16.hpp"
+#include "kernels/kernel_timer.hpp"
 #include "train/lora_adapter_init.hpp"
 #include "train/pretrained.hpp"
 
@@ -93,10 +94,11 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
                            : check_pretrained_weights(model_.layout(), cfg_.model_name_or_path)),
       memory_estimate_(checked_memory_estimate(cfg_, model_.layout(), plan, memory_budget_)),
       engine_(model_.layout(), zero_config(cfg_), plan) {
+  install_kernel_launch_counter();
   model_.set_activation_checkpointing(cfg_.gradient_checkpointing);
   if (lora_spec(cfg_).enabled) model_.set_lora_dropout(cfg_.lora_dropout, cfg_.seed);
   model_.set_logits_chunk_tokens(cfg_.logits_chunk_tokens);
-  model_.set_memory_efficient_attention(cfg_.attn_implementation == "memory_efficient");
+  attention_ = configure_attention(model_, cfg_.attn_implementation);
   // With LoRA the seeded initialisation gives A and B (Kaiming-uniform, zero) and the pretrained model
   // the frozen base; an adapter then replaces A and B.
   if (cfg_.model_name_or_path.empty() || model_.layout().has_frozen()) engine_.init_weights(cfg_.model, cfg_.seed);
@@ -162,6 +164,8 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
   const LedgerTotals before = ledger_totals();
   const DeviceTraffic traffic_before = device_traffic();
+  const GemmCounters gemm_before = gemm_counters();
+  const std::int64_t launches_before = kernel_launches();
   StepStats st;
   std::int64_t counts[2] = {0, 0};  // targets, tokens: known before any backward, summed over ranks
   for (const auto& mb : micro_batches) {
@@ -241,6 +245,8 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   last_step_traffic_ = device_traffic().since(traffic_before);
 
   read_back("step loss and gradient norm");
+  last_step_kernels_ = {gemm_counters().since(gemm_before), kernel_launches() - launches_before,
+                        device_traffic().since(traffic_before)};
   if (sums[2] > 0 && !st.skipped) {  // a skipped fp16 step discards its gradients, inf or NaN included
     throw std::runtime_error("step " + std::to_string(engine_.steps_taken()) + ": ZeRO++ quantization met " +
                              std::to_string(static_cast<std::int64_t>(sums[2])) +

@@ -10,10 +10,12 @@
 #include "config/train_config.hpp"
 #include "data/sft_data.hpp"
 #include "kernels/device_traffic.hpp"
+#include "kernels/gemm_counters.hpp"
 #include "model/decoder.hpp"
 #include "parallel/memory_preflight.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "parallel/zero_engine.hpp"
+#include "train/attention_choice.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/lr_schedule.hpp"
 
@@ -32,6 +34,14 @@ struct StepStats {
   // so its update was skipped on every rank (train/loss_scaler.hpp)
   double loss_scale = 1.0;
   bool skipped = false;
+};
+
+// What one step ran on the device, from its first upload through its read-back (DESIGN's "A device step
+// allocates nothing ..."): its GEMMs by path, its kernel launches, and its host<->device traffic.
+struct StepKernels {
+  GemmCounters gemm;
+  std::int64_t launches = 0;
+  DeviceTraffic traffic;  // the whole step, read-back included
 };
 
 class Trainer {
@@ -53,6 +63,8 @@ class Trainer {
   // count of non-finite values ZeRO++ quantized (an error when not 0). After
   // the first step: no copies, syncs or allocations; the inputs' uploads only.
   const DeviceTraffic& last_step_traffic() const { return last_step_traffic_; }
+  // The last step's GEMMs, launches and whole traffic (StepKernels).
+  const StepKernels& last_step_kernels() const { return last_step_kernels_; }
   // Tensors of model_name_or_path's weights left out on purpose, each with why (train/pretrained.hpp).
   const std::vector<std::string>& ignored_weights() const { return ignored_weights_; }
   // Collective: the name of the first parameter (layout order, over every rank's shard) whose master
@@ -68,6 +80,8 @@ class Trainer {
   // What the memory preflight estimated for this rank before allocating (parallel/memory_preflight.hpp).
   const RankMemoryEstimate& memory_estimate() const { return memory_estimate_; }
   const RankMemoryBudget& memory_budget() const { return memory_budget_; }
+  // The attention kernel this run uses and why (train/attention_choice.hpp).
+  const AttentionChoice& attention() const { return attention_; }
 
  private:
   struct LedgerTotals {
@@ -91,6 +105,8 @@ class Trainer {
   LossScaler loss_scaler_;
   bool poison_next_gradient_ = false;
   DeviceTraffic last_step_traffic_;
+  StepKernels last_step_kernels_;
+  AttentionChoice attention_;
 };
 
 // The batch on the device, its ids and targets checked against vocab_size on the host first (see

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -73,8 +74,15 @@ TEST_P(StepTraffic, StepsAfterTheFirstMoveOnlyTheirInputs) {
   cfg.zero_quantized_weights = v.quantized_weights;
   Trainer tr(cfg, 10, self());
   const auto batches = micro_batches();
+  // Per micro-batch: input ids, positions, seq ids and targets, and the segment starts of its packed
+  // samples (ModelInputs::segment_starts).
   std::int64_t input_bytes = 0;
-  for (const TokenBatch& b : batches) input_bytes += 4 * static_cast<std::int64_t>(b.input_ids.size() * sizeof(std::int32_t));
+  for (const TokenBatch& b : batches) {
+    const ModelInputs in = to_model_inputs(b, ByteTokenizer::kVocabSize);
+    ASSERT_GT(in.segments, 0);
+    input_bytes += 4 * static_cast<std::int64_t>(b.input_ids.size() * sizeof(std::int32_t)) +
+                   (in.segments + 1) * static_cast<std::int64_t>(sizeof(std::int32_t));
+  }
 
   tr.step(batches);
   EXPECT_GT(tr.last_step_traffic().allocations, 0) << "the first step sizes the buffers";
@@ -83,7 +91,7 @@ TEST_P(StepTraffic, StepsAfterTheFirstMoveOnlyTheirInputs) {
     const StepStats st = tr.step(batches);
     const DeviceTraffic& hot = tr.last_step_traffic();
     EXPECT_TRUE(hot.none_but_uploads()) << v.name << " step " << step << ": " << hot.describe();
-    EXPECT_EQ(hot.uploads, 4 * static_cast<std::int64_t>(batches.size())) << hot.describe();
+    EXPECT_EQ(hot.uploads, 5 * static_cast<std::int64_t>(batches.size())) << hot.describe();
     EXPECT_EQ(hot.upload_bytes, input_bytes);
     // The whole step adds exactly its one read-back to the hot path: loss, gradient norm and the count
     // of non-finite values ZeRO++ met.
@@ -107,6 +115,55 @@ INSTANTIATE_TEST_SUITE_P(Variants, StepTraffic,
                                          Variant{"qwz_stage3", 3, false, false, "memory_efficient", "fp32", true},
                                          Variant{"qwz_bf16_comm_stage3", 3, true, false, "memory_efficient", "bf16", true}),
                          [](const testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
+
+// A step's device counts (train/trainer.hpp StepKernels) as a CPU build reports what the GPU path runs:
+// in bf16 every GEMM of the step (forward, dgrad, wgrad, the LM head) has bf16 operands, so none widens
+// a bf16 operand to fp32; in fp32 none is bf16. Steps after the first allocate nothing and sync once
+// (the read-back), and launch a bounded number of kernels per decoder layer.
+struct KernelVariant {
+  const char* name;
+  int stage;
+  bool bf16, checkpointing;
+};
+
+class StepKernelCounts : public testing::TestWithParam<KernelVariant> {};
+
+TEST_P(StepKernelCounts, BfloatGemmsStayOnTensorCores) {
+  install_device_traffic_hooks();
+  const KernelVariant v = GetParam();
+  TrainConfig cfg = tiny_config();
+  cfg.zero_stage = v.stage;
+  cfg.bf16 = v.bf16;
+  cfg.gradient_checkpointing = v.checkpointing;
+  Trainer tr(cfg, 10, self());
+  const auto batches = micro_batches();
+  tr.step(batches);
+  tr.step(batches);
+  const StepKernels& k = tr.last_step_kernels();
+  EXPECT_GT(k.gemm.calls, 0);
+  EXPECT_GT(k.gemm.total_flops(), 0);
+  if (v.bf16) {
+    EXPECT_DOUBLE_EQ(k.gemm.tensor_core_share(), 1.0)
+        << "fp32 " << k.gemm.fp32_flops << ", mixed " << k.gemm.mixed_flops << " of " << k.gemm.total_flops();
+    EXPECT_EQ(k.gemm.widened_elements, 0);
+  } else {
+    EXPECT_EQ(k.gemm.tensor_core_flops, 0);
+    EXPECT_EQ(k.gemm.widened_elements, 0);
+  }
+  EXPECT_EQ(k.traffic.allocations, 0) << k.traffic.describe();
+  EXPECT_EQ(k.traffic.syncs, 1) << k.traffic.describe();
+  const double per_layer = static_cast<double>(k.launches) / cfg.model.num_hidden_layers;
+  EXPECT_GT(per_layer, 0);
+  std::printf("[ counts   ] %s: %.1f kernel launches per layer, %lld GEMMs\n", v.name, per_layer,
+              static_cast<long long>(k.gemm.calls));
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, StepKernelCounts,
+                         testing::Values(KernelVariant{"bf16_stage0", 0, true, false},
+                                         KernelVariant{"bf16_stage3", 3, true, false},
+                                         KernelVariant{"bf16_stage2_checkpointing", 2, true, true},
+                                         KernelVariant{"fp32_stage0", 0, false, false}),
+                         [](const testing::TestParamInfo<KernelVariant>& i) { return std::string(i.param.name); });
 
 // qwZ counts non-finite weights on the device as it quantizes them; the step's read-back reports them.
 TEST(StepTraffic, NonFiniteWeightsUnderQwzStillFailTheStep) {
@@ -153,7 +210,7 @@ TEST(DeviceTraffic, EvaluationReadsItsLossBack) {
   const DeviceTraffic d = device_traffic().since(before);
   EXPECT_GT(ls.num_targets, 0);
   EXPECT_GE(d.syncs, 2) << "loss and target count read back: " << d.describe();
-  EXPECT_EQ(d.uploads, 4);
+  EXPECT_EQ(d.uploads, 5);  // ids, positions, seq ids, targets, segment starts
 }
 
 TEST(KernelScratch, ReusesItsBufferUntilAskedForMore) {

@@ -1,0 +1,49 @@
+#pragma once
+// Causal grouped-query attention over packed segments on bf16 q, k, v: the GPU's fused flash kernels
+// (cuDNN's SDPA, kernels/cuda/cudnn_attention), behind an interface the model calls without #if. Same
+// math as kernels/attention_lse.hpp with segments for seq_ids:
+//   a segment is a run of tokens that attend among themselves causally (a packed sample, or a row);
+//   q, o, dout, dq [tokens, H*hd]; k, v, dk, dv [tokens, G*hd]; all bf16, row-major, token-major;
+//   o_i = sum_{j <= i in i's segment} softmax_j(q_i . k_j * scale) v_j,  scale = 1 / sqrt(hd)
+// Outputs are rounded to bf16 once; softmax and accumulation run in fp32 inside the kernels. `stats` is
+// what forward keeps for backward (the softmax's log-sum-exp per query and head, in the library's
+// layout: fused_attention_stats_size floats).
+//
+// Builds without the library (the CPU build, a GPU build without cuDNN) report fused_attention_built()
+// false and throw if called; the model then runs kernels/attention_lse.hpp's kernels.
+#include <cstdint>
+#include <string>
+
+#include "kernels/attention.hpp"
+#include "kernels/bf16.hpp"
+#include "kernels/types.hpp"
+
+namespace shardft {
+
+// The segments of one call: starts [count + 1] on the device, each segment's first token, then the
+// token count; max_length their longest.
+struct AttentionSegments {
+  Unmanaged1<const std::int32_t> starts;
+  int count = 0, max_length = 0;
+};
+
+// True where this build has the fused kernels and a device to run them.
+bool fused_attention_built();
+// "cuDNN 9.19.0 SDPA (cudnn-frontend 1.23.0)", or why there are none ("not built with cuDNN").
+std::string fused_attention_backend();
+// Forward and backward on small packed GQA problems against kernels/attention_lse.hpp's reference
+// kernel in fp32 on the same bf16 inputs: "" when they agree within bf16 rounding (relative norm
+// 2e-2), else what disagreed or failed. Run once at start-up before a run picks the fused kernels.
+std::string fused_attention_self_test();
+
+std::int64_t fused_attention_stats_size(const AttentionShape& s, const AttentionSegments& seg);
+void fused_attention_forward(const AttentionShape& s, const AttentionSegments& seg, Unmanaged2<const bf16> q,
+                             Unmanaged2<const bf16> k, Unmanaged2<const bf16> v, Unmanaged2<bf16> o,
+                             Unmanaged1<float> stats);
+// Overwrites dq, dk, dv.
+void fused_attention_backward(const AttentionShape& s, const AttentionSegments& seg, Unmanaged2<const bf16> q,
+                              Unmanaged2<const bf16> k, Unmanaged2<const bf16> v, Unmanaged2<const bf16> o,
+                              Unmanaged2<const bf16> dout, Unmanaged1<const float> stats, Unmanaged2<bf16> dq,
+                              Unmanaged2<bf16> dk, Unmanaged2<bf16> dv);
+
+}  // namespace shardft

@@ -1,0 +1,53 @@
+#include "train/attention_choice.hpp"
+
+#include "kernels/attention_fused.hpp"
+
+namespace shardft {
+
+namespace {
+// "" when the fused kernels passed their self-test in this process, else why not (run once).
+const std::string& fused_self_test_failure() {
+  static const std::string failure = fused_attention_self_test();
+  return failure;
+}
+}  // namespace
+
+AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype) {
+  AttentionChoice c;
+  if (impl == "eager") {
+    c.description = "eager (reference kernel, [seq, seq] probabilities kept for backward)";
+    return c;
+  }
+  c.memory_efficient = true;
+  const std::string fallback = "memory_efficient (log-sum-exp kernels: host sgemm tiles, or the Kokkos flash kernel on a GPU)";
+  if (impl == "memory_efficient") {
+    c.description = fallback;
+    return c;
+  }
+  if (!fused_attention_built()) {
+    c.description = fallback + "; fused kernels: " + fused_attention_backend();
+    return c;
+  }
+  if (dtype != ComputeDtype::bf16) {
+    c.description = fallback + "; the fused kernels (" + fused_attention_backend() + ") need bf16 compute";
+    return c;
+  }
+  if (!fused_self_test_failure().empty()) {
+    c.description = fallback + "; the fused kernels (" + fused_attention_backend() +
+                    ") failed their self-test: " + fused_self_test_failure();
+    return c;
+  }
+  c.fused = true;
+  c.description = "fused bf16 kernels: " + fused_attention_backend() +
+                  " (self-test passed; the log-sum-exp kernels where a batch's segments are not known)";
+  return c;
+}
+
+AttentionChoice configure_attention(Decoder& model, const std::string& attn_implementation) {
+  const AttentionChoice c = choose_attention(attn_implementation, model.dtype());
+  model.set_memory_efficient_attention(c.memory_efficient);
+  model.set_fused_attention(c.fused);
+  return c;
+}
+
+}  // namespace shardft

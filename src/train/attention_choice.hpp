@@ -1,0 +1,26 @@
+#pragma once
+// Which attention kernel a run uses, from attn_implementation (HF's key) and the compute dtype:
+//   eager             the reference kernel, keeping the [seq, seq] probabilities for backward
+//   memory_efficient  the log-sum-exp kernels (kernels/attention_lse.hpp): sgemm tiles on the CPU, the
+//                     Kokkos flash kernel on a GPU
+//   sdpa, flash_attention_2, auto (the default)
+//                     the fused bf16 kernels (kernels/attention_fused.hpp: cuDNN's SDPA) where they are
+//                     built, the compute dtype is bf16 and their start-up self-test passes; memory_efficient
+//                     otherwise. The reason is part of the description the run logs.
+#include <string>
+
+#include "model/decoder.hpp"
+
+namespace shardft {
+
+struct AttentionChoice {
+  bool memory_efficient = false, fused = false;
+  std::string description;  // "fused bf16 kernels: cuDNN 9.19.0 SDPA (self-test passed)", ...
+};
+
+// The self-test runs once per process, the first time a choice could use the fused kernels.
+AttentionChoice choose_attention(const std::string& attn_implementation, ComputeDtype dtype);
+// Sets the decoder's attention as choose_attention decides; returns the choice.
+AttentionChoice configure_attention(Decoder& model, const std::string& attn_implementation);
+
+}  // namespace shardft
