@@ -1,10 +1,22 @@
-// The fused attention's dispatch (kernels/attention_fused.hpp). No build has the fused kernels yet: every
-// entry point but the queries throws, and the model runs the log-sum-exp kernels.
+// The fused attention's dispatch (kernels/attention_fused.hpp): cuDNN's SDPA graphs
+// (kernels/cuda/cudnn_attention) in a GPU build that has cuDNN and cudnn-frontend (SHARDFT_HAVE_CUDNN) and
+// a CUDA Kokkos; elsewhere nothing is built and every entry point but the queries throws.
 #include "kernels/attention_fused.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
+#if defined(SHARDFT_HAVE_CUDNN) && defined(KOKKOS_ENABLE_CUDA)
+#define SHARDFT_FUSED_CUDNN 1
+#include "kernels/cuda/cublas_gemm.hpp"
+#include "kernels/cuda/cudnn_attention.hpp"
+#include "kernels/kernel_scratch.hpp"
+#include "kernels/kernel_timer.hpp"
+#endif
+
 namespace shardft {
+
+#if !defined(SHARDFT_FUSED_CUDNN)
 
 
 namespace {
@@ -31,5 +43,95 @@ void fused_attention_backward(const AttentionShape&, const AttentionSegments&, U
                               Unmanaged2<bf16>) {
   not_built();
 }
+
+#else  // SHARDFT_FUSED_CUDNN
+
+namespace {
+
+cuda::SdpaShape sdpa_shape(const AttentionShape& s, const AttentionSegments& seg) {
+  cuda::SdpaShape out;
+  out.tokens = static_cast<std::int64_t>(s.batch) * s.seq;
+  out.segments = seg.count;
+  out.max_segment = seg.max_length;
+  out.heads = s.heads;
+  out.kv_heads = s.kv_heads;
+  out.head_dim = s.head_dim;
+  out.scale = 1.f / std::sqrt(static_cast<float>(s.head_dim));
+  return out;
+}
+
+// cuDNN's segment arrays (cuda::SdpaSegments) from the segments' starts, made on the device by one small
+// kernel; kept until the next call with other segments or another head layout, so the layers of one
+// micro-batch share them.
+struct SegmentTables {
+  std::uint64_t version = 0;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  cuda::SdpaSegments arrays;
+};
+
+const cuda::SdpaSegments& segment_tables(const AttentionShape& s, const AttentionSegments& seg) {
+  static SegmentTables cached;
+  if (seg.version != 0 && cached.version == seg.version && cached.heads == s.heads && cached.kv_heads == s.kv_heads &&
+      cached.head_dim == s.head_dim) {
+    return cached.arrays;
+  }
+  const std::size_t n = static_cast<std::size_t>(seg.count);
+  const auto lengths = kernel_scratch<std::int32_t>("sdpa_segment_lengths", n);
+  const auto q_off = kernel_scratch<std::int64_t>("sdpa_q_offsets", n + 1);
+  const auto kv_off = kernel_scratch<std::int64_t>("sdpa_kv_offsets", n + 1);
+  const auto stats_off = kernel_scratch<std::int64_t>("sdpa_stats_offsets", n + 1);
+  const auto starts = seg.starts;
+  const std::int64_t q_row = static_cast<std::int64_t>(s.heads) * s.head_dim;
+  const std::int64_t kv_row = static_cast<std::int64_t>(s.kv_heads) * s.head_dim, heads = s.heads;
+  const int count = seg.count;
+  Kokkos::parallel_for(
+      "attention_segment_tables", Range(0, count + 1), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t start = starts(i);
+        q_off(i) = start * q_row;
+        kv_off(i) = start * kv_row;
+        stats_off(i) = start * heads;
+        if (i < count) lengths(i) = starts(i + 1) - starts(i);
+      });
+  cached = {seg.version, s.heads, s.kv_heads, s.head_dim,
+            {lengths.data(), q_off.data(), kv_off.data(), stats_off.data()}};
+  return cached.arrays;
+}
+
+const std::uint16_t* bits(const bf16* p) { return reinterpret_cast<const std::uint16_t*>(p); }
+std::uint16_t* bits(bf16* p) { return reinterpret_cast<std::uint16_t*>(p); }
+cudaStream_t stream() { return ExecSpace().cuda_stream(); }
+
+}  // namespace
+
+bool fused_attention_built() { return cuda::device_count() > 0; }
+
+std::string fused_attention_backend() {
+  return "cuDNN " + cuda::cudnn_version_string() + " SDPA" + (cuda::device_count() > 0 ? "" : " (no CUDA device here)");
+}
+
+std::int64_t fused_attention_stats_size(const AttentionShape& s, const AttentionSegments& seg) {
+  return cuda::sdpa_stats_elements(sdpa_shape(s, seg));
+}
+
+void fused_attention_forward(const AttentionShape& s, const AttentionSegments& seg, Unmanaged2<const bf16> q,
+                             Unmanaged2<const bf16> k, Unmanaged2<const bf16> v, Unmanaged2<bf16> o,
+                             Unmanaged1<float> stats) {
+  const cuda::SdpaSegments& tables = segment_tables(s, seg);
+  const VendorKernel launch("cuDNN SDPA forward");
+  cuda::sdpa_forward(sdpa_shape(s, seg), tables, bits(q.data()), bits(k.data()), bits(v.data()), bits(o.data()),
+                     stats.data(), stream());
+}
+
+void fused_attention_backward(const AttentionShape& s, const AttentionSegments& seg, Unmanaged2<const bf16> q,
+                              Unmanaged2<const bf16> k, Unmanaged2<const bf16> v, Unmanaged2<const bf16> o,
+                              Unmanaged2<const bf16> dout, Unmanaged1<const float> stats, Unmanaged2<bf16> dq,
+                              Unmanaged2<bf16> dk, Unmanaged2<bf16> dv) {
+  const cuda::SdpaSegments& tables = segment_tables(s, seg);
+  const VendorKernel launch("cuDNN SDPA backward");
+  cuda::sdpa_backward(sdpa_shape(s, seg), tables, bits(q.data()), bits(k.data()), bits(v.data()), bits(o.data()),
+                      bits(dout.data()), stats.data(), bits(dq.data()), bits(dk.data()), bits(dv.data()), stream());
+}
+
+#endif  // SHARDFT_FUSED_CUDNN
 
 }  // namespace shardft

@@ -21,10 +21,12 @@
 namespace shardft {
 
 // The segments of one call: starts [count + 1] on the device, each segment's first token, then the
-// token count; max_length their longest.
+// token count; max_length their longest. version names the starts' contents (a new value whenever a
+// buffer is filled with other segments; 0: unknown), so tables derived from them are made once per batch.
 struct AttentionSegments {
   Unmanaged1<const std::int32_t> starts;
   int count = 0, max_length = 0;
+  std::uint64_t version = 0;
 };
 
 // True where this build has the fused kernels and a device to run them.

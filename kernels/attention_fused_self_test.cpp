@@ -88,7 +88,7 @@ std::string check_case(const Case& c, std::mt19937& rng) {
   attention_forward_lse_reference(shape, q, k, v, ids, o, lse);
   attention_backward_lse_reference(shape, q, k, v, ids, o, lse, dout, dq, dk, dv, delta);
 
-  const AttentionSegments seg{seg_starts, static_cast<int>(c.lengths.size()), longest};
+  const AttentionSegments seg{seg_starts, static_cast<int>(c.lengths.size()), longest, 0};
   const auto q16 = to_device_bf16(q), k16 = to_device_bf16(k), v16 = to_device_bf16(v), dout16 = to_device_bf16(dout);
   View2<bf16> o16("o16", rows, q_cols), dq16("dq16", rows, q_cols), dk16("dk16", rows, kv_cols),
       dv16("dv16", rows, kv_cols);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/elementwise.hpp"
 #include "kernels/gemm_counters.hpp"
 #include "kernels/kernel_scratch.hpp"
 #include "kernels/kernel_timer.hpp"
@@ -137,38 +138,32 @@ void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a,
               n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-                Unmanaged2<float> c) {
-  if (!a.is_bf16 && !b.is_bf16) {
-    gemm(op_a, op_b, alpha, a.f32, b.f32, beta, c);
-    return;
-  }
+namespace {
+
+struct MixedShape {
+  std::int64_t m, n, k;
+};
+
+MixedShape mixed_shape(Op op_a, Op op_b, const GemmOperand& a, const GemmOperand& b, std::size_t c_rows,
+                       std::size_t c_cols) {
   const std::int64_t m = op_a == Op::N ? a.extent(0) : a.extent(1);
   const std::int64_t k = op_a == Op::N ? a.extent(1) : a.extent(0);
   const std::int64_t kb = op_b == Op::N ? b.extent(0) : b.extent(1);
   const std::int64_t n = op_b == Op::N ? b.extent(1) : b.extent(0);
-  if (k != kb || static_cast<std::int64_t>(c.extent(0)) != m || static_cast<std::int64_t>(c.extent(1)) != n) {
+  if (k != kb || static_cast<std::int64_t>(c_rows) != m || static_cast<std::int64_t>(c_cols) != n) {
     throw std::invalid_argument("gemm: shapes do not match: op(A) " + shape(m, k) + ", op(B) " + shape(kb, n) +
-                                ", C " + shape(c.extent(0), c.extent(1)));
+                                ", C " + shape(c_rows, c_cols));
   }
-  if (m == 0 || n == 0) return;
-  count_gemm(a.is_bf16, b.is_bf16, m, n, k);
-#if defined(SHARDFT_GEMM_CUBLAS)
-  if constexpr (kGemmOnCublas) {
-    if (a.is_bf16 && b.is_bf16) {
-      const VendorKernel launch("gemm bf16 x bf16 (tensor cores)");
-      bind_cublas_stream();
-      cuda::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                          alpha, reinterpret_cast<const std::uint16_t*>(a.b16.data()), static_cast<int>(a.extent(1)),
-                          reinterpret_cast<const std::uint16_t*>(b.b16.data()), static_cast<int>(b.extent(1)), beta,
-                          c.data(), static_cast<int>(c.extent(1)));
-      return;
-    }
-  }
-#endif
-  static_assert(sizeof(bf16) == sizeof(std::uint16_t), "bf16 is its 16 bits");
-  // Host memory: one launch as the GPU path counts it (one cuBLAS GEMM when both operands are bf16); the
-  // tiles' widening and sgemms are the CPU's way of running it and are not counted.
+  return {m, n, k};
+}
+
+// C (fp32, row-major, ldc n) = alpha op(A) op(B) + beta C with at least one bf16 operand, each bf16 operand
+// widened a tile at a time into sgemm (gemm.hpp gemm_mixed). Host memory: one launch as the GPU path
+// counts it (one cuBLAS GEMM when both operands are bf16); the tiles' widening and sgemms are the CPU's
+// way of running it and are not counted.
+void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                           float* c, const MixedShape& s) {
+  const std::int64_t m = s.m, n = s.n, k = s.k;
   const VendorKernel launch(a.is_bf16 && b.is_bf16 ? "gemm bf16 x bf16 (host: widened tiles)" : "gemm mixed bf16/fp32");
   std::optional<UncountedLaunches> uncounted;
   if (!kGemmOnCublas) uncounted.emplace();
@@ -176,7 +171,6 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
   const std::int64_t per_tile = std::max<std::int64_t>(1, g_tile_elements / std::max<std::int64_t>(k, 1));
   const std::int64_t mt = a.is_bf16 ? std::min(m, per_tile) : m;
   const std::int64_t nt = b.is_bf16 ? std::min(n, per_tile) : n;
-  const std::int64_t ldc = n;
   // Each operand is widened once per tile of the other; the outer loop runs over the operand whose
   // repeated widening would cost more.
   const std::int64_t m_tiles = (m + mt - 1) / mt, n_tiles = (n + nt - 1) / nt;
@@ -185,9 +179,8 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
   auto product = [&](std::int64_t m0, std::int64_t rows, const Panel& pa, std::int64_t n0, std::int64_t cols,
                      const Panel& pb) {
     // A widened panel keeps its operand's orientation, so op_a and op_b stand.
-    sgemm_raw(op_a, op_b, static_cast<int>(rows),
-              static_cast<int>(cols), static_cast<int>(k), alpha, pa.p, pa.ld, pb.p, pb.ld, beta,
-              c.data() + m0 * ldc + n0, static_cast<int>(ldc));
+    sgemm_raw(op_a, op_b, static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), alpha, pa.p, pa.ld,
+              pb.p, pb.ld, beta, c + m0 * n + n0, static_cast<int>(n));
   };
   if (outer_m) {
     for (std::int64_t m0 = 0; m0 < m; m0 += mt) {
@@ -208,6 +201,67 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
       }
     }
   }
+}
+
+const std::uint16_t* bits(const bf16* p) { return reinterpret_cast<const std::uint16_t*>(p); }
+
+}  // namespace
+
+void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                Unmanaged2<float> c) {
+  if (!a.is_bf16 && !b.is_bf16) {
+    gemm(op_a, op_b, alpha, a.f32, b.f32, beta, c);
+    return;
+  }
+  const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
+  if (s.m == 0 || s.n == 0) return;
+  count_gemm(a.is_bf16, b.is_bf16, s.m, s.n, s.k);
+#if defined(SHARDFT_GEMM_CUBLAS)
+  if constexpr (kGemmOnCublas) {
+    if (a.is_bf16 && b.is_bf16) {
+      const VendorKernel launch("gemm bf16 x bf16 (tensor cores)");
+      bind_cublas_stream();
+      cuda::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, static_cast<int>(s.m), static_cast<int>(s.n),
+                          static_cast<int>(s.k), alpha, bits(a.b16.data()), static_cast<int>(a.extent(1)),
+                          bits(b.b16.data()), static_cast<int>(b.extent(1)), beta, c.data(),
+                          static_cast<int>(c.extent(1)));
+      return;
+    }
+  }
+#endif
+  widened_tiles_product(op_a, op_b, alpha, a, b, beta, c.data(), s);
+}
+
+void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b,
+                         Unmanaged2<bf16> c) {
+  const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
+  if (s.m == 0 || s.n == 0) return;
+  count_gemm(a.is_bf16, b.is_bf16, s.m, s.n, s.k);
+#if defined(SHARDFT_GEMM_CUBLAS)
+  if constexpr (kGemmOnCublas) {
+    if (a.is_bf16 && b.is_bf16) {
+      const VendorKernel launch("gemm bf16 x bf16 -> bf16 (tensor cores)");
+      bind_cublas_stream();
+      cuda::gemm_bf16_bf16(op_a == Op::T, op_b == Op::T, static_cast<int>(s.m), static_cast<int>(s.n),
+                           static_cast<int>(s.k), alpha, bits(a.b16.data()), static_cast<int>(a.extent(1)),
+                           bits(b.b16.data()), static_cast<int>(b.extent(1)), 0.f,
+                           reinterpret_cast<std::uint16_t*>(c.data()), static_cast<int>(c.extent(1)));
+      return;
+    }
+  }
+#endif
+  // Elsewhere the fp32 product in scratch, rounded once: the values cuBLAS's bf16 output has.
+  const auto c32 = kernel_scratch<float>("gemm_bf16_out_f32", s.m * s.n);
+  if (!a.is_bf16 && !b.is_bf16) {
+    sgemm_raw(op_a, op_b, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), alpha, a.f32.data(),
+              static_cast<int>(a.extent(1)), b.f32.data(), static_cast<int>(b.extent(1)), 0.f, c32.data(),
+              static_cast<int>(s.n));
+  } else {
+    widened_tiles_product(op_a, op_b, alpha, a, b, 0.f, c32.data(), s);
+  }
+  std::optional<UncountedLaunches> uncounted;
+  if (!kGemmOnCublas) uncounted.emplace();
+  to_bf16(Unmanaged1<const float>(c32.data(), c32.extent(0)), Unmanaged1<bf16>(c.data(), c32.extent(0)));
 }
 
 void gemm_set_bf16_tile_elements(std::int64_t n) { g_tile_elements = std::max<std::int64_t>(1, n); }

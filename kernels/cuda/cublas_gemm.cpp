@@ -46,28 +46,35 @@ cublasOperation_t op(bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_O
 
 // C[M,N] row-major = C^T[N,M] column-major = op(B)^T op(A)^T: B goes first, M and N swap.
 void gemm_ex(bool ta, bool tb, int m, int n, int k, float alpha, const void* a, int lda, const void* b, int ldb,
-             cudaDataType_t in_type, float beta, float* c, int ldc, const char* what) {
+             cudaDataType_t in_type, float beta, void* c, cudaDataType_t out_type, int ldc, const char* what) {
   if (m < 0 || n < 0 || k < 0) throw std::invalid_argument(std::string(what) + ": negative dimension");
   if (m == 0 || n == 0) return;
+  if (k == 0 && out_type != CUDA_R_32F) {  // bf16 C: only C = 0 (beta 0) is asked for
+    if (beta != 0.f) throw std::invalid_argument(std::string(what) + ": k = 0 with beta != 0 on a bf16 C");
+    check_cuda(cudaMemset2DAsync(c, static_cast<std::size_t>(ldc) * 2, 0, n * 2, m, compute_stream()),
+               "cudaMemset2DAsync");
+    return;
+  }
   if (k == 0) {  // op(A) op(B) is empty: C = beta C, done here rather than relying on GEMM's edge case
+    float* cf = static_cast<float*>(c);
     cublasHandle_t h = cublas_handle();
     if (beta == 0.f) {  // as BLAS: C is not read when beta is 0 (NaNs there do not survive)
-      check_cuda(cudaMemset2DAsync(c, static_cast<std::size_t>(ldc) * sizeof(float), 0, n * sizeof(float), m,
+      check_cuda(cudaMemset2DAsync(cf, static_cast<std::size_t>(ldc) * sizeof(float), 0, n * sizeof(float), m,
                                    compute_stream()),
                  "cudaMemset2DAsync");
     } else if (beta != 1.f) {  // C *= beta: one scal when rows are packed, else one per row (a rare edge case)
       if (ldc == n && static_cast<long long>(m) * n <= std::numeric_limits<int>::max()) {
-        check_cublas(cublasSscal(h, m * n, &beta, c, 1), what);
+        check_cublas(cublasSscal(h, m * n, &beta, cf, 1), what);
       } else {
         for (int row = 0; row < m; ++row) {
-          check_cublas(cublasSscal(h, n, &beta, c + static_cast<std::size_t>(row) * ldc, 1), what);
+          check_cublas(cublasSscal(h, n, &beta, cf + static_cast<std::size_t>(row) * ldc, 1), what);
         }
       }
     }
     return;
   }
   check_cublas(cublasGemmEx(cublas_handle(), op(tb), op(ta), n, m, k, &alpha, b, in_type, ldb, a, in_type, lda, &beta, c,
-                            CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                            out_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                what);
 }
 
@@ -138,13 +145,20 @@ cublasHandle_t cublas_handle() {
 
 void sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
            const float* b, int ldb, float beta, float* c, int ldc) {
-  gemm_ex(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, CUDA_R_32F, beta, c, ldc, "cublasGemmEx (fp32)");
+  gemm_ex(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, CUDA_R_32F, beta, c, CUDA_R_32F, ldc,
+          "cublasGemmEx (fp32)");
 }
 
 void gemm_bf16_f32(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const std::uint16_t* a,
                    int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc) {
-  gemm_ex(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, CUDA_R_16BF, beta, c, ldc,
+  gemm_ex(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, CUDA_R_16BF, beta, c, CUDA_R_32F, ldc,
           "cublasGemmEx (bf16 in, fp32 out)");
+}
+
+void gemm_bf16_bf16(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const std::uint16_t* a,
+                    int lda, const std::uint16_t* b, int ldb, float beta, std::uint16_t* c, int ldc) {
+  gemm_ex(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, CUDA_R_16BF, beta, c, CUDA_R_16BF, ldc,
+          "cublasGemmEx (bf16 in, bf16 out)");
 }
 
 double measure_gemm_flops(bool bf16, int n) {

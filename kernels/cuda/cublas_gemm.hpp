@@ -15,7 +15,7 @@
 // Two element types:
 //  - fp32 in, fp32 out: cublasGemmEx with CUBLAS_COMPUTE_32F (plain fp32 FMA, no TF32 rounding, so
 //    it agrees with the host sgemm to rounding order; TF32 is never enabled on this handle).
-//  - bf16 in, fp32 out: cublasGemmEx with CUDA_R_16BF inputs, CUDA_R_32F output, CUBLAS_COMPUTE_32F
+//  - bf16 in, fp32 or bf16 out: cublasGemmEx with CUDA_R_16BF inputs, CUDA_R_32F or CUDA_R_16BF output, CUBLAS_COMPUTE_32F
 //    (tensor cores on sm_80+, products of bf16 are exact in fp32, accumulation in fp32). The
 //    inputs are bf16 buffers the caller already holds (shardft::bf16 or __nv_bfloat16: the same 16
 //    bits, the top half of an fp32): this module is compiled by the host compiler, without nvcc, so
@@ -68,6 +68,11 @@ void sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
 // bf16 inputs (raw bf16 bits on the device), fp32 accumulate, fp32 output C.
 void gemm_bf16_f32(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const std::uint16_t* a,
                    int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc);
+
+// bf16 inputs, fp32 accumulate, bf16 output C: the accumulator (alpha op(A) op(B) + beta C, C read as
+// bf16) rounded to nearest even, as rounding an fp32 C would.
+void gemm_bf16_bf16(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const std::uint16_t* a,
+                    int lda, const std::uint16_t* b, int ldb, float beta, std::uint16_t* c, int ldc);
 
 // FLOP/s this device reaches on a square n x n x n GEMM (bf16 inputs or fp32), timed with CUDA events
 // on the compute stream after a warm-up: the attainable peak when the device is not in a known table.

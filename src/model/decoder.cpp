@@ -80,7 +80,7 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
   AttentionTokens t{shape, in.position_ids, in.seq_ids, &rope, memory_efficient_attention_};
   if (fused_attention_ && dtype_ == ComputeDtype::bf16 && in.segments > 0) {
     t.fused = true;
-    t.segments = {in.segment_starts, in.segments, in.max_segment};
+    t.segments = {in.segment_starts, in.segments, in.max_segment, in.segments_version};
   }
   return t;
 }

@@ -41,6 +41,7 @@ struct ModelInputs {
   // then not used).
   View1<std::int32_t> segment_starts;
   int segments = 0, max_segment = 0;
+  std::uint64_t segments_version = 0;  // a new number for every upload of segment_starts (0: none)
 };
 
 // Copies a host micro-batch into device views, after checking on the host that every input id lies in

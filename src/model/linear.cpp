@@ -116,6 +116,11 @@ LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, const char* scratch_
   return {dy, Unmanaged2<const bf16>(rounded)};
 }
 
+void Linear::forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
+  if (!plain()) throw std::logic_error("Linear::forward_bf16: a layer with a bias or LoRA terms writes fp32");
+  gemm_mixed_bf16_out(Op::N, Op::T, 1.f, x, weight_, y);
+}
+
 void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const LinearGrads& grads,
                              float dw_beta) const {
   const Unmanaged2<const float> dy = g.f32;

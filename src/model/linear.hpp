@@ -76,6 +76,10 @@ class Linear {
   void forward(const GemmOperand& x, Unmanaged2<float> y) const;
   // y += x W^T + b: a residual branch added into the stream
   void forward_add(const GemmOperand& x, Unmanaged2<float> y) const;
+  // y = x W^T written in bf16 (each element the fp32 accumulator rounded once: what forward() and a
+  // rounding keep() give), for a layer without bias and LoRA terms (plain()); throws otherwise.
+  void forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const;
+  bool plain() const { return bias_.extent(0) == 0 && num_lora_ == 0; }
 
   // dW += dy^T x and db += sum_n dy, then dx = dy W + dx_beta dx. Weights first, so dx may be x's
   // own buffer. x as forward multiplied it.
@@ -164,8 +168,10 @@ class KeptActivation {
   Unmanaged2<float> staging(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,
                             std::int64_t offset = 0);
   void keep(Unmanaged2<float> staged, Kept how);
-  // Kept::bf16 only: the kept bf16 copy itself (what keep() made).
+  // Kept::bf16 only: the kept bf16 copy itself (what keep() made), and the same buffer for a producer
+  // that writes the activation in bf16 itself (then there is no staging and no keep()).
   Unmanaged2<const bf16> kept_bf16(std::int64_t rows, std::int64_t cols) { return bf16_.mat(rows, cols); }
+  Unmanaged2<bf16> bf16_output(std::int64_t rows, std::int64_t cols) { return bf16_.mat(rows, cols); }
   // Its fp32 values again (backward): its own buffer, or widened into scratch as staging() placed it.
   // Backward may overwrite them once it has read them for the last time.
   Unmanaged2<float> values(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,

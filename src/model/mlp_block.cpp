@@ -1,8 +1,10 @@
 #include "model/mlp_block.hpp"
 
 #include "kernels/elementwise.hpp"
+#include "kernels/kernel_scratch.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/swiglu.hpp"
+#include "kernels/swiglu_bf16.hpp"
 
 namespace shardft {
 
@@ -17,6 +19,27 @@ const T* fused_pair(Unmanaged1<const T> a, Unmanaged1<const T> b, GrowingBufferO
   Kokkos::deep_copy(ExecSpace(), Unmanaged1<T>(both.data(), n), a);
   Kokkos::deep_copy(ExecSpace(), Unmanaged1<T>(both.data() + n, n), b);
   return both.data();
+}
+
+// bf16 compute with every layer's activations kept as bf16 and a plain [gate; up] layer: the GEMM writes
+// gu in bf16 and SwiGLU reads and writes bf16, so gu, s and [dg | du] never exist in fp32 (same values:
+// each is the fp32 result rounded once, where the fp32-staged path rounds it on keep()).
+bool bf16_activations(const MlpWeights& w, const MlpActivations& a) {
+  return w.down.dtype() == ComputeDtype::bf16 && kept_as(ComputeDtype::bf16, a.every_layer) == Kept::bf16 &&
+         w.gate_up.plain();
+}
+
+// [dg | du] as the gate/up layer's backward GEMMs read it, from ds = d loss / d s.
+LinearGrad gate_up_grad(const MlpWeights& w, MlpActivations& a, Unmanaged2<const float> ds, std::int64_t N,
+                        std::int64_t I, ActivationScratch& scratch) {
+  if (bf16_activations(w, a)) {
+    const auto dgu = kernel_scratch<bf16>("mlp_dgu_bf16", N, 2 * I);
+    swiglu_backward_packed_bf16(a.gu.kept_bf16(N, 2 * I), ds, dgu);
+    return {Unmanaged2<const float>(), Unmanaged2<const bf16>(dgu)};
+  }
+  const auto gu = a.gu.values(N, 2 * I, kept_as(w.down.dtype(), a.every_layer), scratch.kept);
+  swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
+  return w.gate_up.grad_operand(gu);  // read by both halves of the fused layer's backward
 }
 
 }  // namespace
@@ -57,14 +80,24 @@ void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActiva
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  const auto gu = a.gu.staging(N, 2 * I, how, scratch.kept);
   const auto h_staged = a.h.staging(N, d, dt, scratch.gemm_input);
   rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
-  w.gate_up.forward(a.h.keep(h_staged, dt), gu);
-  a.gu.keep(gu, how);
-  const auto s_staged = a.s.staging(N, I, dt, scratch.gemm_input);  // h is kept: the staging is free again
-  swiglu_forward_packed(gu, s_staged);
-  const GemmOperand s = a.s.keep(s_staged, dt);  // backward's dWd reads s as the down projection saw it
+  const GemmOperand h = a.h.keep(h_staged, dt);
+  GemmOperand s = Unmanaged2<const float>();  // backward's dWd reads s as the down projection saw it
+  if (bf16_activations(w, a)) {
+    const auto gu = a.gu.bf16_output(N, 2 * I);
+    w.gate_up.forward_bf16(h, gu);
+    const auto s16 = a.s.bf16_output(N, I);
+    swiglu_forward_packed_bf16(gu, s16);
+    s = Unmanaged2<const bf16>(s16);
+  } else {
+    const auto gu = a.gu.staging(N, 2 * I, how, scratch.kept);
+    w.gate_up.forward(h, gu);
+    a.gu.keep(gu, how);
+    const auto s_staged = a.s.staging(N, I, dt, scratch.gemm_input);  // h is kept: the staging is free again
+    swiglu_forward_packed(gu, s_staged);
+    s = a.s.keep(s_staged, dt);
+  }
   if (out.extent(0) == 0) return;
   if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
   w.down.forward_add(s, out);
@@ -74,13 +107,11 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const
                         Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, ActivationScratch& scratch) {
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
-  const auto gu = a.gu.values(N, 2 * I, kept_as(dt, a.every_layer), scratch.kept);
   const GemmOperand h = a.h.kept(N, d, dt);
   // fp32: s's own buffer, read by dWd before dx is written
   const auto ds = a.s.reusable(N, I, dt, scratch.gemm_input);
   w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
-  swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
-  const LinearGrad dgu = w.gate_up.grad_operand(gu);  // read by both halves of the fused layer's backward
+  const LinearGrad dgu = gate_up_grad(w, a, ds, N, I, scratch);
   w.gate_up.backward_input(dgu, dh, 0.f);
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
   if (g.gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients

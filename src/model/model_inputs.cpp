@@ -71,8 +71,10 @@ std::vector<std::int32_t> segment_starts(int batch, int seq, const std::vector<s
 
 // The segments of a batch (ModelInputs::segment_starts), uploaded into `dev` (sized here when empty).
 void set_segments(ModelInputs& in, const std::vector<std::int32_t>& seq_ids, GrowingBufferOf<std::int32_t>* buffer) {
+  static std::uint64_t uploads = 0;
   const std::vector<std::int32_t> starts = segment_starts(in.batch, in.seq, seq_ids);
   if (starts.size() < 2) return;
+  in.segments_version = ++uploads;
   in.segments = static_cast<int>(starts.size()) - 1;
   in.max_segment = 0;
   for (std::size_t i = 0; i + 1 < starts.size(); ++i) in.max_segment = std::max(in.max_segment, starts[i + 1] - starts[i]);

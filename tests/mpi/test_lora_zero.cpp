@@ -22,7 +22,9 @@ TEST(LoraZero, EveryStageEqualsPeft) {
     // PEFT's own init (B = 0): AdamW's first step moves each B element by about lr * g / (|g| + eps)
     // whatever |g|, so an element whose gradient is fp32 round-off takes a step decided by that round-off
     // (worst element 3.6e-4 of max |B| at 1 rank, 1.3e-3 over 2-4 ranks' summation orders). So that case is
-    // held per factor norm-wise (measured 1.4e-5 at 1 rank, 5.1e-5 at 4), the others element-wise.
+    // held per factor norm-wise (measured 1.4e-5 at 1 rank, 5.1e-5 at 4), the others element-wise at 3e-5
+    // (qwen2_all_linear's worst element: 3.4e-6 to 1.15e-5 with OpenBLAS's Prescott, SkylakeX or Haswell
+    // kernels, the same mechanism milder) and norm-wise at 1e-5.
     const bool b_starts_at_zero = name == "llama_peft_init";
     const nlohmann::json ex = peft_expected(name);
     const auto grads_ref = read_safetensors_f32(peft_fixture_dir(name) + "/grads_step1.safetensors");
@@ -46,7 +48,8 @@ TEST(LoraZero, EveryStageEqualsPeft) {
       if (b_starts_at_zero) {
         EXPECT_LT(after_norm_err, 1e-4) << "after 3 steps, norm-wise";
       } else {
-        EXPECT_LT(after_err, 1e-5) << "after 3 steps, " << where;
+        EXPECT_LT(after_err, 3e-5) << "after 3 steps, " << where;
+        EXPECT_LT(after_norm_err, 1e-5) << "after 3 steps, norm-wise";
       }
       EXPECT_LT(loss_err, 1e-5);
       for (std::size_t p = 0; p < layout.params().size(); ++p) {

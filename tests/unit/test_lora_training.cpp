@@ -47,9 +47,18 @@ TEST_P(LoraFixture, ThreeStepsEqualPeft) {
   // llama_peft_init starts from B = 0 (PEFT's own init): AdamW's first steps move each B element by about
   // lr·g/(|g| + eps) whatever |g|, so an element whose step-1 gradient is 2.4e-7 (its fp32 round-off
   // 6e-8, 1e-6 of the largest) takes a step whose size hangs on that round-off: 3.6e-4 of max |B| here.
-  // The cases with B != 0 show the 1e-5 agreement.
-  const double after_tol = name == "llama_peft_init" ? 1e-3 : 1e-5;
+  // With B != 0 the same mechanism is milder but still tied to the BLAS kernel's summation order: the worst
+  // element of qwen2_all_linear is 3.4e-6 with OpenBLAS's Prescott kernels, 1.05e-5 with SkylakeX's and
+  // 1.15e-5 with Haswell's (OPENBLAS_CORETYPE, same build). So elements are held to 3e-5 and every factor
+  // norm-wise to 1e-5 (measured at most 1.5e-6 with each kernel).
+  const double after_tol = name == "llama_peft_init" ? 1e-3 : 3e-5;
   EXPECT_LT(after_err, after_tol) << name << ": adapter after 3 steps, " << where;
+  if (name != "llama_peft_init") {
+    EXPECT_LT(worst_factor_norm_error(layout, run.weights_after,
+                                      peft_adapter_tensors(peft_fixture_dir(name) + "/adapter_after")),
+              1e-5)
+        << name << ": adapter after 3 steps, norm-wise";
+  }
   std::printf("[ %s ] losses %.9g %.9g %.9g; worst rel. error: step-1 grads %.3g, adapter after %.3g\n", name.c_str(),
               run.losses[0], run.losses[1], run.losses[2], grad_err, after_err);
 

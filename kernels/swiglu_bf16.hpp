@@ -1,0 +1,20 @@
+#pragma once
+// SwiGLU on the fused MLP's packed layout (kernels/swiglu.hpp) with bf16 activations, as a bf16 step
+// keeps them: gu [N, 2I] = [g | u] is the gate/up GEMM's bf16 output, s [N, I] the down projection's bf16
+// input, and backward writes [dg | du] in bf16 as the gate/up layer's backward GEMMs read it. The math
+// runs in fp32 registers, with the same expressions as the fp32 kernels, and each output is rounded once,
+// so the values equal the fp32 kernels' outputs rounded to bf16.
+//   forward:   s = silu(g) * u = g / (1 + exp(-g)) * u
+//   backward:  du = ds * g * sig(g);  dg = ds * u * sig(g) * (1 + g * (1 - sig(g)))
+// One thread per output element (per (row, column) of s), so neighbouring threads touch neighbouring
+// columns of each half.
+#include "kernels/bf16.hpp"
+#include "kernels/types.hpp"
+
+namespace shardft {
+
+void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s);
+// ds [N, I] fp32 (the down projection's input gradient); dgu [N, 2I] may not alias gu.
+void swiglu_backward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<const float> ds, Unmanaged2<bf16> dgu);
+
+}  // namespace shardft
