@@ -77,7 +77,12 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
     acts_->rope_length = rope_length;
   }
   const AttentionShape shape{in.batch, in.seq, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
-  AttentionTokens t{shape, in.position_ids, in.seq_ids, &rope, memory_efficient_attention_};
+  AttentionTokens t;
+  t.shape = shape;
+  t.positions = in.position_ids;
+  t.seq_ids = in.seq_ids;
+  t.rope = &rope;
+  t.memory_efficient = memory_efficient_attention_;
   if (fused_attention_ && dtype_ == ComputeDtype::bf16 && in.segments > 0) {
     t.fused = true;
     t.segments = {in.segment_starts, in.segments, in.max_segment, in.segments_version};

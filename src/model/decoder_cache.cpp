@@ -170,7 +170,7 @@ void Decoder::prefill(const std::vector<std::vector<std::int32_t>>& prompts, Par
   KvCache::Work& w = *cache.work;
   const AttentionShape shape{B, T, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
   const AttentionTokens attention{shape, upload(w.pos, pos, "kv_pos"), upload(w.seq_ids, seq_ids, "kv_seq_ids"),
-                                  rope_for_call(cfg_, cache, T), memory_efficient_attention_};
+                                  rope_for_call(cfg_, cache, T), memory_efficient_attention_, false, {}};
   cached_forward(*this, params, cache,
                  {upload(w.ids, ids, "kv_ids"), attention, upload(w.dest, dest, "kv_dest"),
                   upload(w.logit_rows, last, "kv_logit_rows")},
@@ -206,7 +206,8 @@ void Decoder::decode_step(const std::vector<int>& rows, const std::vector<std::i
   KvCache::Work& w = *cache.work;
   const AttentionShape shape{n, 1, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
   const std::int64_t limit = *std::max_element(pos.begin(), pos.end()) + 1;
-  const AttentionTokens attention{shape, upload(w.pos, pos, "kv_pos"), {}, rope_for_call(cfg_, cache, limit), false};
+  const AttentionTokens attention{shape, upload(w.pos, pos, "kv_pos"), {}, rope_for_call(cfg_, cache, limit), false,
+                                  false, {}};
   const KvCacheReads reads{{n, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim(), cache.max_len},
                            upload(w.slot, slot, "kv_slot"), upload(w.len, len, "kv_len")};
   cached_forward(*this, params, cache,
