@@ -77,8 +77,10 @@ TEST_P(Fp16LossScaling, AnInjectedOverflowOnOneRankIsSkippedEverywhereAndTrainin
                 GetParam(), N, worst_loss, diff);
   }
   // As bf16's (test_zero_equivalence.cpp): a master on a rounding boundary may round one fp16 ulp apart.
+  // The final weights' difference depends on the BLAS kernels' summation order: 1.017e-4 at 4 ranks with
+  // OpenBLAS's Haswell kernels (an AMD EPYC), under 1e-4 elsewhere; a fifth of an fp16 ulp (4.9e-4).
   EXPECT_LT(worst_loss, 1e-4);
-  EXPECT_LT(diff, 1e-4);
+  EXPECT_LT(diff, 2e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, Fp16LossScaling, ::testing::Values(1, 3),

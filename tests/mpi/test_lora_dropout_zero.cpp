@@ -122,8 +122,14 @@ TEST(LoraDropoutZero, EveryStageAndLayoutEqualsOneRank) {
   expect_every_layout_equals_one_rank(false, {1e-5, 1e-5, 1e-4});
 }
 
+// bf16 rounds every activation gradient once before the layer's GEMMs read it (autocast's rounding point,
+// model/linear.hpp LinearGrad). The ranks' fp32 partial sums differ from one rank's in the last bits, and
+// where such a value lies on a bf16 rounding boundary it rounds one bf16 ulp (2^-8 relative) the other
+// way: the adapters then drift apart by a fraction of a bf16 ulp, not of an fp32 one. Measured at 2-4
+// ranks: norm-wise up to 5.6e-5 after 3 steps, worst element 2.2e-3 (AdamW's early steps move an element
+// by about lr whatever the size of its gradient, flipped or not); losses within 2.3e-6.
 TEST(LoraDropoutZero, Bf16EveryStageAndLayoutEqualsOneRank) {
-  expect_every_layout_equals_one_rank(true, {1e-5, 1e-5, 1e-4});
+  expect_every_layout_equals_one_rank(true, {1e-5, 2e-4, 1e-2});
 }
 
 }  // namespace
