@@ -77,8 +77,8 @@ fi
 grep -q 'libcudart\.so' <<<"$(ldd "${binaries[0]}")" || die "${binaries[0]} does not link CUDA's runtime: not a CUDA build"
 source_dir=$(cache_value CMAKE_HOME_DIRECTORY)
 kokkos_dir=$(cache_value Kokkos_DIR)
-kokkos_version=$(grep -m1 -o 'Kokkos [0-9.]*' "$build.configure.log" 2>/dev/null | cut -d' ' -f2 || true)
-kokkos_arch=$(grep -o 'Kokkos_ARCH_[A-Z0-9_]*' "$kokkos_dir/KokkosConfigCommon.cmake" 2>/dev/null | sort -u | paste -sd' ' || true)
+kokkos_version=$(sed -n 's/^-- shardft: Kokkos \([0-9.]*\).*/\1/p' "$build.configure.log" 2>/dev/null | head -n 1 || true)
+kokkos_arch=$(sed -n 's/^set(Kokkos_ARCH \(.*\))$/\1/p; s/^ *set(Kokkos_CUDA_ARCHITECTURES \(.*\))$/sm_\1/p' "$kokkos_dir/KokkosConfigCommon.cmake" 2>/dev/null | paste -sd' ' || true)
 
 # What the binaries were built from: build-source.txt (jobs/gpu/build.sh writes it after a build);
 # a folder built before that existed says so, with the state of its source tree now.
