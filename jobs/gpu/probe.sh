@@ -101,7 +101,7 @@ cap() {
 capped() {
   local secs=$1 log=$2 rc=0
   shift 2
-  timeout -k 10 "$secs" "$@" >> "$log" 2>&1 || rc=$?
+  ( timeout -k 10 "$secs" "$@" ) >> "$log" 2>&1 || rc=$?  # a subshell: its report of a killed child goes to the log
   reap
   return "$rc"
 }
@@ -229,21 +229,21 @@ stage_setup() {
   local mpi_prefix rc=0
   mpi_prefix=$("$prefix/usr/bin/ompi_info" --path prefix --parsable 2>&1 || true)
   case "$mpi_prefix" in *"$prefix/usr"*) ;; *) problems+=("the kit's Open MPI is not relocated: ompi_info says $mpi_prefix") ;; esac
-  { echo "== mpirun -np 1 true"; } >> "$log"
-  capped 30 "$log" "$prefix/usr/bin/mpirun" -np 1 --bind-to none true || { rc=$?; problems+=("mpirun -np 1 true failed (exit $rc, logs/setup.log)"); }
-  echo "== shardft train --config (missing): singleton MPI_Init + Kokkos start" >> "$log"
-  local start_rc=0
-  capped 60 "$log" "$prefix/bin/shardft" train --config "$state/no-such-recipe.yaml" || start_rc=$?
-  local start_msg; start_msg=$(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-400)
-  echo "probe: Open MPI checked, shardft started as a singleton: exit $start_rc (at $(since "$t0") s)" | tee -a "$log"
-  if [ "$mode" = gpu ] && ! grep -q "no-such-recipe" <(tail -n 5 "$log"); then
+  capped 30 "$state/logs/mpirun_true.log" "$prefix/usr/bin/mpirun" -np 1 --bind-to none true \
+    || { rc=$?; problems+=("mpirun -np 1 true failed (exit $rc): $(tail -n 3 "$state/logs/mpirun_true.log" | tr '\n' ' ' | cut -c1-300)"); }
+  local start_rc=0 start_log=$state/logs/singleton.log
+  capped 60 "$start_log" "$prefix/bin/shardft" train --config "$state/no-such-recipe.yaml" || start_rc=$?
+  local start_msg; start_msg=$(grep -m1 -E 'error|what\(\)' "$start_log" || tail -n 1 "$start_log")
+  start_msg=$(cut -c1-400 <<<"$start_msg")
+  echo "probe: Open MPI checked, shardft started as a singleton: exit $start_rc: $start_msg (at $(since "$t0") s)" | tee -a "$log"
+  if [ "$mode" = gpu ] && ! grep -q "no-such-recipe" "$start_log"; then
     problems+=("shardft did not reach its recipe (exit $start_rc): $start_msg")
   fi
   local status=ok
   [ ${#problems[@]} -eq 0 ] || status=failed
   local joined; joined=$(printf '%s; ' "${problems[@]}")
   result setup "$status" "$(since "$t0")" cap_s="$c" elf_files="$n" ldd_unresolved="$missing" \
-    singleton_exit="$start_rc" singleton_tail="$start_msg" ${problems:+reason="${joined%; }"}
+    singleton_exit="$start_rc" singleton_says="$start_msg" ${problems:+reason="${joined%; }"}
   [ "$status" = ok ]
 }
 

@@ -30,6 +30,19 @@ import validate_util as vu  # noqa: E402  (beside this file)
 TIMED_OUT = (124, 137)  # timeout(1): the cap passed (137: killed after the grace period)
 
 
+def first_error(log, n=8):
+    """The first line that says what went wrong (shardft's 'error:', an exception's what()), else the log's tail."""
+    try:
+        lines = open(log, errors="replace").read().splitlines()
+    except OSError:
+        return ""
+    for pat in (r"shardft: .*error", r"what\(\)", r"[Ee]rror|FAILED|Traceback|Killed"):
+        for line in lines:
+            if re.search(pat, line):
+                return line.strip()[:500]
+    return " ".join(lines[-n:]).strip()[-500:]
+
+
 def capped(rc, cap):
     return f"stopped at its {cap} s cap" if int(rc) in TIMED_OUT else f"exited {rc}"
 
@@ -179,8 +192,7 @@ def cmd_bench_result(d, log, out, seconds, rc, cap, peak, *items):
     extra = {"shape": s, "parameters": vu.params(s), "flops_per_token": fpt, "peak_tflops": float(peak),
              "cap_s": int(cap), "exit": int(rc), **vu.startup_facts(log), **sampled_peak(d)}
     if not timed or (int(rc) != 0 and len(timed) < s["steps"]):
-        extra["reason"] = (f"shardft {capped(rc, cap)} after {len(timed)} of {s['steps']} timed steps: "
-                           + vu.tail(log, 8).strip()[-700:])
+        extra["reason"] = f"shardft {capped(rc, cap)} after {len(timed)} of {s['steps']} timed steps: {first_error(log)}"
         vu.stage_result(out, "failed", seconds, **extra)
         return 0
     step = statistics.median(r["step_seconds"] for r in timed)
@@ -201,7 +213,7 @@ def cmd_torch_result(raw, log, out, seconds, rc, cap, memdir):
     data = vu.read_json(raw)
     if int(rc) != 0 or not data:
         vu.stage_result(out, "failed", seconds, cap_s=int(cap),
-                        reason=f"torch_bench.py {capped(rc, cap)}: " + vu.tail(log, 8).strip()[-700:])
+                        reason=f"torch_bench.py {capped(rc, cap)}: {first_error(log)}")
     else:
         vu.stage_result(out, "ok", seconds, cap_s=int(cap), **data, **sampled_peak(memdir))
     return 0
@@ -227,7 +239,7 @@ def cmd_kernels(log, out, seconds, rc, cap):
                 inside = False
     extra = {"cap_s": int(cap), "exit": int(rc), "launches": launches, "kernels": rows}
     if not rows:
-        extra["reason"] = f"no kernel table in the log (shardft {capped(rc, cap)}): " + vu.tail(log, 6).strip()[-600:]
+        extra["reason"] = f"no kernel table in the log (shardft {capped(rc, cap)}): {first_error(log)}"
         vu.stage_result(out, "failed", seconds, **extra)
     else:
         if int(rc) != 0:
@@ -279,7 +291,7 @@ def cmd_gtest(xml, log, out, seconds, rc, cap, mode, listed):
     extra = {"listed": listed, "passed": passed, "failed": failed, "skipped": skipped, "failures": failures[:60],
              "skip_reasons": skips, "source": source, "cap_s": int(cap), "exit": rc}
     if mode == "nogpu":
-        tail = vu.tail(log, 6).strip()[-500:]
+        tail = first_error(log)
         vu.stage_result(out, "skipped", seconds, **extra, reason=(
             f"no GPU: the binary loads and lists {listed} tests (Kokkos is not started to list them); running "
             f"them starts Kokkos's CUDA backend, which on the toolkit's stub driver ends with: {tail}"))
@@ -290,7 +302,7 @@ def cmd_gtest(xml, log, out, seconds, rc, cap, mode, listed):
     elif failed or rc != 0 or not (passed + skipped):
         status = "failed"
         if not failed:
-            extra["reason"] = f"shardft_unit_tests exited {rc}: " + vu.tail(log, 5).strip()[-500:]
+            extra["reason"] = f"shardft_unit_tests exited {rc}: {first_error(log)}"
     else:
         status = "ok"
     vu.stage_result(out, status, seconds, **extra)
@@ -303,6 +315,8 @@ def cmd_train(metrics, log, out, seconds, rc, cap, epochs):
     r.update({"cap_s": int(cap), "epochs": float(epochs)})
     if int(rc) in TIMED_OUT:
         r["reason"] = f"stopped at its {cap} s cap after {r.get('steps', 0)} logged steps"
+    elif int(rc) != 0:
+        r["reason"] = f"shardft exited {rc}: {first_error(log)}"
     vu.write_json(out, r)
     return 0
 
