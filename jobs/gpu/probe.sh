@@ -7,6 +7,8 @@
 #
 # The device command, with carry [".gpu-kit"] and timeout_s 540 (the stages end within PROBE_BUDGET_S):
 #   bash jobs/gpu/probe.sh --out $OUT
+# The kit must be the .gpu-kit/ of the checkout that the device call copies (it is git-ignored, hence the
+# carry); the scripts, recipes and test fixtures come from that checkout's tree. Nothing is compiled.
 #
 # Stages (default: all, in this order; each under its own cap, trimmed to what is left of the budget;
 # a failed, stopped or skipped stage never stops the next):
@@ -31,8 +33,10 @@
 #
 # --no-gpu  the same path on a machine without a GPU (the check of a kit before carrying it): a driver
 #           stub (the toolkit's stubs/libcuda.so) lets the binaries load; the unit tests are listed and
-#           their start shows what Kokkos does without a device; bench, kernels and train are skipped
-#           (no GPU); PyTorch runs a tiny shape on the CPU where importable. A skipped stage says why.
+#           their start shows what Kokkos does without a device (Kokkos::initialize throws
+#           cudaErrorStubLibrary from cudaGetDeviceCount: shardft reports it and exits 1, the test binary
+#           aborts); bench, kernels and train are skipped (no GPU); PyTorch runs a tiny shape on the CPU
+#           where importable. A skipped stage says why.
 # Environment: PROBE_BUDGET_S (450: all stages; the report needs a few seconds more), PROBE_CAP_<STAGE>
 # (seconds, e.g. PROBE_CAP_TEST=200), BENCH_STEPS, PROBE_TRAIN_EPOCHS, TORCH_PYTHON, UNIT_TEST_FILTER (a
 # --gtest_filter), PEAK_TFLOPS (989, H100 SXM / H200 dense bf16).
