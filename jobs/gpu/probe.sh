@@ -105,7 +105,7 @@ cap() {
 capped() {
   local secs=$1 log=$2 rc=0
   shift 2
-  ( timeout -k 10 "$secs" "$@" ) >> "$log" 2>&1 || rc=$?  # a subshell: its report of a killed child goes to the log
+  ( timeout -k 10 "$secs" "$@"; exit $? ) >> "$log" 2>&1 || rc=$?  # not exec'd: the report of a killed child goes to the log
   reap
   return "$rc"
 }
