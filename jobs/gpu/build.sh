@@ -15,7 +15,8 @@
 # and reused while its source and options stay the same.
 #
 # Then every shardft target (binary, tests, benchmarks) is configured and built in build-cuda/ or
-# build-openmp/ (SHARDFT_GPU_BUILD_DIR overrides); any compile error fails the script.
+# build-openmp/ (SHARDFT_GPU_BUILD_DIR overrides); any compile error fails the script. The build folder's
+# build-source.txt names the commit and the uncommitted changes it was built from.
 #   --test     run ctest after building (CUDA: needs a GPU; OpenMP: the default)
 #   --no-test  build only
 # Environment: GPU_ARCH (a Kokkos architecture name: Hopper90 (default), Ampere80, Ampere86, Ada89,
@@ -129,6 +130,14 @@ if ! cmake --build "$build" -j"$jobs" "${targets[@]}" > "$build.build.log" 2>&1;
   exit 1
 fi
 echo "gpu/build: ${SHARDFT_GPU_TARGETS:-every shardft target} built with Kokkos $kk_version ($tag) in $build"
+# What the binaries were built from, for jobs/gpu/pack.sh --prebuilt's manifest: the commit, and the
+# changes to it (git status --porcelain: modified and untracked files alike, as CMake globs sources).
+{
+  echo "commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "targets=${SHARDFT_GPU_TARGETS:-all}"
+  git -C "$root" status --porcelain 2>/dev/null | sed 's/^/changed=/' || true
+} > "$build/build-source.txt"
 
 [ "$run_tests" = 1 ] || exit 0
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi

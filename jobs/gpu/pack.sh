@@ -3,7 +3,12 @@
 # HDF5, BLAS, yaml-cpp or other -dev packages): one git-ignored folder, carried there beside the
 # working tree, that jobs/gpu/validate.sh unpacks into a private prefix.
 #
-#   jobs/gpu/pack.sh KOKKOS_SOURCE [KIT_DIR]
+#   jobs/gpu/pack.sh KOKKOS_SOURCE [KIT_DIR]                     the source kit (this script)
+#   jobs/gpu/pack.sh --prebuilt [--build-dir DIR] [KIT_DIR]      the prebuilt kit: jobs/gpu/pack_prebuilt.sh
+#
+# The prebuilt kit (binaries built here, their libraries) is what jobs/gpu/probe.sh measures with in one
+# device call; this source kit is validate.sh's, which builds on the GPU machine: the fallback when
+# binaries built here do not run there. One KIT_DIR holds one kind: packing either replaces the other.
 #
 # KOKKOS_SOURCE: a Kokkos 4.x source tree or a tarball of one, e.g.
 #   git clone --depth 1 --branch 4.6.01 https://github.com/kokkos/kokkos .cache/kokkos-4.6.01
@@ -21,6 +26,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 die() { echo "jobs/gpu/pack.sh: $*" >&2; exit 2; }
+[ "${1:-}" != --prebuilt ] || exec bash "$root/jobs/gpu/pack_prebuilt.sh" "${@:2}"
 
 [ $# -ge 1 ] && [ $# -le 2 ] || die "usage: jobs/gpu/pack.sh KOKKOS_SOURCE_DIR_OR_TARBALL [KIT_DIR] (see the comment at its top)"
 case "$1" in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
@@ -97,6 +103,7 @@ find "$kk" -depth -type d \( -name unit_test -o -name unit_tests -o -name perf_t
 find "$kk/example" "$kk/benchmarks" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 rm -rf "$kk/docs" "$kk/.github"
 rm -f "$kit"/kokkos-*.tar.xz
+[ ! -f "$kit/shardft-kit.tar.xz" ] || { echo "pack: replacing the prebuilt kit in $kit (shardft-kit.tar.xz)"; rm -f "$kit/shardft-kit.tar.xz"; }
 tar -C "$work" --owner=0 --group=0 --sort=name -cf - "kokkos-$kk_version" | xz -9 -T0 > "$kit/kokkos-$kk_version.tar.xz"
 echo "pack: kokkos-$kk_version.tar.xz ($(du -k "$kit/kokkos-$kk_version.tar.xz" | cut -f1) KiB, $(find "$kk" -type f | wc -l) files)"
 
