@@ -52,11 +52,19 @@ double sum_squares(Unmanaged1<const float> x) {
 void clip_to_norm(Unmanaged1<float> g, Unmanaged1<const double> norm_sq, double max_norm) {
   if (!(max_norm > 0)) return;
   const auto factor = kernel_scratch<float>("clip_factor", 1);
+  clip_factor(norm_sq, max_norm, factor);
+  apply_clip_factor(g, factor);
+}
+
+void clip_factor(Unmanaged1<const double> norm_sq, double max_norm, Unmanaged1<float> factor) {
   Kokkos::parallel_for(
       "clip_factor", Range(0, 1), KOKKOS_LAMBDA(const std::int64_t) {
         const double norm = kmath::sqrt(norm_sq(0));
-        factor(0) = norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.f;
+        factor(0) = max_norm > 0 && norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.f;
       });
+}
+
+void apply_clip_factor(Unmanaged1<float> g, Unmanaged1<const float> factor) {
   Kokkos::parallel_for(
       "clip_to_norm", Range(0, g.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { g(i) *= factor(0); });
 }
