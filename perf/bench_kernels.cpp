@@ -368,6 +368,28 @@ void adamw_clip_per_param(benchmark::State& st) {
   report_items(st, static_cast<double>(kParams));
 }
 
+// The engine's step now: the clip factor on the device, then ONE launch over the shard's runs that
+// multiplies each gradient element by it as AdamW reads it (the gradient is read once, never written).
+void adamw_clip_one_launch(benchmark::State& st) {
+  std::vector<FlatRun> runs;
+  for (const OptimizerRun& r : model_shaped_runs()) runs.push_back({r.begin, r.length, r.decay ? 1 : 0});
+  const FlatRuns table = make_flat_runs(runs);
+  auto p = random_floats("p", kParams, 17), g = random_floats("g", kParams, 18, 1e-2f);
+  View1<float> m("m", kParams), v("v", kParams), factor("factor", 1);
+  View1<double> norm_sq("norm_sq", 1);
+  sum_squares(cvec(g), norm_sq);
+  AdamWHyper h;
+  h.weight_decay = 0.01f;
+  for (auto _ : st) {
+    clip_factor(norm_sq, 1.0, factor);
+    adamw_update_runs(h, table, vec(p), cvec(g), vec(m), vec(v), cvec(factor));
+    Kokkos::fence();
+    ++h.step;
+  }
+  report_bytes(st, kF * 7 * kParams);  // p, g, m, v in; p, m, v out
+  report_items(st, static_cast<double>(kParams));
+}
+
 void round_bf16(benchmark::State& st) {
   auto src = random_floats("src", kParams, 19);
   View1<float> dst("dst", kParams);
@@ -462,6 +484,7 @@ const bool registered = [] {
   reg("kernel/bias/bwd/N384_c128", bias_bwd);
   reg("kernel/adamw/1M", adamw);
   reg("kernel/adamw/clip_then_146_launches/1M", adamw_clip_per_param);
+  reg("kernel/adamw/clip_folded_one_launch/1M", adamw_clip_one_launch);
   reg("kernel/round_to_bf16/1M", round_bf16);
   reg("kernel/sum_squares/1M", sum_sq);
   return true;
