@@ -41,9 +41,10 @@ void expect_forward_matches_double(int rows, int d, unsigned seed) {
     rstd_ref[n] = 1.0 / std::sqrt(ss / d + eps);
     for (int j = 0; j < d; ++j) y_ref[n * d + j] = w[j] * (static_cast<double>(x[n * d + j]) * rstd_ref[n]);
   }
-  // fp32 sums of d squares: a few ulps of rstd, a few more of y.
-  expect_all_near("rstd", got.rstd, rstd_ref, 1e-6, 0.0);
-  expect_all_near("y", got.y, y_ref, 2e-6, 1e-7);
+  // An fp32 sum of d squares in column order (one thread) drifts by ~sqrt(d) ulps (1.6e-6 of rstd at
+  // d = 4096 on other data); a team's strided partials and tree drift less.
+  expect_all_near("rstd", got.rstd, rstd_ref, 4e-6, 0.0);
+  expect_all_near("y", got.y, y_ref, 5e-6, 1e-7);
   // y is w * (x * rstd) in float with the rstd the kernel stored, exactly.
   for (int n = 0; n < rows; ++n) {
     for (int j = 0; j < d; ++j) {
