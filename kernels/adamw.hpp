@@ -4,6 +4,7 @@
 //   p <- p * (1 - lr * wd)
 //   m <- b1 m + (1 - b1) g,    v <- b2 v + (1 - b2) g^2
 //   p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+#include "kernels/flat_runs.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
@@ -15,5 +16,16 @@ struct AdamWHyper {
 
 void adamw_update(const AdamWHyper& h, Unmanaged1<float> param, Unmanaged1<const float> grad, Unmanaged1<float> m,
                   Unmanaged1<float> v);
+
+// The whole optimizer shard in ONE launch: `runs` (kernels/flat_runs.hpp) holds the parameters' pieces,
+// value 1 where the piece takes weight decay (h.weight_decay) and 0 where it takes none (norms, biases);
+// elements in no run (padding) are not touched. Each element gets exactly adamw_update's arithmetic with
+// its run's weight decay, so the result equals one adamw_update per run bit for bit.
+// grad_scale: empty, or a device scalar the gradient is multiplied by as it is read (the clip factor
+// of clip_factor, elementwise.hpp): g = grad * grad_scale(0), the same float product clip_to_norm
+// stores, so the update equals clip_to_norm then adamw_update bit for bit, without the clipping pass.
+void adamw_update_runs(const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
+                       Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
+                       Unmanaged1<const float> grad_scale = {});
 
 }  // namespace shardft

@@ -15,31 +15,75 @@ void scale_inplace(Unmanaged1<float> x, float c) {
   Kokkos::parallel_for("scale_inplace", Range(0, x.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { x(i) *= c; });
 }
 
-// Blocks of kBlock elements, each summed in kLanes independent double accumulators: one running
-// double sum is a chain of dependent adds (latency-bound, about 1.4 GB/s); independent lanes vectorise
-// and run at memory speed. Still double precision throughout, only the order of the additions changes.
-void sum_squares(Unmanaged1<const float> x, Unmanaged1<double> out) {
-  constexpr std::int64_t kBlock = 4096;
-  constexpr int kLanes = 32;
-  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  const float* data = x.data();
+namespace {
+using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Team::member_type;
+constexpr std::int64_t kBlock = 4096;
+constexpr int kLanes = 32;
+
+// The sum of a block's squares but its last len % kLanes elements, lane l summing elements l, l + kLanes,
+// ... in double. One thread (Serial): every lane in registers in one pass, the inner loop over the lanes
+// vectorised. Several (a GPU warp): thread t sums lanes t, t + threads, ..., so at each step neighbouring
+// threads read neighbouring floats (coalesced), then the team adds the threads' parts.
+KOKKOS_INLINE_FUNCTION double block_lane_sums(const Member& m, const float* p, std::int64_t full) {
+  const int threads = m.team_size();
+  double sum = 0.0;
+  if (threads == 1) {
+    double lane[kLanes] = {};
+    for (std::int64_t i = 0; i < full; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(p[i + l]) * p[i + l];
+    }
+    for (int l = 0; l < kLanes; ++l) sum += lane[l];
+    return sum;
+  }
   Kokkos::parallel_reduce(
-      "sum_squares", Range(0, blocks),
-      KOKKOS_LAMBDA(const std::int64_t b, double& acc) {
-        const float* p = data + b * kBlock;
-        const std::int64_t len = n - b * kBlock < kBlock ? n - b * kBlock : kBlock;
-        double lane[kLanes] = {};
-        std::int64_t i = 0;
-        for (; i + kLanes <= len; i += kLanes) {
-          for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(p[i + l]) * p[i + l];
+      Kokkos::TeamThreadRange(m, threads),
+      [&](const int t, double& s) {
+        double part = 0.0;
+        for (int l = t; l < kLanes; l += threads) {
+          double lane = 0.0;
+          for (std::int64_t i = 0; i < full; i += kLanes) lane += static_cast<double>(p[i + l]) * p[i + l];
+          part += lane;
         }
-        double sum = 0.0;
-        for (int l = 0; l < kLanes; ++l) sum += lane[l];
-        for (; i < len; ++i) sum += static_cast<double>(p[i]) * p[i];
-        acc += sum;
+        s += part;
       },
-      Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(out.data()));
+      sum);
+  return sum;
+}
+
+// Threads per block: up to one per lane (a warp on a GPU), a power of two dividing kLanes; one on Serial.
+template <class Body>
+int lane_team_size(int blocks, const Body& body) {
+  const int most = Team(blocks, 1).team_size_max(body, Kokkos::ParallelReduceTag());
+  int threads = 1;
+  while (2 * threads <= most && 2 * threads <= kLanes) threads *= 2;
+  return threads;
+}
+}  // namespace
+
+// Blocks of kBlock elements, one team each, each block summed in kLanes independent double accumulators:
+// one running double sum is a chain of dependent adds (latency-bound, about 1.4 GB/s); independent lanes
+// vectorise and run at memory speed. Still double precision throughout, only the order of the additions
+// changes. A team per block, not a thread: with one GPU thread streaming each 16 KiB block, every load of
+// a warp touched 32 cache lines 16 KiB apart. On Serial a team is one thread running the loop the thread
+// per block ran, so CPU results keep their bits.
+void sum_squares(Unmanaged1<const float> x, Unmanaged1<double> out) {
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+  const int blocks = static_cast<int>((n + kBlock - 1) / kBlock);
+  const float* data = x.data();
+  const auto body = KOKKOS_LAMBDA(const Member& m, double& acc) {
+    const std::int64_t b = m.league_rank();
+    const float* p = data + b * kBlock;
+    const std::int64_t len = n - b * kBlock < kBlock ? n - b * kBlock : kBlock;
+    const std::int64_t full = len - len % kLanes;
+    double sum = block_lane_sums(m, p, full);
+    Kokkos::single(Kokkos::PerTeam(m), [&]() {
+      for (std::int64_t i = full; i < len; ++i) sum += static_cast<double>(p[i]) * p[i];
+      acc += sum;
+    });
+  };
+  Kokkos::parallel_reduce("sum_squares", Team(blocks, lane_team_size(blocks, body)), body,
+                          Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(out.data()));
 }
 
 double sum_squares(Unmanaged1<const float> x) {
@@ -52,11 +96,19 @@ double sum_squares(Unmanaged1<const float> x) {
 void clip_to_norm(Unmanaged1<float> g, Unmanaged1<const double> norm_sq, double max_norm) {
   if (!(max_norm > 0)) return;
   const auto factor = kernel_scratch<float>("clip_factor", 1);
+  clip_factor(norm_sq, max_norm, factor);
+  apply_clip_factor(g, factor);
+}
+
+void clip_factor(Unmanaged1<const double> norm_sq, double max_norm, Unmanaged1<float> factor) {
   Kokkos::parallel_for(
       "clip_factor", Range(0, 1), KOKKOS_LAMBDA(const std::int64_t) {
         const double norm = kmath::sqrt(norm_sq(0));
-        factor(0) = norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.f;
+        factor(0) = max_norm > 0 && norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.f;
       });
+}
+
+void apply_clip_factor(Unmanaged1<float> g, Unmanaged1<const float> factor) {
   Kokkos::parallel_for(
       "clip_to_norm", Range(0, g.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { g(i) *= factor(0); });
 }

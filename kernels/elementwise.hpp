@@ -17,6 +17,11 @@ double sum_squares(Unmanaged1<const float> x);
 // norm > max_norm, g[i] *= max_norm / (norm + 1e-6), the factor computed in double and applied in fp32
 // (torch.nn.utils.clip_grad_norm_). The host never sees the norm.
 void clip_to_norm(Unmanaged1<float> g, Unmanaged1<const double> norm_sq, double max_norm);
+// clip_to_norm in its two halves, for a caller that folds the multiply into a later pass over g (the
+// optimizer step): factor(0) = the float clip_to_norm multiplies by (1 when it does not clip), computed
+// on the device; then g[i] *= factor(0).
+void clip_factor(Unmanaged1<const double> norm_sq, double max_norm, Unmanaged1<float> factor);
+void apply_clip_factor(Unmanaged1<float> g, Unmanaged1<const float> factor);
 // acc(0) += x(0), on the device
 void add_scalar(Unmanaged1<double> acc, Unmanaged1<const double> x);
 // x(0) on the host: a copy and a host sync, counted as `what` (kernels/device_traffic.hpp)

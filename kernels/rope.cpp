@@ -8,16 +8,23 @@
 namespace shardft {
 
 namespace {
-// sign = +1 rotates by +a (forward), -1 by -a (backward).
+using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Team::member_type;
+
+// sign = +1 rotates by +a (forward), -1 by -a (backward). One team per token, its threads over the hd/2
+// frequencies: each thread computes its angle once and rotates that pair in every head, so neighbouring
+// threads touch neighbouring floats of a head (coalesced on a GPU). The float operations per pair are the
+// one-thread-per-token loop's, so results are unchanged; Serial runs the same loop nest as before.
 void rope_rotate(const char* name, Unmanaged2<float> x, Unmanaged1<const std::int32_t> pos, int head_dim,
                  double theta, double sign) {
   const int half = head_dim / 2;
   const int heads = static_cast<int>(x.extent(1)) / head_dim;
   const double log_theta = std::log(theta);
   Kokkos::parallel_for(
-      name, Range(0, x.extent(0)), KOKKOS_LAMBDA(const std::int64_t n) {
+      name, Team(static_cast<int>(x.extent(0)), Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+        const int n = m.league_rank();
         const double p = pos(n);
-        for (int i = 0; i < half; ++i) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, half), [&](const int i) {
           const double a = p * kmath::exp(-log_theta * (2.0 * i) / head_dim);
           const float c = static_cast<float>(kmath::cos(a));
           const float s = static_cast<float>(sign * kmath::sin(a));
@@ -27,7 +34,7 @@ void rope_rotate(const char* name, Unmanaged2<float> x, Unmanaged1<const std::in
             v[i] = x1 * c - x2 * s;
             v[i + half] = x2 * c + x1 * s;
           }
-        }
+        });
       });
 }
 }  // namespace
@@ -79,9 +86,6 @@ RopeTable make_rope_table(std::int64_t positions, int head_dim, double theta) {
 }
 
 namespace {
-using Team = Kokkos::TeamPolicy<ExecSpace>;
-using Member = Team::member_type;
-
 // Lanes per head on a GPU: the pairs of a head are contiguous, so a warp's lanes read consecutive
 // floats; a power of two up to a warp (Kokkos' limit), no wider than the pairs.
 int rope_lanes(int half) {

@@ -1,16 +1,30 @@
+// SwiGLU, elementwise over [N, I] (formulas in swiglu.hpp). Every kernel runs one team per row with its
+// threads over the I columns: all N * I elements are spread over the GPU's threads, neighbouring threads
+// on neighbouring elements (coalesced loads and stores), and no per-element index division (a flat
+// range over N * I would need i / I and i % I for the packed rows). Serial runs a team as one thread: a
+// plain loop along each row, the loop the one-thread-per-row kernels ran. Each element's arithmetic is
+// unchanged, so results are too.
 #include "kernels/swiglu.hpp"
 #include "kernels/math.hpp"
 
 namespace shardft {
 
+namespace {
+using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Member = Team::member_type;
+
+Team one_team_per_row(std::size_t rows) { return Team(static_cast<int>(rows), Kokkos::AUTO); }
+}  // namespace
+
 void swiglu_forward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unmanaged2<float> s) {
   const int cols = static_cast<int>(g.extent(1));
   Kokkos::parallel_for(
-      "swiglu_forward", Range(0, g.extent(0)), KOKKOS_LAMBDA(const std::int64_t n) {
-        for (int j = 0; j < cols; ++j) {
+      "swiglu_forward", one_team_per_row(g.extent(0)), KOKKOS_LAMBDA(const Member& m) {
+        const int n = m.league_rank();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols), [&](const int j) {
           const float x = g(n, j);
           s(n, j) = x / (1.f + kmath::exp(-x)) * u(n, j);
-        }
+        });
       });
 }
 
@@ -18,13 +32,14 @@ void swiglu_backward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unman
                      Unmanaged2<float> dg, Unmanaged2<float> du) {
   const int cols = static_cast<int>(g.extent(1));
   Kokkos::parallel_for(
-      "swiglu_backward", Range(0, g.extent(0)), KOKKOS_LAMBDA(const std::int64_t n) {
-        for (int j = 0; j < cols; ++j) {
+      "swiglu_backward", one_team_per_row(g.extent(0)), KOKKOS_LAMBDA(const Member& m) {
+        const int n = m.league_rank();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols), [&](const int j) {
           const float x = g(n, j);
           const float sig = 1.f / (1.f + kmath::exp(-x));
           du(n, j) = ds(n, j) * x * sig;
           dg(n, j) = ds(n, j) * u(n, j) * sig * (1.f + x * (1.f - sig));
-        }
+        });
       });
 }
 
@@ -35,27 +50,30 @@ namespace shardft {
 void swiglu_forward_packed(Unmanaged2<const float> gu, Unmanaged2<float> s) {
   const int cols = static_cast<int>(s.extent(1));
   Kokkos::parallel_for(
-      "swiglu_forward_packed", Range(0, s.extent(0)), KOKKOS_LAMBDA(const std::int64_t n) {
+      "swiglu_forward_packed", one_team_per_row(s.extent(0)), KOKKOS_LAMBDA(const Member& m) {
+        const int n = m.league_rank();
         const float* g = &gu(n, 0);
         const float* u = g + cols;
         float* out = &s(n, 0);
-        for (int j = 0; j < cols; ++j) out[j] = g[j] / (1.f + kmath::exp(-g[j])) * u[j];
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols),
+                             [&](const int j) { out[j] = g[j] / (1.f + kmath::exp(-g[j])) * u[j]; });
       });
 }
 
 void swiglu_backward_packed_inplace(Unmanaged2<float> gu, Unmanaged2<const float> ds) {
   const int cols = static_cast<int>(ds.extent(1));
   Kokkos::parallel_for(
-      "swiglu_backward_packed_inplace", Range(0, ds.extent(0)), KOKKOS_LAMBDA(const std::int64_t n) {
+      "swiglu_backward_packed_inplace", one_team_per_row(ds.extent(0)), KOKKOS_LAMBDA(const Member& m) {
+        const int n = m.league_rank();
         float* g = &gu(n, 0);
         float* u = g + cols;
         const float* d = &ds(n, 0);
-        for (int j = 0; j < cols; ++j) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols), [&](const int j) {
           const float x = g[j], up = u[j];
           const float sig = 1.f / (1.f + kmath::exp(-x));
           u[j] = d[j] * x * sig;
           g[j] = d[j] * up * sig * (1.f + x * (1.f - sig));
-        }
+        });
       });
 }
 

@@ -14,6 +14,8 @@
 // GPU build's dispatcher runs, called directly so its host numbers sit beside the sgemm-tiled kernel's.
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench_util.hpp"
 #include "kernels/adamw.hpp"
@@ -45,8 +47,8 @@ View1<std::int32_t> positions(std::int64_t n, std::int64_t seq) {
 }
 
 // ---- rmsnorm [N, d] -------------------------------------------------------------------------
-void rmsnorm_fwd(benchmark::State& st) {
-  const std::int64_t N = kTokens, d = kHidden;
+// Also at a 1B Llama's width (d = 2048) and at a q/k norm's (one row per head of 128).
+void rmsnorm_fwd_at(benchmark::State& st, std::int64_t N, std::int64_t d) {
   auto x = random_floats("x", N * d, 1), w = random_floats("w", d, 2);
   View1<float> y("y", N * d), rstd("rstd", N);
   for (auto _ : st) {
@@ -55,6 +57,8 @@ void rmsnorm_fwd(benchmark::State& st) {
   }
   report_bytes(st, kF * (2 * N * d + d + N));  // x, w in; y, rstd out
 }
+
+void rmsnorm_fwd(benchmark::State& st) { rmsnorm_fwd_at(st, kTokens, kHidden); }
 
 void rmsnorm_bwd(benchmark::State& st) {
   const std::int64_t N = kTokens, d = kHidden;
@@ -211,6 +215,30 @@ void swiglu_bwd(benchmark::State& st) {
   report_bytes(st, kF * 5 * N * I);
 }
 
+// The packed forms the MLP runs: gu [N, 2I] from the fused gate-up GEMM; backward overwrites gu in place.
+void swiglu_fwd_packed(benchmark::State& st, std::int64_t N, std::int64_t I) {
+  auto gu = random_floats("gu", N * 2 * I, 9, 3.f);
+  View1<float> s("s", N * I);
+  for (auto _ : st) {
+    swiglu_forward_packed(cmat(gu, N, 2 * I), mat(s, N, I));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 3 * N * I);
+}
+
+void swiglu_bwd_packed(benchmark::State& st, std::int64_t N, std::int64_t I) {
+  auto gu0 = random_floats("gu0", N * 2 * I, 9, 3.f), ds = random_floats("ds", N * I, 11);
+  View1<float> gu("gu", N * 2 * I);
+  for (auto _ : st) {
+    st.PauseTiming();
+    Kokkos::deep_copy(gu, gu0);  // the kernel overwrites its input
+    st.ResumeTiming();
+    swiglu_backward_packed_inplace(mat(gu, N, 2 * I), cmat(ds, N, I));
+    Kokkos::fence();
+  }
+  report_bytes(st, kF * 5 * N * I);  // g, u, ds in; dg, du out
+}
+
 // ---- embedding: ids [N], table [V, d] -------------------------------------------------------------
 void embedding_fwd(benchmark::State& st) {
   const std::int64_t N = kTokens, d = kHidden, V = kVocab;
@@ -273,6 +301,11 @@ void bias_bwd(benchmark::State& st) {
 // ---- optimizer and elementwise over 1M parameters ----------------------------------------------------
 constexpr std::int64_t kParams = 1 << 20;
 
+struct OptimizerRun {
+  std::int64_t begin, length;
+  bool decay;
+};
+
 void adamw(benchmark::State& st) {
   auto p = random_floats("p", kParams, 17), g = random_floats("g", kParams, 18, 1e-2f);
   View1<float> m("m", kParams), v("v", kParams);
@@ -280,6 +313,76 @@ void adamw(benchmark::State& st) {
   h.weight_decay = 0.01f;
   for (auto _ : st) {
     adamw_update(h, vec(p), cvec(g), vec(m), vec(v));
+    Kokkos::fence();
+    ++h.step;
+  }
+  report_bytes(st, kF * 7 * kParams);  // p, g, m, v in; p, m, v out
+  report_items(st, static_cast<double>(kParams));
+}
+
+// A shard of kParams cut like a 16-layer model's parameters (146 of them: per layer two norms without
+// weight decay and seven matrices with it; an embedding and a final norm), with 16 elements of padding
+// after each layer, as the ZeRO engine's owned region is.
+std::vector<OptimizerRun> model_shaped_runs() {
+  constexpr std::int64_t kLayers = 16, kNorm = 64, kPad = 16;
+  const std::int64_t per_layer = (kParams - 4 * kNorm) / (kLayers + 1);
+  const std::int64_t matrix = (per_layer - 2 * kNorm - kPad) / 7;
+  std::vector<OptimizerRun> runs;
+  std::int64_t at = 0;
+  auto add = [&](std::int64_t n, bool decay) {
+    runs.push_back({at, n, decay});
+    at += n;
+  };
+  add(per_layer, true);  // embedding
+  for (std::int64_t l = 0; l < kLayers; ++l) {
+    add(kNorm, false);
+    for (int k = 0; k < 4; ++k) add(matrix, true);
+    add(kNorm, false);
+    for (int k = 0; k < 3; ++k) add(matrix, true);
+    at += kPad;
+  }
+  add(kNorm, false);
+  return runs;
+}
+
+// The optimizer step of the engine before the fused kernel: clip_to_norm's pass over the gradient, then
+// one adamw_update launch per parameter (146 launches).
+void adamw_clip_per_param(benchmark::State& st) {
+  const std::vector<OptimizerRun> runs = model_shaped_runs();
+  auto p = random_floats("p", kParams, 17), g = random_floats("g", kParams, 18, 1e-2f);
+  View1<float> m("m", kParams), v("v", kParams);
+  View1<double> norm_sq("norm_sq", 1);
+  sum_squares(cvec(g), norm_sq);  // the first clip scales g to norm 1; later ones multiply by ~1: same work
+  AdamWHyper h;
+  for (auto _ : st) {
+    clip_to_norm(vec(g), norm_sq, 1.0);
+    for (const OptimizerRun& r : runs) {
+      h.weight_decay = r.decay ? 0.01f : 0.f;
+      adamw_update(h, Unmanaged1<float>(p.data() + r.begin, r.length), Unmanaged1<const float>(g.data() + r.begin, r.length),
+                   Unmanaged1<float>(m.data() + r.begin, r.length), Unmanaged1<float>(v.data() + r.begin, r.length));
+    }
+    Kokkos::fence();
+    ++h.step;
+  }
+  report_bytes(st, kF * 9 * kParams);  // clip: g in and out; AdamW: p, g, m, v in; p, m, v out
+  report_items(st, static_cast<double>(kParams));
+}
+
+// The engine's step now: the clip factor on the device, then ONE launch over the shard's runs that
+// multiplies each gradient element by it as AdamW reads it (the gradient is read once, never written).
+void adamw_clip_one_launch(benchmark::State& st) {
+  std::vector<FlatRun> runs;
+  for (const OptimizerRun& r : model_shaped_runs()) runs.push_back({r.begin, r.length, r.decay ? 1 : 0});
+  const FlatRuns table = make_flat_runs(runs);
+  auto p = random_floats("p", kParams, 17), g = random_floats("g", kParams, 18, 1e-2f);
+  View1<float> m("m", kParams), v("v", kParams), factor("factor", 1);
+  View1<double> norm_sq("norm_sq", 1);
+  sum_squares(cvec(g), norm_sq);
+  AdamWHyper h;
+  h.weight_decay = 0.01f;
+  for (auto _ : st) {
+    clip_factor(norm_sq, 1.0, factor);
+    adamw_update_runs(h, table, vec(p), cvec(g), vec(m), vec(v), cvec(factor));
     Kokkos::fence();
     ++h.step;
   }
@@ -317,6 +420,11 @@ std::string attn_name(const AttentionShape& s) {
 
 const bool registered = [] {
   reg("kernel/rmsnorm/fwd/N384_d128", rmsnorm_fwd);
+  for (const auto& nd : {std::pair<std::int64_t, std::int64_t>{1024, 2048}, {8192, 128}}) {
+    benchmark::RegisterBenchmark(("kernel/rmsnorm/fwd/N" + std::to_string(nd.first) + "_d" + std::to_string(nd.second)).c_str(),
+                                 [nd](benchmark::State& st) { rmsnorm_fwd_at(st, nd.first, nd.second); })
+        ->Unit(benchmark::kMicrosecond);
+  }
   reg("kernel/rmsnorm/bwd/N384_d128", rmsnorm_bwd);
   reg("kernel/rope/fwd/N384_H4_hd32", rope_fwd);
   reg("kernel/rope/bwd/N384_H4_hd32", rope_bwd);
@@ -343,6 +451,15 @@ const bool registered = [] {
   }
   reg("kernel/swiglu/fwd/N384_I384", swiglu_fwd);
   reg("kernel/swiglu/bwd/N384_I384", swiglu_bwd);
+  for (const auto& ni : {std::pair<std::int64_t, std::int64_t>{kTokens, kInter}, {512, 2048}}) {
+    const std::string shape = "N" + std::to_string(ni.first) + "_I" + std::to_string(ni.second);
+    benchmark::RegisterBenchmark(("kernel/swiglu/fwd_packed/" + shape).c_str(),
+                                 [ni](benchmark::State& st) { swiglu_fwd_packed(st, ni.first, ni.second); })
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("kernel/swiglu/bwd_packed/" + shape).c_str(),
+                                 [ni](benchmark::State& st) { swiglu_bwd_packed(st, ni.first, ni.second); })
+        ->Unit(benchmark::kMicrosecond);
+  }
   reg("kernel/embedding/fwd/N384_V272_d128", embedding_fwd);
   // The default model's shapes, then a Llama-2-sized vocabulary (32000) at a small model's width.
   const auto reg_embedding_bwd = [](std::int64_t N, std::int64_t V, std::int64_t d) {
@@ -366,6 +483,8 @@ const bool registered = [] {
   reg_cross_entropy(64, 32000);
   reg("kernel/bias/bwd/N384_c128", bias_bwd);
   reg("kernel/adamw/1M", adamw);
+  reg("kernel/adamw/clip_then_146_launches/1M", adamw_clip_per_param);
+  reg("kernel/adamw/clip_folded_one_launch/1M", adamw_clip_one_launch);
   reg("kernel/round_to_bf16/1M", round_bf16);
   reg("kernel/sum_squares/1M", sum_sq);
   return true;

@@ -10,7 +10,7 @@
 #include "comm/quantized_collectives.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/elementwise.hpp"
-#include "kernels/fp16.hpp"
+#include "kernels/runs_cast.hpp"
 
 namespace shardft {
 
@@ -75,14 +75,12 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
     }
   }
   owned_numel_ = cfg.stage == 0 ? part_.full_numel() : part_.shard_numel();
-  // Norm weights and biases take no weight decay (HF Trainer's rule); padding is zero either way.
-  for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
-    opt_segments_.push_back({owned_offset, length, layout.params()[param].takes_weight_decay()});
-  });
+  make_runs();
   if (!frozen_only_) {  // a frozen engine's master weights exist only while it loads (load_weights)
     master_ = zeros("zero_master", owned_numel_);
     exp_avg_ = zeros("zero_exp_avg", owned_numel_);
     exp_avg_sq_ = zeros("zero_exp_avg_sq", owned_numel_);
+    clip_factor_ = zeros("zero_clip_factor", 1);
   }
   // qwZ's int8 gathers dequantize into fp32 (values that are not bf16), so its weights stay fp32.
   bf16_weights_ = cfg.dtype == ComputeDtype::bf16 && !cfg.quantized_weights;
@@ -124,6 +122,21 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
                                              GradBucketOptions{cfg.reduce_bucket_elements, cfg.bf16_gradients, cfg.overlap_comm},
                                              pool_);
   }
+}
+
+void ZeroEngine::make_runs() {
+  if (!frozen_only_) {  // a frozen engine takes no optimizer step
+    std::vector<FlatRun> decay;
+    for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
+      decay.push_back({owned_offset, length, layout_.params()[param].takes_weight_decay() ? 1 : 0});
+    });
+    decay_runs_ = make_flat_runs(decay);
+  }
+  std::vector<FlatRun> compute;
+  for (const OwnedSegment& o : owned_) {
+    compute.push_back({o.owned_offset, o.length, cfg_.stage == 3 ? 0 : o.full_offset - o.owned_offset});
+  }
+  compute_runs_ = make_flat_runs(compute);
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
@@ -183,27 +196,19 @@ void ZeroEngine::load_weights(const WeightSliceReader& read, ParamSet which, con
 
 void ZeroEngine::refresh_compute_weights() {
   for (View1<float>& w : widened_) pool_.give(w);  // copies of the old weights
-  auto to_compute = [&](Unmanaged1<const float> src, std::int64_t dst_offset) {
-    if (bf16_weights_) {
-      to_bf16(src, Unmanaged1<bf16>((cfg_.stage == 3 ? shard_weights_bf16_ : full_weights_bf16_).data() + dst_offset,
-                                    src.extent(0)));
-    } else if (cfg_.dtype == ComputeDtype::bf16) {
-      round_to_bf16(src, slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)));
-    } else if (cfg_.dtype == ComputeDtype::fp16) {
-      round_to_fp16(src, slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)));
-    } else {
-      Kokkos::deep_copy(ExecSpace(), slice(cfg_.stage == 3 ? shard_weights_ : full_weights_, dst_offset, src.extent(0)),
-                        src);
-    }
-  };
-  if (cfg_.stage == 3) {
-    to_compute(master_, 0);
-    return;
-  }
+  // The owned master weights into the compute weights, in one launch over compute_runs_ (stage 0 in
+  // fp32 computes with the master weights themselves: nothing to do).
   if (full_weights_.data() != master_.data()) {
-    for (const OwnedSegment& o : owned_) to_compute(slice(master_, o.owned_offset, o.length), o.full_offset);
+    if (bf16_weights_) {
+      cast_runs(master_, compute_runs_, cfg_.stage == 3 ? shard_weights_bf16_ : full_weights_bf16_);
+    } else {
+      const RunCast cast = cfg_.dtype == ComputeDtype::bf16   ? RunCast::round_bf16
+                           : cfg_.dtype == ComputeDtype::fp16 ? RunCast::round_fp16
+                                                              : RunCast::copy;
+      cast_runs(master_, compute_runs_, cast, cfg_.stage == 3 ? shard_weights_ : full_weights_);
+    }
   }
-  if (cfg_.stage == 0) return;
+  if (cfg_.stage == 0 || cfg_.stage == 3) return;
   // Every rank updated its shard; gather the rest in place, with up to allgather_bucket_elements in
   // flight at once (DeepSpeed's allgather_bucket_size: it bounds the gathers' transient buffers).
   std::deque<RequestPtr> inflight;
@@ -238,8 +243,10 @@ void ZeroEngine::refresh_compute_weights() {
 void ZeroEngine::begin_step() {
   if (buckets_) buckets_->finish();  // nothing should be in flight; never leave a collective behind
   std::fill(bucketed_.begin(), bucketed_.end(), 0);
+  clip_pending_ = false;  // the factor was the last step's
   if (full_grads_.extent(0) > 0) Kokkos::deep_copy(ExecSpace(), full_grads_, 0.f);
-  Kokkos::deep_copy(ExecSpace(), grad_owned_, 0.f);
+  // At stage 0 the owned gradient is the full one (the same buffer): zeroed once, above.
+  if (grad_owned_.data() != full_grads_.data()) Kokkos::deep_copy(ExecSpace(), grad_owned_, 0.f);
 }
 
 void ZeroEngine::begin_micro_batch(bool last) { last_micro_batch_ = last; }
@@ -287,12 +294,26 @@ void ZeroEngine::reduce_unit_grad_int4(int unit, const float* full_unit_grad) {
 }
 
 void ZeroEngine::clip_grad_norm(double max_norm, Unmanaged1<double> norm_sq) {
+  apply_pending_clip();  // a second call measures the gradient the first one clipped
   sum_squares(grad_owned_, norm_sq);
   if (cfg_.stage >= 1) group_.all_reduce(norm_sq.data(), norm_sq.data(), 1, DType::f64, ReduceOp::sum);
-  clip_to_norm(grad_owned_, norm_sq, max_norm);
+  if (!(max_norm > 0)) return;
+  // clip_to_norm's factor, left for optimizer_step to apply as it reads the gradient
+  clip_factor(norm_sq, max_norm, clip_factor_);
+  clip_pending_ = true;
 }
 
-void ZeroEngine::scale_grads(float factor) { scale_inplace(grad_owned_, factor); }
+// The deferred clip in place, for readers of the gradient other than the optimizer step.
+void ZeroEngine::apply_pending_clip() {
+  if (!clip_pending_) return;
+  apply_clip_factor(grad_owned_, clip_factor_);
+  clip_pending_ = false;
+}
+
+void ZeroEngine::scale_grads(float factor) {
+  apply_pending_clip();
+  scale_inplace(grad_owned_, factor);
+}
 
 void ZeroEngine::optimizer_step(double lr) {
   ++step_;
@@ -302,11 +323,11 @@ void ZeroEngine::optimizer_step(double lr) {
   h.beta2 = static_cast<float>(cfg_.adam_beta2);
   h.eps = static_cast<float>(cfg_.adam_epsilon);
   h.step = step_;
-  for (const OptSegment& s : opt_segments_) {
-    h.weight_decay = s.decay ? static_cast<float>(cfg_.weight_decay) : 0.f;
-    adamw_update(h, slice(master_, s.owned_offset, s.length), slice(grad_owned_, s.owned_offset, s.length),
-                 slice(exp_avg_, s.owned_offset, s.length), slice(exp_avg_sq_, s.owned_offset, s.length));
-  }
+  h.weight_decay = static_cast<float>(cfg_.weight_decay);  // where decay_runs_ says the parameter takes it
+  // One launch over the owned shard. A pending clip is applied as AdamW reads each element and stays
+  // pending: the gradient in memory is still unclipped until something else reads it.
+  adamw_update_runs(h, decay_runs_, master_, grad_owned_, exp_avg_, exp_avg_sq_,
+                    clip_pending_ ? Unmanaged1<const float>(clip_factor_.data(), 1) : Unmanaged1<const float>());
   drain_gathers();  // gathered copies hold the old weights
   refresh_compute_weights();
 }
@@ -414,7 +435,10 @@ std::vector<float> ZeroEngine::gather_master() {
   return out;
 }
 std::vector<float> ZeroEngine::gather_trainable() { return frozen_only_ ? std::vector<float>(layout_.total_numel(), 0.f) : owned_to_layout(master_); }
-std::vector<float> ZeroEngine::gather_grads() { return owned_to_layout(grad_owned_); }
+std::vector<float> ZeroEngine::gather_grads() {
+  apply_pending_clip();
+  return owned_to_layout(grad_owned_);
+}
 
 void ZeroEngine::track_peaks() {
   std::int64_t g = 0, ug = 0;  // g in bytes

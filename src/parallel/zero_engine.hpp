@@ -31,6 +31,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/model_config.hpp"
+#include "kernels/flat_runs.hpp"
 #include "model/decoder.hpp"
 #include "parallel/buffer_pool.hpp"
 #include "parallel/flat_partition.hpp"
@@ -102,10 +103,15 @@ class ZeroEngine : public ParamSource, public GradSink {
   void end_micro_batch();
   // The global gradient norm over every shard, squared, into norm_sq(0) (a device scalar), then the
   // gradient clipped to max_norm (<= 0: not clipped), all on the device: nothing is read back.
+  // The clip is deferred: its factor is computed on the device here, and optimizer_step's one AdamW
+  // launch multiplies each gradient element by it as it reads it, so the step reads the gradient once
+  // (no pass that scales it in place). Whatever else reads the gradient (gather_grads, scale_grads, a
+  // second clip_grad_norm), before or after the step, first applies the factor in place and so sees
+  // the clipped gradient, the same bits clipping here would have left.
   void clip_grad_norm(double max_norm, Unmanaged1<double> norm_sq);
   // The step's reduced gradient (this rank's owned part) times `factor`, on the device: fp16's unscaling
-  // by 1 / loss scale, before clip_grad_norm. A step whose optimizer_step is skipped (fp16 overflow)
-  // changes nothing: the next begin_step zeroes the gradient.
+  // by 1 / loss scale, before clip_grad_norm (after it, the pending clip is applied first). A step whose
+  // optimizer_step is skipped (fp16 overflow) changes nothing: the next begin_step zeroes the gradient.
   void scale_grads(float factor);
   void optimizer_step(double lr);
 
@@ -136,7 +142,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   // The first parameter (layout order) whose master weights on this rank hold a NaN or Inf; -1 when none.
   // Local (no collective), a device reduction per owned slice: for reporting a failed step.
   int first_nonfinite_param() const;
-  // The same for the step's reduced gradient (after end_micro_batch of the last micro-batch).
+  // The same for the step's reduced gradient (after end_micro_batch of the last micro-batch). A pending
+  // clip does not change the answer: its factor is in [0, 1], so finite stays finite and inf or NaN
+  // stays non-finite.
   int first_nonfinite_grad_param() const;
   // After master and moments were filled from a checkpoint: the step count, and compute weights.
   void restore(long steps_taken);
@@ -168,10 +176,6 @@ class ZeroEngine : public ParamSource, public GradSink {
   struct OwnedSegment {            // a piece of this rank's owned region
     std::int64_t owned_offset, full_offset, length;
   };
-  struct OptSegment {              // a run of owned elements with one weight-decay rule
-    std::int64_t owned_offset, length;
-    bool decay;
-  };
   // fn(param, first element of the param, offset in the owned region, length) for every piece of a
   // parameter this rank owns.
   // The engine of one ParamSet; the public constructor makes the trainable one and, when the layout has
@@ -182,7 +186,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   std::vector<float> full_to_layout(View1<float> full);
   std::vector<float> frozen_weights_to_layout();
   bool holds(int param) const { return part_.unit_of(param) >= 0; }
+  void make_runs();
   void refresh_compute_weights();
+  void apply_pending_clip();
   int first_nonfinite_in(View1<float> owned) const;
   void drain_gathers();
   void gather_unit(int unit, bool nonblocking);
@@ -207,7 +213,13 @@ class ZeroEngine : public ParamSource, public GradSink {
   FlatPartition part_;
   int rank_, size_;
   std::vector<OwnedSegment> owned_;
-  std::vector<OptSegment> opt_segments_;
+  // Device tables (kernels/flat_runs.hpp) made once with the partition, so that the optimizer step is one
+  // launch and the refresh another, however many parameters and units there are: decay_runs_ holds the
+  // owned parameters' pieces, value 1 where they take weight decay (norms and biases take none: HF
+  // Trainer's rule); compute_runs_ the owned region unit by unit, value the offset of its compute
+  // weights (0 at stages 0 and 3, where the two share a layout; at stages 1-2 the rank's shard of each
+  // unit lies inside the full buffer).
+  FlatRuns decay_runs_, compute_runs_;
   std::int64_t owned_numel_ = 0;
 
   bool bf16_weights_ = false;   // compute weights stored as bf16 (bf16 compute without qwZ)
@@ -218,6 +230,8 @@ class ZeroEngine : public ParamSource, public GradSink {
   View1<float> grad_owned_;     // the reduced gradient of the owned region (aliases full_grads_ at stage 0)
   View1<float> master_, exp_avg_, exp_avg_sq_;
   View1<float> scratch_shard_;  // qgZ: receives one unit's reduce-scatter
+  View1<float> clip_factor_;    // clip_grad_norm's factor (a device scalar), while clip_pending_
+  bool clip_pending_ = false;   // grad_owned_ is still to be multiplied by clip_factor_
 
   BufferPool pool_;                        // gathered units, unit gradients, bucket staging (before buckets_)
   Unmanaged1<double> nonfinite_;           // see set_nonfinite_counter
