@@ -190,6 +190,15 @@ stage_setup() {
     if [ -n "$found" ]; then
       ln -sfn "$(readlink -f "$found")" "$prefix/lib/cuda/$so"
       echo "probe: $so <- $(readlink -f "$found")" | tee -a "$log"
+      # cuDNN dlopens its engine libraries and NVRTC its builtins by name, found through $ORIGIN of the
+      # link's folder: they are linked beside it.
+      case "$so" in
+        libcudnn*|libnvrtc*)
+          local sib
+          for sib in "$(dirname "$(readlink -f "$found")")"/"${so%%.so*}"*.so*; do
+            [ -e "$sib" ] && [ ! -e "$prefix/lib/cuda/$(basename "$sib")" ] && ln -sfn "$(readlink -f "$sib")" "$prefix/lib/cuda/$(basename "$sib")"
+          done ;;
+      esac
     else
       problems+=("$so not found on this machine (looked in ${roots[*]})")
     fi
