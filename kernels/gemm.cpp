@@ -203,7 +203,9 @@ void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, 
   }
 }
 
+#if defined(SHARDFT_GEMM_CUBLAS)
 const std::uint16_t* bits(const bf16* p) { return reinterpret_cast<const std::uint16_t*>(p); }
+#endif
 
 }  // namespace
 
