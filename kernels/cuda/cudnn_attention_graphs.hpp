@@ -58,14 +58,16 @@ void check(fe::error_t status, const char* graph, const char* step, const GraphD
 // Runs one frontend call returning fe::error_t; a failure or an exception (some frontend paths throw)
 // becomes one std::runtime_error naming the graph, the step and the shape.
 template <class Call>
-void run_step(const char* graph, const char* step, const GraphDims& dims, Call&& call) {
-  fe::error_t status;
+fe::error_t call_guarded(const char* graph, const char* step, const GraphDims& dims, Call&& call) {
   try {
-    status = call();
+    return call();
   } catch (const std::exception& e) {
     rethrow(graph, step, dims, e);
   }
-  check(status, graph, step, dims);
+}
+template <class Call>
+void run_step(const char* graph, const char* step, const GraphDims& dims, Call&& call) {
+  check(call_guarded(graph, step, dims, call), graph, step, dims);
 }
 
 // The graphs with their tensors and SDPA node, not yet validated. sm_version > 0 fixes the target
