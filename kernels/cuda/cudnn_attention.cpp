@@ -263,7 +263,8 @@ void sdpa_validate_graphs(const SdpaShape& shape) {
   const bool lower = cudnnGetVersion() >= 90800;
   GraphPtr forward = forward_graph(dims, kValidateSmVersion);
   run_step("forward", "validate", dims, [&] { return forward->validate(); });
-  if (lower) run_step("forward", "build_operation_graph", dims, [&] { return forward->build_operation_graph(nullptr); });
+  if (lower)
+    run_step("forward", "build_operation_graph", dims, [&] { return forward->build_operation_graph(nullptr); });
   GraphPtr backward = backward_graph(dims, kValidateSmVersion);
   run_step("backward", "validate", dims, [&] { return backward->validate(); });
   if (lower)

@@ -1,7 +1,7 @@
 #pragma once
 // Causal grouped-query attention on cuDNN's fused flash-attention kernels (SDPA), through NVIDIA's
-// header-only cudnn-frontend graph API. GPU builds with cuDNN only (SHARDFT_HAVE_CUDNN); compiled by the
-// host compiler like cublas_gemm.cpp (no device code of ours, no Kokkos).
+// header-only cudnn-frontend graph API. GPU builds with cuDNN only (SHARDFT_HAVE_CUDNN); host code only,
+// like cublas_gemm.cpp (no device code of ours, no Kokkos).
 //
 // Math (the same as kernels/attention_lse.hpp, with scale in place of 1/sqrt(hd)):
 //   S_ij = scale * q_i . k_j  for key j <= query i of the same segment (top-left causal diagonal within
@@ -12,31 +12,35 @@
 // holds them (bf16 bits as std::uint16_t, row-major):
 //   q, o, d_o, dq   [tokens, heads * head_dim]      element (t, h, d) at (t * heads + h) * head_dim + d
 //   k, v, dk, dv    [tokens, kv_heads * head_dim]   element (t, g, d) at (t * kv_heads + g) * head_dim + d
-// cuDNN sees this as its ragged "THD" layout: per segment a [heads, max_segment, head_dim] tensor with
-// strides (head_dim, heads * head_dim, 1) starting at a ragged offset, masked to the segment's length.
+// cuDNN sees this as its ragged "THD" layout: per segment a [heads, L, head_dim] tensor with strides
+// (head_dim, heads * head_dim, 1) starting at a ragged offset and masked to the segment's length, L being
+// the graph's sequence length (below).
 //
 // Stats (forward output, backward input): fp32 log-sum-exp of each query row's scaled scores,
 // stats[t * heads + h] = ln sum_{j visible from t} exp(S_tj) (natural log, scale included), ragged like q:
 // sdpa_stats_elements(shape) = tokens * heads floats. The caller only keeps it for the backward.
 //
 // Graphs (forward and backward together) are built once per distinct SdpaShape (the graph's sequence
-// dimension is max_segment rounded up to 64, so nearby maxima share one) and kept in a process-wide LRU
-// cache of 64 entries. One cuDNN handle per process, created on first use (needs a device) and bound
-// to the given stream at every call. One device workspace, grown to the largest plan's need and reused:
-// a call whose shape was seen before allocates nothing and copies nothing to or from the host.
+// length L is max_segment rounded up to 64, and the backward's token bound tokens rounded up to 64,
+// so nearby shapes share graphs) and kept in a process-wide LRU cache of 64 entries. One cuDNN handle
+// per process, created on first use (needs a device) and bound to the given stream at every call. One
+// device workspace, grown to the largest plan's need and reused: a call whose shape was seen before
+// allocates nothing and copies nothing to or from the host.
 //
 // Backward determinism: with SdpaShape::deterministic (the default), the backward graph asks for
 // cuDNN's deterministic algorithm. On Hopper (cuDNN 9.x, frontend 1.23) that is the "dP workspace"
 // form: dS is stored in the workspace and dQ is a separate ordered GEMM, no fp32 atomics, so dq, dk, dv
-// are bitwise reproducible. Its workspace is quadratic, about segments * heads * S^2 * 2 bytes with S
-// the graph's sequence dimension (above), which can be large for long packed segments; deterministic =
-// false selects cuDNN's default atomics-based backward (workspace linear in tokens, not reproducible).
+// are bitwise reproducible. Its workspace grows with the square of the sequence: up to about segments *
+// heads * L^2 * 2 bytes with L the graph's sequence length (above); cuDNN sizes it and
+// sdpa_cache_stats() reports the buffer. deterministic = false selects cuDNN's default backward
+// (fp32 atomics for dq: workspace linear in tokens, results not reproducible bit for bit).
 //
 // Errors: every cuDNN, cudnn-frontend or CUDA failure throws std::runtime_error naming the operation,
 // the shape and the frontend's message. Shapes and pointers are checked here first, where cuDNN's own
 // message would be obscure (std::invalid_argument: null or misaligned pointers, heads not a multiple of
-// kv_heads, head_dim not a multiple of 8, segments that cannot fit max_segment). For cuDNN's view of a failure set CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr
-// (frontend) and CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr (backend).
+// kv_heads, head_dim not a multiple of 8, segments that cannot fit max_segment). For cuDNN's own view
+// of a failure set CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr (frontend) and
+// CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr (backend).
 #include <cuda_runtime.h>
 
 #include <cstddef>
