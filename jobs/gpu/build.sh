@@ -14,6 +14,13 @@
 # GPU_ARCH's (CUDA 13 has dropped the sm_70 it defaults to). Kokkos is built and installed there once
 # and reused while its source and options stay the same.
 #
+# cuDNN's fused attention (kernels/cuda/cudnn_attention) also needs NVIDIA's header-only cudnn-frontend
+# (v1.23.0 is the one checked), fetched the same way and never committed either:
+#   git clone --depth 1 --branch v1.23.0 https://github.com/NVIDIA/cudnn-frontend /tmp/cudnn-frontend
+#   mkdir -p .cache/cudnn-frontend && cp -r /tmp/cudnn-frontend/include .cache/cudnn-frontend/
+# and libcudnn 9 beside the CUDA toolkit (or CUDNN_ROOT=<a cuDNN install>). Without either the build
+# goes on with the cuDNN attention left out; the configure summary printed below says which.
+#
 # Then every shardft target (binary, tests, benchmarks) is configured and built in build-cuda/ or
 # build-openmp/ (SHARDFT_GPU_BUILD_DIR overrides); any compile error fails the script. The build folder's
 # build-source.txt names the commit and the uncommitted changes it was built from.
@@ -22,6 +29,7 @@
 # Environment: GPU_ARCH (a Kokkos architecture name: Hopper90 (default), Ampere80, Ampere86, Ada89,
 # Blackwell100), JOBS (parallel compile jobs; default: the number of cores), OMP_THREADS (threads per
 # rank for --openmp's test run; default 2), SHARDFT_CMAKE_ARGS (extra configure options),
+# CUDNN_FRONTEND_DIR (cudnn-frontend's include directory; default .cache/cudnn-frontend/include),
 # SHARDFT_GPU_TARGETS (build only these targets, e.g. "shardft shardft_unit_tests"; --test then runs
 # only what was built at your own risk), SHARDFT_SKIP_INSTALL_DEPS=1 (no jobs/install-deps.sh: the
 # dependencies come from elsewhere, e.g. jobs/gpu/validate.sh's offline kit).
@@ -112,7 +120,8 @@ build=${SHARDFT_GPU_BUILD_DIR:-$root/build-$backend}
 opts=(-DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$cache/install" -DKokkos_DIR="$cache/install/lib/cmake/Kokkos"
       -DSHARDFT_BUILD_TESTS=ON -DSHARDFT_BUILD_PERF=ON)
 if [ "$backend" = cuda ]; then
-  opts+=(-DCMAKE_CXX_COMPILER="$cache/install/bin/nvcc_wrapper" -DSHARDFT_WITH_CUDA=ON)
+  opts+=(-DCMAKE_CXX_COMPILER="$cache/install/bin/nvcc_wrapper" -DSHARDFT_WITH_CUDA=ON
+         -DSHARDFT_CUDNN_FRONTEND_DIR="${CUDNN_FRONTEND_DIR:-$root/.cache/cudnn-frontend/include}")
 else
   opts+=(-DSHARDFT_WITH_CUDA=OFF -DSHARDFT_TEST_OMP_THREADS="${OMP_THREADS:-2}")
 fi
