@@ -203,6 +203,11 @@ def cmd_bench_result(d, log, out, seconds, rc, cap, peak, *items):
                   "mfu_logged_median": statistics.median(r.get("mfu", 0.0) for r in timed),
                   "loss_first_last": [rows[0].get("loss"), rows[-1].get("loss")],
                   "peak_host_rss_bytes": max(r.get("peak_memory_bytes", 0) for r in rows)})
+    closing = [r for r in vu.metrics_lines(os.path.join(d, "run", "metrics.jsonl")) if "train_runtime" in r]
+    for key in ("device_peak_memory_bytes", "gemm_tensor_core_flop_share", "gemm_widened_elements_per_step",
+                "kernel_launches_per_layer", "host_syncs_per_step", "device_allocations_per_step"):
+        if closing and key in closing[-1]:
+            extra[key] = closing[-1][key]
     if int(rc) != 0:
         extra["note"] = f"every timed step logged; shardft then {capped(rc, cap)} (in its closing model save)"
     vu.stage_result(out, "ok", seconds, **extra)

@@ -249,10 +249,11 @@ def metrics_lines(path):
 def startup_facts(log):
     text = open(log, errors="replace").read() if os.path.exists(log) else ""
     facts = {}
-    for pat, key in ((r"MFU basis: ([^\n]+)", "mfu_basis"), (r"build: ([^\n]+)", "build")):
+    for pat, key in ((r"MFU basis: ([^\n]+)", "mfu_basis"), (r"build: ([^\n]+)", "build"),
+                     (r"attention: ([^\n]+)", "attention"), (r"(device work of step [^\n]+)", "device_work")):
         m = re.search(pat, text)
         if m:
-            facts[key] = m.group(1).strip()[:200]
+            facts[key] = m.group(1).strip()[:300]
     return facts
 
 
@@ -318,7 +319,10 @@ def cmd_bench_recipe(d, peak, *items):
         "weight_decay": 0.0, "max_grad_norm": 1.0, "per_device_train_batch_size": s["batch"],
         "gradient_accumulation_steps": 1, "max_steps": s["steps"] + s["warmup"], "logging_steps": 1,
         "save_strategy": "no", "output_dir": os.path.join(d, "run"), "seed": 0, "bf16": "true",
-        "attn_implementation": "memory_efficient", "peak_tflops": float(peak), "do_eval": "false",
+        # auto: cuDNN's fused attention where the GPU build has it and its self-test passes (the log says),
+        # else the log-sum-exp kernels. Logits in chunks of 2048 tokens: two GEMMs of the LM head per step
+        # instead of sixteen 256-row ones (the default suits a CPU's memory).
+        "attn_implementation": "auto", "logits_chunk_tokens": 2048, "peak_tflops": float(peak), "do_eval": "false",
     }
     with open(os.path.join(d, "recipe.yaml"), "w") as f:
         f.write(f"# jobs/gpu/validate.sh benchmark: {s['name']}, {params(s) / 1e9:.3f} B parameters\n")

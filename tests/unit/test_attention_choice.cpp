@@ -1,0 +1,99 @@
+// Which attention kernel a run uses (train/attention_choice.hpp), and, where the fused bf16 kernels are
+// built (a GPU build with cuDNN), that a training step on them equals one on the log-sum-exp kernels within
+// bf16 rounding, packed samples included.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "comm/self_communicator.hpp"
+#include "data/packing.hpp"
+#include "kernels/attention_fused.hpp"
+#include "tests/common/relative_difference.hpp"
+#include "train/attention_choice.hpp"
+#include "train/trainer.hpp"
+
+namespace shardft {
+namespace {
+using testing_util::rel_diff;
+
+SelfCommunicator& self() {
+  static SelfCommunicator c;
+  return c;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(AttentionChoice, NamedKernelsAreTakenAsAskedAndAutoSaysWhy) {
+  const AttentionChoice eager = choose_attention("eager", ComputeDtype::bf16);
+  EXPECT_FALSE(eager.memory_efficient || eager.fused);
+  EXPECT_TRUE(contains(eager.description, "eager")) << eager.description;
+  const AttentionChoice lse = choose_attention("memory_efficient", ComputeDtype::bf16);
+  EXPECT_TRUE(lse.memory_efficient && !lse.fused) << lse.description;
+  // fp32 never runs the fused kernels, whatever the build, and says so when they are built.
+  const AttentionChoice fp32 = choose_attention("auto", ComputeDtype::fp32);
+  EXPECT_TRUE(fp32.memory_efficient && !fp32.fused) << fp32.description;
+  for (const char* name : {"auto", "sdpa", "flash_attention_2"}) {
+    const AttentionChoice c = choose_attention(name, ComputeDtype::bf16);
+    EXPECT_EQ(c.fused, !c.memory_efficient) << name;
+    if (!fused_attention_built()) {
+      EXPECT_FALSE(c.fused) << name;
+      EXPECT_TRUE(contains(c.description, "fused kernels: " + fused_attention_backend())) << c.description;
+    } else {
+      EXPECT_EQ(c.fused, fused_attention_self_test().empty()) << c.description;
+    }
+  }
+}
+
+TEST(AttentionChoice, UnbuiltFusedKernelsRefuseToRun) {
+  if (fused_attention_built()) GTEST_SKIP() << "this build has the fused kernels (" << fused_attention_backend() << ")";
+  EXPECT_THROW(fused_attention_stats_size({1, 8, 2, 1, 16}, {}), std::logic_error);
+  EXPECT_FALSE(fused_attention_self_test().empty());
+}
+
+TrainConfig tiny_bf16(const char* attention) {
+  TrainConfig c;
+  c.model.vocab_size = ByteTokenizer::kVocabSize;
+  c.model.hidden_size = 256;
+  c.model.num_hidden_layers = 2;
+  c.model.num_attention_heads = 4;
+  c.model.num_key_value_heads = 2;  // head_dim 64, GQA
+  c.model.intermediate_size = 384;
+  c.learning_rate = 1e-3;
+  c.lr_scheduler_type = "constant";
+  c.bf16 = true;
+  c.attn_implementation = attention;
+  c.seed = 3;
+  return c;
+}
+
+TEST(FusedAttention, SelfTestPasses) {
+  if (!fused_attention_built()) GTEST_SKIP() << "fused attention kernels: " << fused_attention_backend();
+  EXPECT_EQ(fused_attention_self_test(), "");
+}
+
+// Two steps on packed rows (several samples per row, a one-token-long tail) and on plain rows.
+TEST(FusedAttention, TrainingStepsEqualTheLogSumExpKernelsWithinBf16) {
+  if (!fused_attention_built()) GTEST_SKIP() << "fused attention kernels: " << fused_attention_backend();
+  ByteTokenizer tok;
+  std::vector<TokenizedSample> s;
+  const char* words[] = {"ab", "qwerty", "xyz", "mnopqrstuvw", "k", "hello world", "shard", "attention"};
+  for (const char* w : words) s.push_back(apply_chat_template(tok, {{"user", std::string("upper: ") + w}, {"assistant", w}}, 96));
+  const std::vector<TokenBatch> batches = {collate_packed(s, {{0, 1, 2}, {3, 4}, {5, 6, 7}}, tok.kPad),
+                                           collate(s, {0, 3, 5, 7})};
+  for (const TokenBatch& b : batches) {
+    Trainer fused(tiny_bf16("auto"), 5, self()), lse(tiny_bf16("memory_efficient"), 5, self());
+    ASSERT_TRUE(fused.attention().fused) << fused.attention().description;
+    ASSERT_FALSE(lse.attention().fused);
+    for (int step = 0; step < 2; ++step) {
+      const StepStats a = fused.step({b}), r = lse.step({b});
+      EXPECT_LT(std::abs(a.loss - r.loss) / r.loss, 1e-2) << "step " << step;
+      EXPECT_LT(std::abs(a.grad_norm - r.grad_norm) / r.grad_norm, 5e-2) << "step " << step;
+    }
+    EXPECT_LT(rel_diff(fused.engine().gather_master(), lse.engine().gather_master()), 1e-3);
+  }
+}
+
+}  // namespace
+}  // namespace shardft
