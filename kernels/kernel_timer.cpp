@@ -152,6 +152,13 @@ void uninstall_kernel_timer() {
   t.launches = launches;
 }
 
+void restart_kernel_timer() {
+  Timer& t = timer();
+  t.kernels.clear();
+  t.outside = Totals{};
+  t.have_last = false;
+}
+
 std::string kernel_timer_report(std::size_t top) {
   const Timer& t = timer();
   std::vector<std::pair<std::string, Totals>> rows(t.kernels.begin(), t.kernels.end());

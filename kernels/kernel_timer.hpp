@@ -19,6 +19,9 @@ void install_kernel_timer();
 bool kernel_timer_installed();
 // Takes the callbacks off and forgets the times (tests).
 void uninstall_kernel_timer();
+// Forgets the times so far and times on (a run's first step builds graphs and sizes buffers: the report
+// then shows the steps after it).
+void restart_kernel_timer();
 // The kernels by total time, at most `top` lines, with counts and mean microseconds.
 std::string kernel_timer_report(std::size_t top = 40);
 

@@ -433,7 +433,7 @@ def cmd_report(state, out_dir, mode, budget):
              "shardft ÷ PyTorch: - (needs both steps)")
 
     if k:
-        L += ["", "## Kernel shares (SHARDFT_KERNEL_TIMES=1, 2 layers, every kernel fenced)", ""]
+        L += ["", "## Kernel shares (SHARDFT_KERNEL_TIMES=1, 4 layers, steps 2-4, every kernel fenced)", ""]
         if k.get("kernels"):
             L += [f"{k.get('launches')} Kokkos kernel launches. Fencing exposes launch latency: read the shares, not the sum.", "",
                   "| seconds | share | count | mean µs | kernel |", "| --- | --- | --- | --- | --- |"]

@@ -19,6 +19,7 @@
 #include "io/progress_bar.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/elementwise.hpp"
+#include "kernels/kernel_timer.hpp"
 #include "parallel/memory_estimate.hpp"
 #include "train/attention_choice.hpp"
 #include "train/checkpoint.hpp"
@@ -292,6 +293,11 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     const StepStats st = tr.step(micro);
     last_kernels = tr.last_step_kernels();  // every step after the first runs the same work
     last_kernels_step = s + 1;
+    if (s == first_step && kernel_timer_installed()) {
+      restart_kernel_timer();
+      log << "kernel times (SHARDFT_KERNEL_TIMES): from step " << s + 2 << " on; step " << s + 1
+          << " built graphs and sized buffers" << std::endl;
+    }
     if (s - first_step < 2) {
       // The first step sizes every buffer; the second shows what each later one moves (kernels/device_traffic.hpp).
       if (bar) bar->clear();

@@ -31,6 +31,7 @@ std::string describe_step_kernels(const StepKernels& k, int layers, long step) {
     << " kernel launches per layer (" << k.launches << " in all), " << k.traffic.syncs << " host sync"
     << (k.traffic.syncs == 1 ? "" : "s") << ", " << k.traffic.allocations << " device allocation"
     << (k.traffic.allocations == 1 ? "" : "s");
+  if (k.traffic.syncs > 1 || k.traffic.allocations > 0) s << " (" << k.traffic.describe(6) << ")";
   return s.str();
 }
 

@@ -36,7 +36,7 @@ TEST(AttentionChoice, NamedKernelsAreTakenAsAskedAndAutoSaysWhy) {
   EXPECT_TRUE(fp32.memory_efficient && !fp32.fused) << fp32.description;
   for (const char* name : {"auto", "sdpa", "flash_attention_2"}) {
     const AttentionChoice c = choose_attention(name, ComputeDtype::bf16);
-    EXPECT_EQ(c.fused, !c.memory_efficient) << name;
+    EXPECT_TRUE(c.memory_efficient) << name << ": the log-sum-exp kernels stay the fallback";
     if (!fused_attention_built()) {
       EXPECT_FALSE(c.fused) << name;
       EXPECT_TRUE(contains(c.description, "fused kernels: " + fused_attention_backend())) << c.description;
@@ -86,12 +86,16 @@ TEST(FusedAttention, TrainingStepsEqualTheLogSumExpKernelsWithinBf16) {
     Trainer fused(tiny_bf16("auto"), 5, self()), lse(tiny_bf16("memory_efficient"), 5, self());
     ASSERT_TRUE(fused.attention().fused) << fused.attention().description;
     ASSERT_FALSE(lse.attention().fused);
-    for (int step = 0; step < 2; ++step) {
-      const StepStats a = fused.step({b}), r = lse.step({b});
-      EXPECT_LT(std::abs(a.loss - r.loss) / r.loss, 1e-2) << "step " << step;
-      EXPECT_LT(std::abs(a.grad_norm - r.grad_norm) / r.grad_norm, 5e-2) << "step " << step;
-    }
-    EXPECT_LT(rel_diff(fused.engine().gather_master(), lse.engine().gather_master()), 1e-3);
+    // Step 1's gradient: the two kernels' bf16 outputs differ by rounding, and each activation gradient
+    // is rounded to bf16 (2^-8) before the GEMMs, so they agree to a fraction of a bf16 ulp. (The weights
+    // after AdamW are not compared: its first steps move an element by about lr whatever the size of its
+    // gradient, so a gradient that is rounding noise moves as far as one that is not.)
+    const StepStats a = fused.step({b}), r = lse.step({b});
+    EXPECT_LT(std::abs(a.loss - r.loss) / r.loss, 1e-3);
+    EXPECT_LT(std::abs(a.grad_norm - r.grad_norm) / r.grad_norm, 1e-2);
+    EXPECT_LT(rel_diff(fused.engine().gather_grads(), lse.engine().gather_grads()), 2e-2);
+    const StepStats a2 = fused.step({b}), r2 = lse.step({b});
+    EXPECT_LT(std::abs(a2.loss - r2.loss) / r2.loss, 1e-2);
   }
 }
 

@@ -91,8 +91,11 @@ TEST(ModelBf16Storage, SameResultsAsBf16ValuesHeldInFp32) {
     EXPECT_EQ(a.num_targets, b.num_targets);
     EXPECT_NEAR(b.loss_sum, a.loss_sum, 1e-6 * std::abs(a.loss_sum));
     // A GPU multiplies bf16 storage with bf16 tensor-core GEMMs and fp32 storage with fp32 ones: the
-    // same products, summed in another order.
-    EXPECT_LT(rel_diff(to_host(grads_b.grads()), to_host(grads_a.grads())), testing_util::host_or_device_tol(1e-6, 5e-5));
+    // same products, summed in another order. Each activation gradient is then rounded to bf16 before
+    // the next layer's GEMMs, and a value on a rounding boundary lands one bf16 ulp (2^-8) apart: on a GPU
+    // the gradients agree to a fraction of a bf16 ulp (measured on an H200: 1.0e-3), on the CPU (one BLAS
+    // for both) to fp32 rounding.
+    EXPECT_LT(rel_diff(to_host(grads_b.grads()), to_host(grads_a.grads())), testing_util::host_or_device_tol(1e-6, 4e-3));
 
     View2<float> la("la", 3, cfg.vocab_size), lb("lb", 3, cfg.vocab_size);
     const auto rows = to_device(std::vector<std::int32_t>{0, 11, 17});
