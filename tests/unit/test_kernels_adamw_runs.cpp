@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -25,15 +26,22 @@ namespace {
 using namespace kernel_test;
 
 // Bit for bit on the host backends. On a GPU nvcc contracts a*b+c into FMAs kernel by kernel, so the one
-// launch and the per-run launches (the same expression in two kernels) may differ in the last bits: there
-// each element is held to 4 float ulps of its own size (measured on an H200: up to 2).
+// launch and the per-run launches (the same expression in two kernels) may differ in the last bits of the
+// terms: there an element is held to 8 float ulps of its own size plus of a hundredth of the buffer's
+// largest (AdamW's update is a difference of terms, so its result can be far smaller than they are;
+// measured on an H200: 6 ulps of an element of 8e-4). Equal infinities and NaNs pass as equal.
 template <class T>
 void expect_bitwise_equal(const char* what, const std::vector<T>& a, const std::vector<T>& b) {
   ASSERT_EQ(a.size(), b.size()) << what;
+  float scale = 0.f;
+  if constexpr (std::is_same<T, float>::value) {
+    for (const float v : b) scale = std::isfinite(v) ? std::max(scale, std::abs(v)) : scale;
+  }
   for (std::size_t i = 0; i < a.size(); ++i) {
     if constexpr (std::is_same<T, float>::value) {
       if (testing_util::kComputeOnDevice) {
-        ASSERT_LE(std::abs(a[i] - b[i]), 4 * std::numeric_limits<float>::epsilon() * std::abs(b[i]))
+        if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;
+        ASSERT_LE(std::abs(a[i] - b[i]), 8 * std::numeric_limits<float>::epsilon() * (std::abs(b[i]) + 1e-2f * scale))
             << what << " element " << i << ": " << a[i] << " vs " << b[i];
         continue;
       }
