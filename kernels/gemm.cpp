@@ -205,6 +205,22 @@ void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, 
 
 #if defined(SHARDFT_GEMM_CUBLAS)
 const std::uint16_t* bits(const bf16* p) { return reinterpret_cast<const std::uint16_t*>(p); }
+
+// Both operands bf16, on cuBLAS's tensor cores: C fp32 (beta as given) or bf16 (C = the product, rounded).
+void cublas_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                         float* c_f32, bf16* c_bf16, int ldc, const MixedShape& s) {
+  const VendorKernel launch(c_bf16 ? "gemm bf16 x bf16 -> bf16 (tensor cores)" : "gemm bf16 x bf16 (tensor cores)");
+  bind_cublas_stream();
+  const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
+  const int lda = static_cast<int>(a.extent(1)), ldb = static_cast<int>(b.extent(1));
+  if (c_bf16) {
+    cuda::gemm_bf16_bf16(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda, bits(b.b16.data()),
+                         ldb, 0.f, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
+  } else {
+    cuda::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda, bits(b.b16.data()),
+                        ldb, beta, c_f32, ldc);
+  }
+}
 #endif
 
 }  // namespace
@@ -221,12 +237,7 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
 #if defined(SHARDFT_GEMM_CUBLAS)
   if constexpr (kGemmOnCublas) {
     if (a.is_bf16 && b.is_bf16) {
-      const VendorKernel launch("gemm bf16 x bf16 (tensor cores)");
-      bind_cublas_stream();
-      cuda::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, static_cast<int>(s.m), static_cast<int>(s.n),
-                          static_cast<int>(s.k), alpha, bits(a.b16.data()), static_cast<int>(a.extent(1)),
-                          bits(b.b16.data()), static_cast<int>(b.extent(1)), beta, c.data(),
-                          static_cast<int>(c.extent(1)));
+      cublas_bf16_product(op_a, op_b, alpha, a, b, beta, c.data(), nullptr, static_cast<int>(c.extent(1)), s);
       return;
     }
   }
@@ -242,12 +253,7 @@ void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
 #if defined(SHARDFT_GEMM_CUBLAS)
   if constexpr (kGemmOnCublas) {
     if (a.is_bf16 && b.is_bf16) {
-      const VendorKernel launch("gemm bf16 x bf16 -> bf16 (tensor cores)");
-      bind_cublas_stream();
-      cuda::gemm_bf16_bf16(op_a == Op::T, op_b == Op::T, static_cast<int>(s.m), static_cast<int>(s.n),
-                           static_cast<int>(s.k), alpha, bits(a.b16.data()), static_cast<int>(a.extent(1)),
-                           bits(b.b16.data()), static_cast<int>(b.extent(1)), 0.f,
-                           reinterpret_cast<std::uint16_t*>(c.data()), static_cast<int>(c.extent(1)));
+      cublas_bf16_product(op_a, op_b, alpha, a, b, 0.f, nullptr, c.data(), static_cast<int>(c.extent(1)), s);
       return;
     }
   }
