@@ -112,34 +112,6 @@ Panel b_panel(Op op, const GemmOperand& b, std::int64_t n0, std::int64_t cols, s
   widen_block(b.b16.data(), ld, n0, 0, cols, k, dst);
   return {dst, static_cast<int>(k)};
 }
-}  // namespace
-
-void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<const float> b, float beta,
-          Unmanaged2<float> c) {
-  const std::size_t m = op_a == Op::N ? a.extent(0) : a.extent(1);
-  const std::size_t k = op_a == Op::N ? a.extent(1) : a.extent(0);
-  const std::size_t kb = op_b == Op::N ? b.extent(0) : b.extent(1);
-  const std::size_t n = op_b == Op::N ? b.extent(1) : b.extent(0);
-  if (k != kb || c.extent(0) != m || c.extent(1) != n) {
-    throw std::invalid_argument("gemm: shapes do not match: op(A) " + shape(m, k) + ", op(B) " + shape(kb, n) +
-                                ", C " + shape(c.extent(0), c.extent(1)));
-  }
-  if (m == 0 || n == 0) return;
-  count_gemm(false, false, static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k));
-  sgemm_raw(op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a.data(),
-            static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
-            static_cast<int>(c.extent(1)));
-}
-
-void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
-             float beta, float* c, int ldc) {
-  if (m <= 0 || n <= 0) return;
-  cblas_sgemm(CblasRowMajor, op_a == Op::N ? CblasNoTrans : CblasTrans, op_b == Op::N ? CblasNoTrans : CblasTrans, m,
-              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-namespace {
-
 struct MixedShape {
   std::int64_t m, n, k;
 };
@@ -156,6 +128,27 @@ MixedShape mixed_shape(Op op_a, Op op_b, const GemmOperand& a, const GemmOperand
   }
   return {m, n, k};
 }
+
+}  // namespace
+
+void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<const float> b, float beta,
+          Unmanaged2<float> c) {
+  const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
+  if (s.m == 0 || s.n == 0) return;
+  count_gemm(false, false, s.m, s.n, s.k);
+  sgemm_raw(op_a, op_b, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), alpha, a.data(),
+            static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
+            static_cast<int>(c.extent(1)));
+}
+
+void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+             float beta, float* c, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  cblas_sgemm(CblasRowMajor, op_a == Op::N ? CblasNoTrans : CblasTrans, op_b == Op::N ? CblasNoTrans : CblasTrans, m,
+              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
 
 // C (fp32, row-major, ldc n) = alpha op(A) op(B) + beta C with at least one bf16 operand, each bf16 operand
 // widened a tile at a time into sgemm (gemm.hpp gemm_mixed). Host memory: one launch as the GPU path

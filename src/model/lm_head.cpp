@@ -29,11 +29,16 @@ GemmOperand row_block(const GemmOperand& x, std::int64_t r0, std::int64_t rows) 
   return Unmanaged2<const float>(x.f32.data() + r0 * cols, rows, cols);
 }
 
-GemmOperand final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuffers& b) {
+// h = RMSNorm(x) in fp32, as the head's GEMM inputs are made from it.
+Unmanaged2<float> normed(const HeadWeights& w, Unmanaged2<const float> x, HeadBuffers& b) {
   const std::int64_t N = x.extent(0);
   auto h = b.h.mat(N, x.extent(1));
   rmsnorm_forward(x, w.norm, w.norm_eps, h, b.rstd.vec(N));
-  return head_input(h, w.lm_head.dtype(), b.h16);
+  return h;
+}
+
+GemmOperand final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuffers& b) {
+  return head_input(normed(w, x, b), w.lm_head.dtype(), b.h16);
 }
 
 // The loss chunk by chunk, summed on the device into b.loss (returned); with grads, each chunk's logits
@@ -80,11 +85,8 @@ void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<con
     w.lm_head.forward(final_norm(w, x, b), logits);
     return;
   }
-  const std::int64_t N = x.extent(0);
-  const auto h = b.h.mat(N, x.extent(1));
-  rmsnorm_forward(x, w.norm, w.norm_eps, h, b.rstd.vec(N));
   const auto picked = b.picked.mat(rows.extent(0), x.extent(1));
-  gather_rows(h, rows, picked);
+  gather_rows(normed(w, x, b), rows, picked);
   w.lm_head.forward(head_input(picked, w.lm_head.dtype(), b.h16), logits);
 }
 

@@ -87,6 +87,15 @@ State make_state(std::int64_t n, unsigned seed) {
 
 Unmanaged1<float> piece(const View1<float>& v, const FlatRun& r) { return Unmanaged1<float>(v.data() + r.begin, r.length); }
 
+// What the one launch replaces: one adamw_update per run, with the run's weight decay.
+void per_run_adamw(const AdamWHyper& h, const std::vector<FlatRun>& runs, State& s) {
+  for (const FlatRun& r : runs) {
+    AdamWHyper hr = h;
+    hr.weight_decay = r.value ? h.weight_decay : 0.f;
+    adamw_update(hr, piece(s.p, r), piece(s.g, r), piece(s.m, r), piece(s.v, r));
+  }
+}
+
 TEST(KernelAdamWRuns, OneLaunchEqualsOneLaunchPerRunBitForBit) {
   std::int64_t n = 0;
   const std::vector<FlatRun> runs = model_like_runs(&n);
@@ -98,11 +107,7 @@ TEST(KernelAdamWRuns, OneLaunchEqualsOneLaunchPerRunBitForBit) {
   for (long step = 1; step <= 3; ++step) {
     h.step = step;
     adamw_update_runs(h, table, a.p, a.g, a.m, a.v);
-    for (const FlatRun& r : runs) {
-      AdamWHyper hr = h;
-      hr.weight_decay = r.value ? h.weight_decay : 0.f;
-      adamw_update(hr, piece(b.p, r), piece(b.g, r), piece(b.m, r), piece(b.v, r));
-    }
+    per_run_adamw(h, runs, b);
   }
   expect_bitwise_equal("param", to_host(a.p), to_host(b.p));
   expect_bitwise_equal("exp_avg", to_host(a.m), to_host(b.m));
@@ -128,11 +133,7 @@ TEST(KernelAdamWRuns, FoldedClipEqualsClipPassThenAdamWBitForBit) {
     h.weight_decay = 0.01f;
     adamw_update_runs(h, table, a.p, a.g, a.m, a.v, factor);
     clip_to_norm(b.g, norm_sq, max_norm);
-    for (const FlatRun& r : runs) {
-      AdamWHyper hr = h;
-      hr.weight_decay = r.value ? h.weight_decay : 0.f;
-      adamw_update(hr, piece(b.p, r), piece(b.g, r), piece(b.m, r), piece(b.v, r));
-    }
+    per_run_adamw(h, runs, b);
     expect_bitwise_equal("param", to_host(a.p), to_host(b.p));
     expect_bitwise_equal("exp_avg", to_host(a.m), to_host(b.m));
     expect_bitwise_equal("exp_avg_sq", to_host(a.v), to_host(b.v));
