@@ -150,16 +150,12 @@ void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a,
 
 namespace {
 
-// C (fp32, row-major, ldc n) = alpha op(A) op(B) + beta C with at least one bf16 operand, each bf16 operand
-// widened a tile at a time into sgemm (gemm.hpp gemm_mixed). Host memory: one launch as the GPU path
-// counts it (one cuBLAS GEMM when both operands are bf16); the tiles' widening and sgemms are the CPU's
-// way of running it and are not counted.
-void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-                           float* c, const MixedShape& s) {
-  const std::int64_t m = s.m, n = s.n, k = s.k;
-  const VendorKernel launch(a.is_bf16 && b.is_bf16 ? "gemm bf16 x bf16 (host: widened tiles)" : "gemm mixed bf16/fp32");
-  std::optional<UncountedLaunches> uncounted;
-  if (!kGemmOnCublas) uncounted.emplace();
+// Rows [m_begin, m_end) of C = alpha op(A) op(B) + beta C, C row-major with ldc n and `c` at row m_begin,
+// each bf16 operand widened a tile at a time into sgemm (gemm.hpp gemm_mixed); a fp32 operand is read in
+// place.
+void tiled_product_rows(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                        float* c, const MixedShape& s, std::int64_t m_begin, std::int64_t m_end) {
+  const std::int64_t n = s.n, k = s.k, m = m_end - m_begin;
   // A fp32 operand is never tiled; a bf16 one in whole rows (columns) of K, as many as fit a tile.
   const std::int64_t per_tile = std::max<std::int64_t>(1, g_tile_elements / std::max<std::int64_t>(k, 1));
   const std::int64_t mt = a.is_bf16 ? std::min(m, per_tile) : m;
@@ -173,11 +169,11 @@ void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, 
                      const Panel& pb) {
     // A widened panel keeps its operand's orientation, so op_a and op_b stand.
     sgemm_raw(op_a, op_b, static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), alpha, pa.p, pa.ld,
-              pb.p, pb.ld, beta, c + m0 * n + n0, static_cast<int>(n));
+              pb.p, pb.ld, beta, c + (m0 - m_begin) * n + n0, static_cast<int>(n));
   };
   if (outer_m) {
-    for (std::int64_t m0 = 0; m0 < m; m0 += mt) {
-      const std::int64_t rows = std::min(mt, m - m0);
+    for (std::int64_t m0 = m_begin; m0 < m_end; m0 += mt) {
+      const std::int64_t rows = std::min(mt, m_end - m0);
       const Panel pa = a_panel(op_a, a, m0, rows, k);
       for (std::int64_t n0 = 0; n0 < n; n0 += nt) {
         const std::int64_t cols = std::min(nt, n - n0);
@@ -188,11 +184,39 @@ void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, 
     for (std::int64_t n0 = 0; n0 < n; n0 += nt) {
       const std::int64_t cols = std::min(nt, n - n0);
       const Panel pb = b_panel(op_b, b, n0, cols, k);
-      for (std::int64_t m0 = 0; m0 < m; m0 += mt) {
-        const std::int64_t rows = std::min(mt, m - m0);
+      for (std::int64_t m0 = m_begin; m0 < m_end; m0 += mt) {
+        const std::int64_t rows = std::min(mt, m_end - m0);
         product(m0, rows, a_panel(op_a, a, m0, rows, k), n0, cols, pb);
       }
     }
+  }
+}
+
+// C (fp32, row-major, ldc n) = alpha op(A) op(B) + beta C with at least one bf16 operand, as tiles. Host
+// memory: one launch as the GPU path counts it (one cuBLAS GEMM when both operands are bf16); the tiles'
+// widening and sgemms are the CPU's way of running it and are not counted.
+void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                           float* c, const MixedShape& s) {
+  const VendorKernel launch(a.is_bf16 && b.is_bf16 ? "gemm bf16 x bf16 (host: widened tiles)" : "gemm mixed bf16/fp32");
+  std::optional<UncountedLaunches> uncounted;
+  if (!kGemmOnCublas) uncounted.emplace();
+  tiled_product_rows(op_a, op_b, alpha, a, b, beta, c, s, 0, s.m);
+}
+
+// C = alpha op(A) op(B) in bf16 without cuBLAS: blocks of C's rows in fp32 scratch of at most a tile
+// (at least one row), each rounded once into C: the values cuBLAS's bf16 output has, without an fp32
+// copy of all of C. One launch, as the GPU path counts it.
+void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, bf16* c,
+                                const MixedShape& s) {
+  const VendorKernel launch("gemm -> bf16 (host: widened tiles)");
+  std::optional<UncountedLaunches> uncounted;
+  if (!kGemmOnCublas) uncounted.emplace();
+  const std::int64_t block = std::max<std::int64_t>(1, g_tile_elements / s.n);
+  const auto c32 = kernel_scratch<float>("gemm_bf16_out_f32", std::min(block, s.m) * s.n);
+  for (std::int64_t m0 = 0; m0 < s.m; m0 += block) {
+    const std::int64_t rows = std::min(block, s.m - m0);
+    tiled_product_rows(op_a, op_b, alpha, a, b, 0.f, c32.data(), s, m0, m0 + rows);
+    to_bf16(Unmanaged1<const float>(c32.data(), rows * s.n), Unmanaged1<bf16>(c + m0 * s.n, rows * s.n));
   }
 }
 
@@ -251,18 +275,7 @@ void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
     }
   }
 #endif
-  // Elsewhere the fp32 product in scratch, rounded once: the values cuBLAS's bf16 output has.
-  const auto c32 = kernel_scratch<float>("gemm_bf16_out_f32", s.m * s.n);
-  if (!a.is_bf16 && !b.is_bf16) {
-    sgemm_raw(op_a, op_b, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), alpha, a.f32.data(),
-              static_cast<int>(a.extent(1)), b.f32.data(), static_cast<int>(b.extent(1)), 0.f, c32.data(),
-              static_cast<int>(s.n));
-  } else {
-    widened_tiles_product(op_a, op_b, alpha, a, b, 0.f, c32.data(), s);
-  }
-  std::optional<UncountedLaunches> uncounted;
-  if (!kGemmOnCublas) uncounted.emplace();
-  to_bf16(Unmanaged1<const float>(c32.data(), c32.extent(0)), Unmanaged1<bf16>(c.data(), c32.extent(0)));
+  widened_tiles_product_bf16(op_a, op_b, alpha, a, b, c.data(), s);
 }
 
 void gemm_set_bf16_tile_elements(std::int64_t n) { g_tile_elements = std::max<std::int64_t>(1, n); }

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/math.hpp"
 #include "kernels/kernel_scratch.hpp"
@@ -73,13 +74,16 @@ int forward_team_size(int blocks, int d, const Body& body) {
 }
 }  // namespace
 
-void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<float> y,
-                     Unmanaged1<float> rstd) {
+namespace {
+// y in fp32 or, for a bf16 GEMM input, in bf16: each element w x rstd in fp32, then stored (rounded once).
+template <class Out>
+void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
+                          Unmanaged2<Out> y, Unmanaged1<float> rstd) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   if (w.extent(0) != x.extent(1) || y.extent(0) != x.extent(0) || y.extent(1) != x.extent(1) ||
       rstd.extent(0) != x.extent(0)) {
-    throw std::invalid_argument("rmsnorm_forward: shapes do not match");
+    throw std::invalid_argument(std::string(name) + ": shapes do not match");
   }
   if (rows == 0) return;
   static_assert(kForwardRows == 4, "the accumulators below are written out for four rows");
@@ -113,11 +117,22 @@ void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float
       const float r = 1.f / kmath::sqrt(sums.v[k] / d + eps);
       Kokkos::single(Kokkos::PerTeam(m), [&] { rstd(n0 + k) = r; });
       const float* xn = xr[k];
-      float* yn = &y(n0 + k, 0);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) { yn[j] = w(j) * (xn[j] * r); });
+      Out* yn = &y(n0 + k, 0);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) { yn[j] = Out(w(j) * (xn[j] * r)); });
     }
   };
-  Kokkos::parallel_for("rmsnorm_forward", Team(blocks, forward_team_size(blocks, d, body)), body);
+  Kokkos::parallel_for(name, Team(blocks, forward_team_size(blocks, d, body)), body);
+}
+}  // namespace
+
+void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<float> y,
+                     Unmanaged1<float> rstd) {
+  rmsnorm_forward_rows("rmsnorm_forward", x, w, eps, y, rstd);
+}
+
+void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<bf16> y,
+                     Unmanaged1<float> rstd) {
+  rmsnorm_forward_rows("rmsnorm_forward_bf16", x, w, eps, y, rstd);
 }
 
 void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,

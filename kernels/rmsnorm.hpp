@@ -4,11 +4,15 @@
 // Backward, with g[n,j] = dy[n,j] * w[j]:
 //   dx[n,j] += rstd[n] * g[n,j] - rstd[n]^3 * x[n,j] * (1/d) * sum_k g[n,k] * x[n,k]
 //   dw[j]   += sum_n dy[n,j] * x[n,j] * rstd[n]
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
 
 void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<float> y,
+                     Unmanaged1<float> rstd);
+// The same y written in bf16 (a bf16 GEMM's input): each element the fp32 y rounded once.
+void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<bf16> y,
                      Unmanaged1<float> rstd);
 
 // Adds into dx (the residual stream's gradient arrives there first) and into dw; an empty dw (a frozen

@@ -100,27 +100,31 @@ int rope_lanes(int half) {
 // in per-thread arrays, so any head_dim works; positions beyond the table compute their angle per head.
 // With plain RoPE's table, the same float operations as rope_forward / rope_backward, so the two paths
 // agree bit for bit.
-void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const std::int32_t> pos,
-                    const RopeTable& table, bool inverse) {
+namespace {
+// q and k in fp32 or bf16 (a bf16 step's kept q and k): each pair read into fp32, rotated with the same
+// float operations either way, and stored (rounded once in bf16).
+template <class T>
+void rope_rotate_qk_of(const char* name, Unmanaged2<T> q, Unmanaged2<T> k, Unmanaged1<const std::int32_t> pos,
+                       const RopeTable& table, bool inverse) {
   const int hd = table.head_dim, half = hd / 2;
-  if (hd < 2 || hd % 2 != 0) throw std::invalid_argument("rope_rotate_qk: head_dim must be even and positive");
+  if (hd < 2 || hd % 2 != 0) throw std::invalid_argument(std::string(name) + ": head_dim must be even and positive");
   if (q.extent(1) % hd != 0 || k.extent(1) % hd != 0 || k.extent(0) != q.extent(0) || pos.extent(0) != q.extent(0)) {
-    throw std::invalid_argument("rope_rotate_qk: q, k must be [N, heads * " + std::to_string(hd) + "], pos [N]");
+    throw std::invalid_argument(std::string(name) + ": q, k must be [N, heads * " + std::to_string(hd) + "], pos [N]");
   }
   if (table.cos.extent(0) > 0 && static_cast<int>(table.cos.extent(1)) != half) {
-    throw std::invalid_argument("rope_rotate_qk: table built for another head_dim");
+    throw std::invalid_argument(std::string(name) + ": table built for another head_dim");
   }
   const int q_heads = static_cast<int>(q.extent(1)) / hd, heads = q_heads + static_cast<int>(k.extent(1)) / hd;
   const std::int64_t positions = static_cast<std::int64_t>(table.cos.extent(0));
   if (static_cast<int>(table.inv_freq.extent(0)) != half) {
-    throw std::invalid_argument("rope_rotate_qk: table without head_dim / 2 frequencies");
+    throw std::invalid_argument(std::string(name) + ": table without head_dim / 2 frequencies");
   }
   const float sign = inverse ? -1.f : 1.f;
   const double scale = table.attention_scaling;
   auto ct = table.cos, st = table.sin;
   auto f = table.inv_freq;
   Kokkos::parallel_for(
-      "rope_rotate_qk", Team(static_cast<int>(q.extent(0)), Kokkos::AUTO, rope_lanes(half)),
+      name, Team(static_cast<int>(q.extent(0)), Kokkos::AUTO, rope_lanes(half)),
       KOKKOS_LAMBDA(const Member& m) {
         const int n = m.league_rank();
         const std::int64_t p = pos(n);
@@ -131,28 +135,40 @@ void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const s
           const float* c_row = &ct(p, 0);
           const float* s_row = &st(p, 0);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, heads), [&](const int h) {
-            float* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
+            T* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, half), [=](const int i) {
               const float c = c_row[i], s = sign * s_row[i];
-              const float x1 = v[i], x2 = v[i + half];
-              v[i] = x1 * c - x2 * s;
-              v[i + half] = x2 * c + x1 * s;
+              const float x1 = static_cast<float>(v[i]), x2 = static_cast<float>(v[i + half]);
+              v[i] = T(x1 * c - x2 * s);
+              v[i + half] = T(x2 * c + x1 * s);
             });
           });
         } else {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, heads), [&](const int h) {
-            float* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
+            T* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, half), [=](const int i) {
               const double a = static_cast<double>(p) * f(i);
               const float c = static_cast<float>(kmath::cos(a) * scale);
               const float s = sign * static_cast<float>(kmath::sin(a) * scale);
-              const float x1 = v[i], x2 = v[i + half];
-              v[i] = x1 * c - x2 * s;
-              v[i + half] = x2 * c + x1 * s;
+              const float x1 = static_cast<float>(v[i]), x2 = static_cast<float>(v[i + half]);
+              v[i] = T(x1 * c - x2 * s);
+              v[i + half] = T(x2 * c + x1 * s);
             });
           });
         }
       });
+}
+
+}  // namespace
+
+void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const std::int32_t> pos,
+                    const RopeTable& table, bool inverse) {
+  rope_rotate_qk_of("rope_rotate_qk", q, k, pos, table, inverse);
+}
+
+void rope_rotate_qk(Unmanaged2<bf16> q, Unmanaged2<bf16> k, Unmanaged1<const std::int32_t> pos,
+                    const RopeTable& table, bool inverse) {
+  rope_rotate_qk_of("rope_rotate_qk_bf16", q, k, pos, table, inverse);
 }
 
 }  // namespace shardft

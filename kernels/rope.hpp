@@ -6,6 +6,7 @@
 // The backward is the inverse rotation (angle -a) applied to the gradient.
 #include <vector>
 
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
@@ -39,6 +40,10 @@ RopeTable make_rope_table(std::int64_t positions, int head_dim, double theta);  
 // attention_scaling either way (the backward of a scaled rotation is the scaled inverse rotation).
 // Positions beyond the table fall back to computing their angle from inv_freq.
 void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const std::int32_t> pos,
+                    const RopeTable& table, bool inverse);
+// The same rotation of bf16 q and k (a bf16 step's): each pair rotated in fp32 and rounded once, the values
+// the fp32 form gives on the same (bf16) inputs, rounded.
+void rope_rotate_qk(Unmanaged2<bf16> q, Unmanaged2<bf16> k, Unmanaged1<const std::int32_t> pos,
                     const RopeTable& table, bool inverse);
 
 }  // namespace shardft

@@ -1,7 +1,7 @@
 #pragma once
 // SwiGLU on the fused MLP's packed layout (kernels/swiglu.hpp) with bf16 activations, as a bf16 step
 // keeps them: gu [N, 2I] = [g | u] is the gate/up GEMM's bf16 output, s [N, I] the down projection's bf16
-// input, and backward writes [dg | du] in bf16 as the gate/up layer's backward GEMMs read it. The math
+// input, and backward writes [dg | du] in bf16 over gu, as the gate/up layer's backward GEMMs read it. The math
 // runs in fp32 registers, with the same expressions as the fp32 kernels, and each output is rounded once,
 // so the values equal the fp32 kernels' outputs rounded to bf16.
 //   forward:   s = silu(g) * u = g / (1 + exp(-g)) * u
@@ -14,7 +14,10 @@
 namespace shardft {
 
 void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s);
-// ds [N, I] fp32 (the down projection's input gradient); dgu [N, 2I] may not alias gu.
-void swiglu_backward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<const float> ds, Unmanaged2<bf16> dgu);
+// In place: gu [N, 2I] holds [g | u] and becomes [dg | du]. ds [N, I] is the down projection's input
+// gradient (bf16, as autocast hands it back). s receives forward's s again, computed by the same
+// expression from the same bf16 inputs (the same bits), for the down projection's weight gradient: forward
+// need not keep s, and its I columns per token cost one extra write here instead of a buffer per layer.
+void swiglu_backward_packed_bf16(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s);
 
 }  // namespace shardft

@@ -3,6 +3,7 @@
 #include "kernels/attention_lse.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/kernel_scratch.hpp"
+#include "kernels/kernel_timer.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rows.hpp"
 
@@ -96,6 +97,167 @@ Unmanaged2<T> head_rows(Unmanaged2<T> x, std::int64_t hd) {
   return Unmanaged2<T>(x.data(), static_cast<std::int64_t>(x.extent(0)) * x.extent(1) / hd, hd);
 }
 
+
+// bf16 compute with every layer's q, k, v kept as bf16, plain q/k/v projections and no qk_norm: the GEMMs
+// write q, k, v in bf16 straight into their kept buffers and RoPE rotates q and k there, so they never
+// exist in fp32 on the fused path (the CPU kernels read them widened). Backward likewise: the attention
+// gradients are bf16, rotated back in place and read by the projections' GEMMs as they are. The staged
+// path rounds at the same points (project_qkv, qkv_grads), so both give the same bits.
+bool bf16_qkv(const AttentionWeights& w, Kept how) {
+  return how == Kept::bf16 && w.q.plain() && w.k.plain() && w.v.plain() && !w.qk_norm();
+}
+
+// q, k, v = h W^T in bf16 into their kept buffers, q and k rotated there.
+void project_qkv_bf16(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a,
+                      const GemmOperand& h, std::int64_t N, std::int64_t qd, std::int64_t kvd) {
+  const auto q = a.q.bf16_output(N, qd), k = a.k.bf16_output(N, kvd), v = a.v.bf16_output(N, kvd);
+  w.q.forward_bf16(h, q);
+  w.k.forward_bf16(h, k);
+  w.v.forward_bf16(h, v);
+  rope_rotate_qk(q, k, t.positions, *t.rope, false);
+}
+
+// The bf16 path without the fused kernels (a CPU build): o = attention(q, k, v) on the Kokkos kernels,
+// which read q, k, v widened and write o in fp32, kept (rounded) as the o projection's input. A GPU build
+// runs the fused kernel here, one launch reading and writing bf16; the widening and rounding passes
+// are the CPU's and are not counted, so the step's launch count is what the GPU path launches.
+void attend_unfused_bf16(const AttentionTokens& t, AttentionActivations& a, std::int64_t qd, std::int64_t kvd,
+                         ActivationScratch& scratch) {
+  const std::int64_t N = t.num_tokens();
+  const VendorKernel launch("attention forward (host kernels for the fused one)");
+  const UncountedLaunches host_only;
+  const Qkv qkv = qkv_of(a, N, qd, kvd, false, Kept::bf16, scratch.kept, true);
+  const auto o = a.o.staging(N, qd, ComputeDtype::bf16, scratch.gemm_input);
+  attend(t, qkv.q, qkv.k, qkv.v, a, o, nullptr);
+  a.o.keep(o, ComputeDtype::bf16);
+}
+
+// The staged path: q, k, v in fp32 (rounded as the bf16 path rounds: each projection's output, then
+// q and k after RoPE), kept as `how` says.
+Qkv project_qkv(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a, const GemmOperand& h,
+                std::int64_t N, std::int64_t qd, std::int64_t kvd, Kept how, GrowingBuffer& scratch) {
+  const Qkv out = qkv_of(a, N, qd, kvd, w.qk_norm(), how, scratch, false);
+  const ComputeDtype dt = w.q.dtype();
+  if (w.qk_norm()) {  // Qwen3: q and k projected, kept (rounded) as their norms' backward reads them, normed
+    const std::int64_t hd = w.q_norm.extent(0);
+    w.q.forward(h, out.q_proj);
+    w.k.forward(h, out.k_proj);
+    a.q_proj.keep(out.q_proj, how);
+    a.k_proj.keep(out.k_proj, how);
+    rmsnorm_forward(head_rows(out.q_proj, hd), w.q_norm, w.norm_eps, head_rows(out.q, hd), a.q_rstd.vec(N * qd / hd));
+    rmsnorm_forward(head_rows(out.k_proj, hd), w.k_norm, w.norm_eps, head_rows(out.k, hd), a.k_rstd.vec(N * kvd / hd));
+  } else {
+    w.q.forward(h, out.q);
+    w.k.forward(h, out.k);
+    if (dt == ComputeDtype::bf16) {
+      round_activation(out.q, dt);
+      round_activation(out.k, dt);
+    }
+  }
+  w.v.forward(h, out.v);
+  rope_rotate_qk(out.q, out.k, t.positions, *t.rope, false);
+  a.q.keep(out.q, how);
+  a.k.keep(out.k, how);
+  a.v.keep(out.v, how);
+  return out;
+}
+
+// The projections' gradients d loss / d (q, k, v) as their backward GEMMs read them.
+struct QkvGrads {
+  LinearGrad q, k, v;
+};
+
+// dq, dk, dv from dattn = d loss / d o on the Kokkos kernels (fp32).
+void unfused_attention_backward(const AttentionTokens& t, const Qkv& qkv, AttentionActivations& a, ComputeDtype dt,
+                                Unmanaged2<const float> dattn, Unmanaged2<float> dq, Unmanaged2<float> dk,
+                                Unmanaged2<float> dv, AttentionGradBuffers& b, ActivationScratch& scratch) {
+  const std::int64_t N = t.num_tokens(), qd = dq.extent(1);
+  if (t.memory_efficient) {
+    const std::int64_t rows = rows_times_heads(t.shape);
+    attention_backward_lse(t.shape, qkv.q, qkv.k, qkv.v, t.seq_ids, a.o.values(N, qd, dt, scratch.gemm_input),
+                           a.lse.vec(rows), dattn, dq, dk, dv, b.delta.vec(rows));
+  } else {
+    attention_backward(t.shape, qkv.q, qkv.k, qkv.v, a.probs.vec(t.shape.probs_size()), dattn, dq, dk, dv,
+                       b.dscores.vec(t.shape.probs_size()));
+  }
+}
+
+// The bf16 path (bf16_qkv): dattn in bf16 for the fused kernels (the o projection's GEMM writes it), their
+// bf16 gradients rotated back in place; the unfused kernels' fp32 gradients rounded to bf16 first.
+QkvGrads attention_grads_bf16(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a,
+                              const LinearGrad& dout, AttentionGradBuffers& b, ActivationScratch& scratch) {
+  const std::int64_t N = t.num_tokens(), qd = w.q.out_features(), kvd = w.k.out_features();
+  const auto dq = kernel_scratch<bf16>("attn_dq_bf16", N, qd);
+  const auto dk = kernel_scratch<bf16>("attn_dk_bf16", N, kvd), dv = kernel_scratch<bf16>("attn_dv_bf16", N, kvd);
+  if (t.fused) {
+    const auto dattn = kernel_scratch<bf16>("attn_dout_bf16", N, qd);
+    if (w.o.plain()) {
+      w.o.backward_input_bf16(dout, dattn);
+    } else {
+      const auto dattn32 = b.dattn.mat(N, qd);
+      w.o.backward_input(dout, dattn32, 0.f);
+      to_bf16(flat(Unmanaged2<const float>(dattn32)), flat(dattn));
+    }
+    fused_attention_backward(t.shape, t.segments, a.q.kept_bf16(N, qd), a.k.kept_bf16(N, kvd), a.v.kept_bf16(N, kvd),
+                             a.o.bf16_output(N, qd), dattn, a.lse.vec(fused_attention_stats_size(t.shape, t.segments)),
+                             dq, dk, dv);
+  } else {
+    const auto dattn = b.dattn.mat(N, qd), dq32 = b.dq.mat(N, qd), dk32 = b.dk.mat(N, kvd), dv32 = b.dv.mat(N, kvd);
+    w.o.backward_input(dout, dattn, 0.f);
+    // As in attend_unfused_bf16: one launch on a GPU, the CPU's widening and rounding passes uncounted.
+    const VendorKernel launch("attention backward (host kernels for the fused one)");
+    const UncountedLaunches host_only;
+    const Qkv qkv = qkv_of(a, N, qd, kvd, false, Kept::bf16, scratch.kept, true);
+    unfused_attention_backward(t, qkv, a, ComputeDtype::bf16, dattn, dq32, dk32, dv32, b, scratch);
+    to_bf16(flat(Unmanaged2<const float>(dq32)), flat(dq));
+    to_bf16(flat(Unmanaged2<const float>(dk32)), flat(dk));
+    to_bf16(flat(Unmanaged2<const float>(dv32)), flat(dv));
+  }
+  rope_rotate_qk(dq, dk, t.positions, *t.rope, true);
+  const auto grad = [](Unmanaged2<bf16> g) { return LinearGrad{Unmanaged2<const float>(), Unmanaged2<const bf16>(g)}; };
+  return {grad(dq), grad(dk), grad(dv)};
+}
+
+// The staged path: fp32 gradients, in bf16 compute rounded where the bf16 path rounds them (dq and dk
+// before RoPE's backward, and each as its projection's GEMMs read it).
+QkvGrads attention_grads(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
+                         AttentionActivations& a, const LinearGrad& dout, AttentionGradBuffers& b,
+                         ActivationScratch& scratch) {
+  const std::int64_t N = t.num_tokens(), qd = w.q.out_features(), kvd = w.k.out_features();
+  const ComputeDtype dt = w.q.dtype();
+  const Kept how = kept_as(dt, a.every_layer);
+  // The fused kernels read q, k, v as bf16: kept so, they need no fp32 copies (qk_norm's backward still
+  // reads the projections before their norms).
+  const bool fp32_qkv = !t.fused || how != Kept::bf16 || w.qk_norm();
+  const Qkv qkv = fp32_qkv ? qkv_of(a, N, qd, kvd, w.qk_norm(), how, scratch.kept, true) : Qkv{};
+  auto dattn = b.dattn.mat(N, qd), dq = b.dq.mat(N, qd), dk = b.dk.mat(N, kvd), dv = b.dv.mat(N, kvd);
+  w.o.backward_input(dout, dattn, 0.f);
+  if (t.fused) {
+    attend_fused_backward(t, qkv, a, how, dattn, dq, dk, dv);
+  } else {
+    unfused_attention_backward(t, qkv, a, dt, dattn, dq, dk, dv, b, scratch);
+  }
+  if (dt == ComputeDtype::bf16 && !w.qk_norm()) {
+    round_activation(dq, dt);
+    round_activation(dk, dt);
+  }
+  rope_rotate_qk(dq, dk, t.positions, *t.rope, true);
+  Unmanaged2<float> dq_in = dq, dk_in = dk;  // d loss / d (the projections' outputs)
+  if (w.qk_norm()) {
+    const std::int64_t hd = w.q_norm.extent(0);
+    dq_in = b.dq_proj.mat(N, qd);
+    dk_in = b.dk_proj.mat(N, kvd);
+    Kokkos::deep_copy(ExecSpace(), dq_in, 0.f);  // rmsnorm_backward adds into them
+    Kokkos::deep_copy(ExecSpace(), dk_in, 0.f);
+    rmsnorm_backward(head_rows(qkv.q_proj, hd), w.q_norm, a.q_rstd.vec(N * qd / hd), head_rows(dq, hd),
+                     head_rows(dq_in, hd), g.q_norm);
+    rmsnorm_backward(head_rows(qkv.k_proj, hd), w.k_norm, a.k_rstd.vec(N * kvd / hd), head_rows(dk, hd),
+                     head_rows(dk_in, hd), g.k_norm);
+  }
+  return {w.q.grad_operand(dq_in, "attn_dq_bf16"), w.k.grad_operand(dk_in, "attn_dk_bf16"),
+          w.v.grad_operand(dv, "attn_dv_bf16")};
+}
+
 }  // namespace
 
 AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P,
@@ -130,87 +292,55 @@ AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, co
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                              AttentionActivations& a, Unmanaged2<float> out, ActivationScratch& scratch,
                              const LayerKvCache* cache) {
-  const std::int64_t N = t.num_tokens(), d = x.extent(1);
+  const std::int64_t N = t.num_tokens();
   const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   const ComputeDtype dt = w.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  const auto [q, k, v, q_proj, k_proj] = qkv_of(a, N, qd, kvd, w.qk_norm(), how, scratch.kept, false);
-  const auto h_staged = a.h.staging(N, d, dt, scratch.gemm_input);
-  rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
-  const GemmOperand h = a.h.keep(h_staged, dt);
-  if (w.qk_norm()) {  // Qwen3: q and k projected, kept (rounded) as their norms' backward reads them, normed
-    const std::int64_t hd = w.q_norm.extent(0);
-    w.q.forward(h, q_proj);
-    w.k.forward(h, k_proj);
-    a.q_proj.keep(q_proj, how);
-    a.k_proj.keep(k_proj, how);
-    rmsnorm_forward(head_rows(q_proj, hd), w.q_norm, w.norm_eps, head_rows(q, hd), a.q_rstd.vec(N * qd / hd));
-    rmsnorm_forward(head_rows(k_proj, hd), w.k_norm, w.norm_eps, head_rows(k, hd), a.k_rstd.vec(N * kvd / hd));
-  } else {
-    w.q.forward(h, q);
-    w.k.forward(h, k);
+  const GemmOperand h = a.h.keep_rmsnorm(x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
+  if (cache == nullptr && bf16_qkv(w, how)) {
+    project_qkv_bf16(w, t, a, h, N, qd, kvd);
+    if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
+    if (t.fused) {
+      attend_fused(t, Qkv{}, a, how, qd, kvd);
+    } else {
+      attend_unfused_bf16(t, a, qd, kvd, scratch);
+    }
+    w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out);
+    return;
   }
-  w.v.forward(h, v);
-  rope_rotate_qk(q, k, t.positions, *t.rope, false);
-  a.q.keep(q, how);
-  a.k.keep(k, how);
-  a.v.keep(v, how);
+  const Qkv qkv = project_qkv(w, t, a, h, N, qd, kvd, how, scratch.kept);
   if (cache != nullptr) {
-    scatter_rows(k, cache->dest, cache->k);
-    scatter_rows(v, cache->dest, cache->v);
+    scatter_rows(qkv.k, cache->dest, cache->k);
+    scatter_rows(qkv.v, cache->dest, cache->v);
   }
   if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
   if (t.fused && cache == nullptr) {
-    attend_fused(t, {q, k, v, {}, {}}, a, how, qd, kvd);
+    attend_fused(t, qkv, a, how, qd, kvd);
     w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out);
     return;
   }
   const auto o_staged = a.o.staging(N, qd, dt, scratch.gemm_input);  // h is kept: the staging is free again
-  attend(t, q, k, v, a, o_staged, cache);
+  attend(t, qkv.q, qkv.k, qkv.v, a, o_staged, cache);
   w.o.forward_add(a.o.keep(o_staged, dt), out);
 }
 
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
                               Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
                               Unmanaged2<float> dh, AttentionGradBuffers& b, ActivationScratch& scratch) {
-  const std::int64_t N = t.num_tokens(), d = x.extent(1);
-  const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
+  const std::int64_t N = t.num_tokens(), d = x.extent(1), qd = w.q.out_features();
   const ComputeDtype dt = w.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  // The fused kernels read q, k, v as bf16: kept so, they need no fp32 copies (qk_norm's backward still
-  // reads the projections before their norms).
-  const bool fp32_qkv = !t.fused || how != Kept::bf16 || w.qk_norm();
-  const Qkv qkv = fp32_qkv ? qkv_of(a, N, qd, kvd, w.qk_norm(), how, scratch.kept, true) : Qkv{};
-  const auto& [q, k, v, q_proj, k_proj] = qkv;
+  const LinearGrad dout = w.o.grad_operand(dx);
+  w.o.backward_weight(a.o.kept(N, qd, dt), dout, g.o);
+  const QkvGrads dqkv = bf16_qkv(w, how) ? attention_grads_bf16(w, t, a, dout, b, scratch)
+                                         : attention_grads(w, g, t, a, dout, b, scratch);
   const GemmOperand h = a.h.kept(N, d, dt);
-  auto dattn = b.dattn.mat(N, qd), dq = b.dq.mat(N, qd), dk = b.dk.mat(N, kvd), dv = b.dv.mat(N, kvd);
-  w.o.backward(a.o.kept(N, qd, dt), dx, dattn, 0.f, g.o);
-  if (t.fused) {
-    attend_fused_backward(t, qkv, a, how, dattn, dq, dk, dv);
-  } else if (t.memory_efficient) {
-    const std::int64_t rows = rows_times_heads(t.shape);
-    attention_backward_lse(t.shape, q, k, v, t.seq_ids, a.o.values(N, qd, dt, scratch.gemm_input), a.lse.vec(rows),
-                           dattn, dq, dk, dv, b.delta.vec(rows));
-  } else {
-    attention_backward(t.shape, q, k, v, a.probs.vec(t.shape.probs_size()), dattn, dq, dk, dv,
-                       b.dscores.vec(t.shape.probs_size()));
-  }
-  rope_rotate_qk(dq, dk, t.positions, *t.rope, true);
-  Unmanaged2<float> dq_in = dq, dk_in = dk;  // d loss / d (the projections' outputs)
-  if (w.qk_norm()) {
-    const std::int64_t hd = w.q_norm.extent(0);
-    dq_in = b.dq_proj.mat(N, qd);
-    dk_in = b.dk_proj.mat(N, kvd);
-    Kokkos::deep_copy(ExecSpace(), dq_in, 0.f);  // rmsnorm_backward adds into them
-    Kokkos::deep_copy(ExecSpace(), dk_in, 0.f);
-    rmsnorm_backward(head_rows(q_proj, hd), w.q_norm, a.q_rstd.vec(N * qd / hd), head_rows(dq, hd),
-                     head_rows(dq_in, hd), g.q_norm);
-    rmsnorm_backward(head_rows(k_proj, hd), w.k_norm, a.k_rstd.vec(N * kvd / hd), head_rows(dk, hd),
-                     head_rows(dk_in, hd), g.k_norm);
-  }
-  w.q.backward(h, dq_in, dh, 0.f, g.q);
-  w.k.backward(h, dk_in, dh, 1.f, g.k);
-  w.v.backward(h, dv, dh, 1.f, g.v);
+  w.q.backward_weight(h, dqkv.q, g.q);
+  w.q.backward_input(dqkv.q, dh, 0.f);
+  w.k.backward_weight(h, dqkv.k, g.k);
+  w.k.backward_input(dqkv.k, dh, 1.f);
+  w.v.backward_weight(h, dqkv.v, g.v);
+  w.v.backward_input(dqkv.v, dh, 1.f);
   rmsnorm_backward(x, w.norm, a.rstd.vec(N), dh, dx, g.norm);
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/fp16.hpp"
 #include "kernels/kernel_scratch.hpp"
+#include "kernels/rmsnorm.hpp"
 
 namespace shardft {
 
@@ -154,6 +155,11 @@ void Linear::backward_input(const LinearGrad& g, Unmanaged2<float> dx, float dx_
   if (dtype_ == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(dx)), flat(dx));
 }
 
+void Linear::backward_input_bf16(const LinearGrad& g, Unmanaged2<bf16> dx) const {
+  if (!plain()) throw std::logic_error("Linear::backward_input_bf16: a layer with a bias or LoRA terms writes fp32");
+  gemm_mixed_bf16_out(Op::N, Op::N, 1.f, g.gemm, weight_, dx);
+}
+
 void Linear::backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
                       const LinearGrads& grads) const {
   const LinearGrad g = grad_operand(dy);
@@ -172,6 +178,19 @@ GemmOperand LinearInput::keep(Unmanaged2<float> staged, ComputeDtype dtype) {
   const auto kept = bf16_.mat(staged.extent(0), staged.extent(1));
   to_bf16(flat(Unmanaged2<const float>(staged)), flat(kept));
   return Unmanaged2<const bf16>(kept);
+}
+
+GemmOperand LinearInput::keep_rmsnorm(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
+                                      Unmanaged1<float> rstd, ComputeDtype dtype, GrowingBuffer& scratch) {
+  const std::int64_t rows = static_cast<std::int64_t>(x.extent(0)), cols = static_cast<std::int64_t>(x.extent(1));
+  if (dtype == ComputeDtype::bf16) {
+    const auto kept = bf16_.mat(rows, cols);
+    rmsnorm_forward(x, w, eps, kept, rstd);
+    return Unmanaged2<const bf16>(kept);
+  }
+  const auto staged = staging(rows, cols, dtype, scratch);
+  rmsnorm_forward(x, w, eps, staged, rstd);
+  return keep(staged, dtype);
 }
 
 GemmOperand LinearInput::kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype) {

@@ -92,6 +92,9 @@ class Linear {
   void backward_weight(const GemmOperand& x, const LinearGrad& dy, const LinearGrads& grads,
                        float dw_beta = 1.f) const;
   void backward_input(const LinearGrad& dy, Unmanaged2<float> dx, float dx_beta) const;
+  // dx = dy W written in bf16 (each element the fp32 accumulator rounded once), for a plain() layer whose
+  // input gradient is read as bf16 next; throws otherwise.
+  void backward_input_bf16(const LinearGrad& dy, Unmanaged2<bf16> dx) const;
 
   // Adds a LoRA term (at most kMaxLoraTerms); throws std::invalid_argument when its shapes do not fit.
   void add_lora(const LoraTerm& term);
@@ -130,6 +133,10 @@ class LinearInput {
   Unmanaged2<float> staging(std::int64_t rows, std::int64_t cols, ComputeDtype dtype, GrowingBuffer& scratch);
   // The staged input as the GEMMs read it: itself (fp32), or rounded into the kept bf16 buffer.
   GemmOperand keep(Unmanaged2<float> staged, ComputeDtype dtype);
+  // RMSNorm's output y = w x rstd (kernels/rmsnorm.hpp) as the GEMM input: what staging + keep() make,
+  // but in bf16 compute the norm writes the kept bf16 buffer itself (no fp32 staging, no rounding pass).
+  GemmOperand keep_rmsnorm(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged1<float> rstd,
+                           ComputeDtype dtype, GrowingBuffer& scratch);
   // The kept input again (backward): rows x cols as forward kept it.
   GemmOperand kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype);
   // bf16 compute: the kept bf16 buffer itself, for a producer that writes its output in bf16 (the fused

@@ -23,21 +23,48 @@ const T* fused_pair(Unmanaged1<const T> a, Unmanaged1<const T> b, GrowingBufferO
 
 // bf16 compute with every layer's activations kept as bf16 and a plain [gate; up] layer: the GEMM writes
 // gu in bf16 and SwiGLU reads and writes bf16, so gu, s and [dg | du] never exist in fp32 (same values:
-// each is the fp32 result rounded once, where the fp32-staged path rounds it on keep()).
+// each is the fp32 result rounded once, where the fp32-staged path rounds it on keep()). s is not kept:
+// backward recomputes it from gu (kernels/swiglu_bf16.hpp) and writes [dg | du] over gu.
 bool bf16_activations(const MlpWeights& w, const MlpActivations& a) {
   return w.down.dtype() == ComputeDtype::bf16 && kept_as(ComputeDtype::bf16, a.every_layer) == Kept::bf16 &&
          w.gate_up.plain();
 }
 
-// [dg | du] as the gate/up layer's backward GEMMs read it, from ds = d loss / d s.
-LinearGrad gate_up_grad(const MlpWeights& w, MlpActivations& a, Unmanaged2<const float> ds, std::int64_t N,
-                        std::int64_t I, ActivationScratch& scratch) {
-  if (bf16_activations(w, a)) {
-    const auto dgu = kernel_scratch<bf16>("mlp_dgu_bf16", N, 2 * I);
-    swiglu_backward_packed_bf16(a.gu.kept_bf16(N, 2 * I), ds, dgu);
-    return {Unmanaged2<const float>(), Unmanaged2<const bf16>(dgu)};
+// One layer's s at a time (forward's, then backward's recompute): shared by the layers, not kept.
+Unmanaged2<bf16> s_scratch(std::int64_t N, std::int64_t I) { return kernel_scratch<bf16>("mlp_s_bf16", N, I); }
+
+// ds = d loss / d s as SwiGLU's backward reads it: rounded to bf16 once (autocast's gradient of the bf16
+// s), by the GEMM itself where the down projection is plain.
+Unmanaged2<const bf16> down_input_grad_bf16(const Linear& down, const LinearGrad& dy, std::int64_t N, std::int64_t I) {
+  const auto ds = kernel_scratch<bf16>("mlp_ds_bf16", N, I);
+  if (down.plain()) {
+    down.backward_input_bf16(dy, ds);
+  } else {
+    const auto ds32 = kernel_scratch<float>("mlp_ds_f32", N, I);
+    down.backward_input(dy, ds32, 0.f);
+    to_bf16(flat(Unmanaged2<const float>(ds32)), flat(ds));
   }
-  const auto gu = a.gu.values(N, 2 * I, kept_as(w.down.dtype(), a.every_layer), scratch.kept);
+  return ds;
+}
+
+// The down projection's backward and SwiGLU's: [dg | du] as the gate/up layer's backward GEMMs read it.
+LinearGrad down_and_swiglu_backward(const MlpWeights& w, const MlpGrads& g, MlpActivations& a,
+                                    Unmanaged2<const float> dx, std::int64_t N, std::int64_t I,
+                                    ActivationScratch& scratch) {
+  const ComputeDtype dt = w.down.dtype();
+  if (bf16_activations(w, a)) {
+    const LinearGrad dy = w.down.grad_operand(dx);
+    const Unmanaged2<const bf16> ds = down_input_grad_bf16(w.down, dy, N, I);
+    const auto gu = a.gu.bf16_output(N, 2 * I), s = s_scratch(N, I);
+    swiglu_backward_packed_bf16(gu, ds, s);  // gu now holds [dg | du], s forward's s again
+    w.down.backward_weight(Unmanaged2<const bf16>(s), dy, g.down);
+    return {Unmanaged2<const float>(), Unmanaged2<const bf16>(gu)};
+  }
+  // fp32: s's own buffer, read by dWd before dx is written
+  const auto ds = a.s.reusable(N, I, dt, scratch.gemm_input);
+  w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
+  round_activation(ds, dt);  // bf16: as the path above rounds it
+  const auto gu = a.gu.values(N, 2 * I, kept_as(dt, a.every_layer), scratch.kept);
   swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
   return w.gate_up.grad_operand(gu);  // read by both halves of the fused layer's backward
 }
@@ -77,17 +104,15 @@ MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerPar
 
 void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
                        ActivationScratch& scratch) {
-  const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
+  const std::int64_t N = x.extent(0), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  const auto h_staged = a.h.staging(N, d, dt, scratch.gemm_input);
-  rmsnorm_forward(x, w.norm, w.norm_eps, h_staged, a.rstd.vec(N));
-  const GemmOperand h = a.h.keep(h_staged, dt);
-  GemmOperand s = Unmanaged2<const float>();  // backward's dWd reads s as the down projection saw it
+  const GemmOperand h = a.h.keep_rmsnorm(x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
+  GemmOperand s = Unmanaged2<const float>();  // the down projection's input (kept, or recomputed by backward)
   if (bf16_activations(w, a)) {
     const auto gu = a.gu.bf16_output(N, 2 * I);
     w.gate_up.forward_bf16(h, gu);
-    const auto s16 = a.s.bf16_output(N, I);
+    const auto s16 = s_scratch(N, I);
     swiglu_forward_packed_bf16(gu, s16);
     s = Unmanaged2<const bf16>(s16);
   } else {
@@ -108,10 +133,7 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const GemmOperand h = a.h.kept(N, d, dt);
-  // fp32: s's own buffer, read by dWd before dx is written
-  const auto ds = a.s.reusable(N, I, dt, scratch.gemm_input);
-  w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
-  const LinearGrad dgu = gate_up_grad(w, a, ds, N, I, scratch);
+  const LinearGrad dgu = down_and_swiglu_backward(w, g, a, dx, N, I, scratch);
   w.gate_up.backward_input(dgu, dh, 0.f);
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
   if (g.gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients

@@ -1,6 +1,6 @@
 // bf16 compute keeps what backward reads again as bf16 (model/linear.hpp LinearInput, KeptActivation):
 // each value is rounded once where it is made and forward goes on with it, so
-//  - every layer's kept bytes are half of fp32's (rstd and the attention's log-sum-exp stay fp32), read
+//  - every layer's kept bytes are half of fp32's, less SwiGLU's output, which backward recomputes (rstd and the attention's log-sum-exp stay fp32), read
 //    off the Kokkos allocations one more layer adds;
 //  - checkpointing, which recomputes each layer into one set of fp32 buffers, gives the same step bit for
 //    bit as keeping every layer's activations as bf16;
@@ -100,14 +100,16 @@ TEST(ModelBf16Activations, EachLayerKeepsHalfTheBytesOfFp32) {
   const std::int64_t N = kBatch * kSeq, d = cfg.hidden_size, I = cfg.intermediate_size;
   const std::int64_t qd = d, kvd = static_cast<std::int64_t>(cfg.num_key_value_heads) * cfg.head_dim();
   // Per layer: GEMM inputs (attention h, o; MLP h, s), q, k, v, gu, x_mid and the layer's input, in the
-  // compute precision's bytes; two rstd and the log-sum-exp in fp32.
+  // compute precision's bytes; two rstd and the log-sum-exp in fp32. bf16 does not keep s: backward
+  // recomputes it from gu (model/mlp_block.cpp).
   const std::int64_t elements = N * (d + qd + d + I) + N * (qd + 2 * kvd + 2 * I + d) + N * d;
   const std::int64_t fp32_only = 4 * (2 * N + std::int64_t{kBatch} * cfg.num_attention_heads * kSeq);
   for (const ComputeDtype dtype : {ComputeDtype::fp32, ComputeDtype::bf16}) {
     step_bytes(3, dtype, false);  // the allocations a backend makes once
     const int bytes = dtype == ComputeDtype::bf16 ? 2 : 4;
     SCOPED_TRACE(bytes == 2 ? "bf16" : "fp32");
-    EXPECT_EQ(step_bytes(3, dtype, false) - step_bytes(2, dtype, false), bytes * elements + fp32_only);
+    const std::int64_t kept = dtype == ComputeDtype::bf16 ? elements - N * I : elements;
+    EXPECT_EQ(step_bytes(3, dtype, false) - step_bytes(2, dtype, false), bytes * kept + fp32_only);
     // Checkpointing keeps only each layer's input.
     EXPECT_EQ(step_bytes(3, dtype, true) - step_bytes(2, dtype, true), bytes * N * d);
   }

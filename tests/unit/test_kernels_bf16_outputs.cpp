@@ -1,0 +1,137 @@
+// Kernels that write a bf16 step's activations and gradients in bf16 themselves, against the fp32 kernels
+// they replace followed by one rounding: the GEMM with a bf16 output (its CPU form in row blocks of fp32
+// scratch), RMSNorm's bf16 output, RoPE on bf16 q and k, and SwiGLU's in-place backward that recomputes
+// forward's s. Exact on the CPU; on a GPU nvcc may contract two kernels' products into FMAs differently,
+// which can move a value across a bf16 rounding boundary: one bf16 ulp there.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "finite_difference.hpp"
+#include "tests/common/device_build.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/swiglu.hpp"
+#include "kernels/swiglu_bf16.hpp"
+
+namespace shardft {
+namespace {
+
+using namespace kernel_test;
+
+std::vector<float> rounded(std::vector<float> v) {
+  for (float& x : v) x = round_to_bf16(x);
+  return v;
+}
+
+View2<bf16> to_device_bf16(const std::vector<float>& host, std::size_t rows, std::size_t cols, const char* label) {
+  auto f = to_device(host, rows, cols, label);
+  View2<bf16> out(std::string(label), rows, cols);
+  to_bf16(Unmanaged1<const float>(f.data(), rows * cols), Unmanaged1<bf16>(out.data(), rows * cols));
+  return out;
+}
+
+std::vector<float> widened(const View2<bf16>& x) {
+  View1<float> f("widened", x.size());
+  to_f32(Unmanaged1<const bf16>(x.data(), x.size()), f);
+  return to_host(f);
+}
+
+// got (bf16 values) equals expected rounded to bf16: exactly on the CPU, within one bf16 ulp on a GPU.
+void expect_rounded(const std::string& what, const std::vector<float>& got, const std::vector<float>& expected) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float want = round_to_bf16(expected[i]);
+    const double tol = testing_util::host_or_device_tol(0.0, std::ldexp(std::abs(want), -7));
+    ASSERT_LE(std::abs(got[i] - want), tol) << what << " element " << i << ": " << got[i] << " vs " << want;
+  }
+}
+
+struct TileSize {  // restores the default tile size however a test ends
+  std::int64_t saved = gemm_bf16_tile_elements();
+  explicit TileSize(std::int64_t n) { gemm_set_bf16_tile_elements(n); }
+  ~TileSize() { gemm_set_bf16_tile_elements(saved); }
+};
+
+// Tiles of one row of C, of a few rows that do not divide C, and of all of C.
+TEST(KernelBf16Outputs, GemmWithBf16OutputIsTheFp32ProductRoundedForEveryTile) {
+  const int m = 9, n = 5, k = 6;
+  const auto a = rounded(random_vector(m * k, 401)), b = rounded(random_vector(k * n, 402));
+  for (const std::int64_t tile : {std::int64_t{1}, std::int64_t{2 * n + 1}, std::int64_t{1} << 20}) {
+    TileSize scoped(tile);
+    for (const Op op_a : {Op::N, Op::T}) {
+      for (const Op op_b : {Op::N, Op::T}) {
+        const std::string name = "tile " + std::to_string(tile) + " op " + (op_a == Op::N ? "N" : "T") +
+                                 (op_b == Op::N ? "N" : "T");
+        const std::size_t ar = op_a == Op::N ? m : k, ac = op_a == Op::N ? k : m;
+        const std::size_t br = op_b == Op::N ? k : n, bc = op_b == Op::N ? n : k;
+        auto a16 = to_device_bf16(a, ar, ac, "a16"), b16 = to_device_bf16(b, br, bc, "b16");
+        View2<float> ref("ref", m, n);
+        gemm_mixed(op_a, op_b, 0.75f, Unmanaged2<const bf16>(a16), Unmanaged2<const bf16>(b16), 0.f, ref);
+        View2<bf16> c("c", m, n);
+        gemm_mixed_bf16_out(op_a, op_b, 0.75f, Unmanaged2<const bf16>(a16), Unmanaged2<const bf16>(b16), c);
+        expect_rounded(name, widened(c), to_host(ref));
+      }
+    }
+  }
+}
+
+TEST(KernelBf16Outputs, RmsNormWithBf16OutputIsTheFp32NormRounded) {
+  const int rows = 11, d = 96;
+  const auto x = random_vector(rows * d, 411, -3.f, 3.f), w = random_vector(d, 412, 0.5f, 1.5f);
+  View2<float> y32("y32", rows, d);
+  View2<bf16> y16("y16", rows, d);
+  View1<float> r32("r32", rows), r16("r16", rows);
+  rmsnorm_forward(to_device(x, rows, d, "x"), to_device(w, "w"), 1e-5f, y32, r32);
+  rmsnorm_forward(to_device(x, rows, d, "x"), to_device(w, "w"), 1e-5f, y16, r16);
+  EXPECT_EQ(to_host(r16), to_host(r32));
+  expect_rounded("rmsnorm y", widened(y16), to_host(y32));
+}
+
+TEST(KernelBf16Outputs, RopeOnBf16IsTheFp32RotationOfTheSameValuesRounded) {
+  const int hd = 64, q_heads = 4, k_heads = 2;
+  const std::vector<std::int32_t> pos = {0, 1, 2, 0, 255, 300};  // 300: beyond the table (computed angle)
+  const int rows = static_cast<int>(pos.size());
+  const auto q0 = rounded(random_vector(rows * q_heads * hd, 421)), k0 = rounded(random_vector(rows * k_heads * hd, 422));
+  const RopeTable table = make_rope_table(256, hd, 10000.0);
+  auto pd = to_device(pos, "pos");
+  for (const bool inverse : {false, true}) {
+    SCOPED_TRACE(inverse ? "inverse" : "forward");
+    auto q32 = to_device(q0, rows, q_heads * hd, "q32"), k32 = to_device(k0, rows, k_heads * hd, "k32");
+    auto q16 = to_device_bf16(q0, rows, q_heads * hd, "q16"), k16 = to_device_bf16(k0, rows, k_heads * hd, "k16");
+    rope_rotate_qk(q32, k32, pd, table, inverse);
+    rope_rotate_qk(q16, k16, pd, table, inverse);
+    expect_rounded("q", widened(q16), to_host(q32));
+    expect_rounded("k", widened(k16), to_host(k32));
+  }
+}
+
+// Backward in place over gu, with ds in bf16: [dg | du] as the fp32 packed kernel gives them from the same
+// inputs, rounded; s as forward wrote it, bit for bit (the same expression, the same inputs).
+TEST(KernelBf16Outputs, SwiGluBackwardInPlaceRecomputesForwardsOutput) {
+  const int rows = 7, inter = 37;
+  const auto gu0 = rounded(random_vector(rows * 2 * inter, 431, -8.f, 8.f));
+  const auto ds0 = rounded(random_vector(rows * inter, 432));
+  auto gu16 = to_device_bf16(gu0, rows, 2 * inter, "gu16");
+  View2<bf16> s_forward("s_forward", rows, inter), s_again("s_again", rows, inter);
+  swiglu_forward_packed_bf16(gu16, s_forward);
+  swiglu_backward_packed_bf16(gu16, to_device_bf16(ds0, rows, inter, "ds16"), s_again);
+  const auto s_a = widened(s_forward), s_b = widened(s_again);
+  for (std::size_t i = 0; i < s_a.size(); ++i) ASSERT_EQ(s_a[i], s_b[i]) << "s " << i;
+
+  auto gu32 = to_device(gu0, rows, 2 * inter, "gu32");
+  swiglu_backward_packed_inplace(gu32, to_device(ds0, rows, inter, "ds32"));
+  expect_rounded("dgu", widened(gu16), to_host(gu32));
+
+  View2<bf16> wrong("wrong", rows, inter + 1);
+  EXPECT_THROW(swiglu_backward_packed_bf16(gu16, to_device_bf16(ds0, rows, inter, "ds16"), wrong),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace shardft
