@@ -135,28 +135,38 @@ void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float
   rmsnorm_forward_rows("rmsnorm_forward_bf16", x, w, eps, y, rstd);
 }
 
-void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
-                      Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw) {
+namespace {
+// x in fp32 or bf16 (a bf16 step's kept residual stream), read into fp32 registers: the same float
+// operations either way, so a bf16 x gives what its fp32 widening gives.
+template <class X>
+void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const float> w,
+                           Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
+                           Unmanaged1<float> dw, Unmanaged2<bf16> dx_rounded) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   if (w.extent(0) != x.extent(1) || (dw.extent(0) != 0 && dw.extent(0) != x.extent(1)) || rstd.extent(0) != x.extent(0) ||
       dy.extent(0) != x.extent(0) || dy.extent(1) != x.extent(1) || dx.extent(0) != x.extent(0) ||
       dx.extent(1) != x.extent(1)) {
-    throw std::invalid_argument("rmsnorm_backward: shapes do not match");
+    throw std::invalid_argument(std::string(name) + ": shapes do not match");
+  }
+  const bool rounded = dx_rounded.extent(0) > 0;
+  if (rounded && (dx_rounded.extent(0) != dx.extent(0) || dx_rounded.extent(1) != dx.extent(1))) {
+    throw std::invalid_argument(std::string(name) + ": the rounded dx must have dx's shape");
   }
   if (rows == 0) return;
   const int blocks = static_cast<int>((rows + kRowsPerTeam - 1) / kRowsPerTeam);
   const auto partial = kernel_scratch<float>("rmsnorm_dw_partial", blocks, d);
   Kokkos::parallel_for(
-      "rmsnorm_backward_rows", Team(blocks, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+      name, Team(blocks, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int blk = m.league_rank(), threads = m.team_size();
         float* acc = &partial(blk, 0);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) { acc[j] = 0.f; });
         const std::int64_t n0 = blk * kRowsPerTeam, n1 = n0 + kRowsPerTeam < rows ? n0 + kRowsPerTeam : rows;
         for (std::int64_t n = n0; n < n1; ++n) {
-          const float* xn = &x(n, 0);
+          const X* xn = &x(n, 0);
           const float* dyn = &dy(n, 0);
           float* dxn = &dx(n, 0);
+          bf16* dx16 = rounded ? &dx_rounded(n, 0) : nullptr;
           // Each thread sums its strided share of the row (coalesced on a GPU) in four locals: a reduction
           // straight over TeamThreadRange(m, d) keeps its accumulator in memory on the host backends, and
           // one float accumulator is a chain of dependent adds. On one core the whole backward then runs
@@ -168,24 +178,40 @@ void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unma
                 float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
                 int j = t;
                 for (; j + 3 * threads < d; j += 4 * threads) {
-                  p0 += dyn[j] * w(j) * xn[j];
-                  p1 += dyn[j + threads] * w(j + threads) * xn[j + threads];
-                  p2 += dyn[j + 2 * threads] * w(j + 2 * threads) * xn[j + 2 * threads];
-                  p3 += dyn[j + 3 * threads] * w(j + 3 * threads) * xn[j + 3 * threads];
+                  p0 += dyn[j] * w(j) * static_cast<float>(xn[j]);
+                  p1 += dyn[j + threads] * w(j + threads) * static_cast<float>(xn[j + threads]);
+                  p2 += dyn[j + 2 * threads] * w(j + 2 * threads) * static_cast<float>(xn[j + 2 * threads]);
+                  p3 += dyn[j + 3 * threads] * w(j + 3 * threads) * static_cast<float>(xn[j + 3 * threads]);
                 }
-                for (; j < d; j += threads) p0 += dyn[j] * w(j) * xn[j];
+                for (; j < d; j += threads) p0 += dyn[j] * w(j) * static_cast<float>(xn[j]);
                 s += (p0 + p1) + (p2 + p3);
               },
               gx);
           const float r = rstd(n);
           const float c = r * r * r * gx / d;
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) {
-            dxn[j] += r * dyn[j] * w(j) - c * xn[j];
-            acc[j] += dyn[j] * xn[j] * r;
+            const float xj = static_cast<float>(xn[j]);
+            const float dxj = dxn[j] + (r * dyn[j] * w(j) - c * xj);
+            dxn[j] = dxj;
+            if (dx16 != nullptr) dx16[j] = bf16(dxj);
+            acc[j] += dyn[j] * xj * r;
           });
         }
       });
   if (dw.extent(0) > 0) add_column_sums(partial, dw);  // empty: a frozen norm weight (LoRA)
+}
+}  // namespace
+
+void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+                      Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                      Unmanaged2<bf16> dx_rounded) {
+  rmsnorm_backward_rows("rmsnorm_backward_rows", x, w, rstd, dy, dx, dw, dx_rounded);
+}
+
+void rmsnorm_backward(Unmanaged2<const bf16> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+                      Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                      Unmanaged2<bf16> dx_rounded) {
+  rmsnorm_backward_rows("rmsnorm_backward_rows_bf16", x, w, rstd, dy, dx, dw, dx_rounded);
 }
 
 }  // namespace shardft

@@ -16,8 +16,14 @@ void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float
                      Unmanaged1<float> rstd);
 
 // Adds into dx (the residual stream's gradient arrives there first) and into dw; an empty dw (a frozen
-// norm weight) is not computed.
+// norm weight) is not computed. A non-empty dx_rounded receives the updated dx rounded to bf16 (what the
+// next backward GEMMs of a bf16 step read) in the same pass.
 void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
-                      Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw);
+                      Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                      Unmanaged2<bf16> dx_rounded = {});
+// The same with x in bf16 (a bf16 step's kept residual stream): what its fp32 widening gives.
+void rmsnorm_backward(Unmanaged2<const bf16> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+                      Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                      Unmanaged2<bf16> dx_rounded = {});
 
 }  // namespace shardft

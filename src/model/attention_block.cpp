@@ -325,12 +325,13 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
 }
 
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
-                              Unmanaged2<const float> x, AttentionActivations& a, Unmanaged2<float> dx,
-                              Unmanaged2<float> dh, AttentionGradBuffers& b, ActivationScratch& scratch) {
+                              const GemmOperand& x, AttentionActivations& a, Unmanaged2<float> dx,
+                              Unmanaged2<bf16> dx_rounded, Unmanaged2<float> dh, AttentionGradBuffers& b,
+                              ActivationScratch& scratch) {
   const std::int64_t N = t.num_tokens(), d = x.extent(1), qd = w.q.out_features();
   const ComputeDtype dt = w.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  const LinearGrad dout = w.o.grad_operand(dx);
+  const LinearGrad dout = w.o.grad_operand(dx, dx_rounded);
   w.o.backward_weight(a.o.kept(N, qd, dt), dout, g.o);
   const QkvGrads dqkv = bf16_qkv(w, how) ? attention_grads_bf16(w, t, a, dout, b, scratch)
                                          : attention_grads(w, g, t, a, dout, b, scratch);
@@ -341,7 +342,7 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   w.k.backward_input(dqkv.k, dh, 1.f);
   w.v.backward_weight(h, dqkv.v, g.v);
   w.v.backward_input(dqkv.v, dh, 1.f);
-  rmsnorm_backward(x, w.norm, a.rstd.vec(N), dh, dx, g.norm);
+  rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), dh, dx, g.norm, dx_rounded);
 }
 
 }  // namespace shardft

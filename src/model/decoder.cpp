@@ -149,8 +149,9 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   A.inputs[0].keep(input_of(0), inputs_as);
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1);
-    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging);
-    if (l + 1 < L) A.inputs[l + 1].keep(input_of(l + 1), inputs_as);
+    const bool kept = l + 1 < L;  // the last layer's output goes to the LM head, rounded by the layer
+    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging, nullptr, kept);
+    if (kept) A.inputs[l + 1].keep(input_of(l + 1), inputs_as);
     params.release(l + 1);
   }
 
@@ -158,18 +159,19 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   params.acquire(head);
   head_loss_backward(head_weights_of(params, layout_, cfg_, dtype_), head_grads_of(grads, layout_), input_of(L),
                      in.targets, logits_chunk_, static_cast<float>(1.0 / loss_normalizer), A.head,
-                     A.grad_buffers.dh.mat(N, d), dx, loss_sum);
+                     A.grad_buffers.dh.mat(N, d), dx,
+                     dtype_ == ComputeDtype::bf16 ? A.grad_buffers.dx_rounded.mat(N, d) : Unmanaged2<bf16>(), loss_sum);
   grads.block_done(head);
   params.release(head);
 
   for (int l = L - 1; l >= 0; --l) {
     params.acquire(l + 1);
     const LayerWeights w = weights_of(l);
-    const auto x = A.inputs[l].values(N, d, inputs_as, A.staging.input);
-    if (checkpointing_) {
-      decoder_layer_forward(w, t, x, A.scratch, {}, A.staging);  // forward kept only its input
+    if (checkpointing_) {  // forward kept only its input
+      decoder_layer_forward(w, t, A.inputs[l].values(N, d, inputs_as, A.staging.input), A.scratch, {}, A.staging);
     }
-    decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, x, saved_of(l), dx, A.grad_buffers, A.staging);
+    decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, A.inputs[l].kept(N, d, inputs_as), saved_of(l), dx,
+                           A.grad_buffers, A.staging);
     grads.block_done(l + 1);
     params.release(l + 1);
   }

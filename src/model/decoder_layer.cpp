@@ -39,7 +39,8 @@ LayerActivations::LayerActivations(bool every_layer_in) : every_layer(every_laye
 }
 
 void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                           LayerActivations& a, Unmanaged2<float> out, LayerStaging& s, const LayerKvCache* cache) {
+                           LayerActivations& a, Unmanaged2<float> out, LayerStaging& s, const LayerKvCache* cache,
+                           bool out_kept) {
   const std::int64_t N = x.extent(0), d = x.extent(1);
   const ComputeDtype dt = w.attention.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
@@ -53,17 +54,18 @@ void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unma
     round_activation(x_mid, dt);
   }
   mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.blocks);
-  if (out.extent(0) > 0) round_activation(out, dt);
+  if (out.extent(0) > 0 && !out_kept) round_activation(out, dt);
 }
 
 void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,
-                            Unmanaged2<const float> x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b,
+                            const GemmOperand& x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b,
                             LayerStaging& s) {
   const std::int64_t N = x.extent(0), d = x.extent(1);
   const Kept how = kept_as(w.attention.q.dtype(), a.every_layer);
   const auto dh = b.dh.mat(N, d);
-  mlp_block_backward(w.mlp, g.mlp, a.x_mid.values(N, d, how, s.x_mid), a.mlp, dx, dh, b.mlp, s.blocks);
-  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dh, b.attention, s.blocks);
+  const auto dx16 = w.attention.q.dtype() == ComputeDtype::bf16 ? b.dx_rounded.mat(N, d) : Unmanaged2<bf16>();
+  mlp_block_backward(w.mlp, g.mlp, a.x_mid.kept(N, d, how), a.mlp, dx, dx16, dh, b.mlp, s.blocks);
+  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dx16, dh, b.attention, s.blocks);
 }
 
 }  // namespace shardft

@@ -52,22 +52,26 @@ struct LayerStaging {
 // Backward's scratch, shared by every layer.
 struct LayerGradBuffers {
   GrowingBuffer dh{"dh"};
+  // bf16 compute: the residual stream's gradient rounded to bf16, written with it by every RMSNorm
+  // backward (and the LM head's), read by the o and down projections' backward GEMMs.
+  GrowingBufferBf16 dx_rounded{"residual_grad_bf16"};
   AttentionGradBuffers attention;
   MlpGradBuffers mlp;
 };
 
-// out = layer(x), rounded in bf16 compute like every activation kept for backward (the caller keeps it
-// as the next layer's input). out may be x's own buffer: the residual stream is then updated in place,
-// and x_mid is not kept unless a holds every layer's as bf16 (with fp32 buffers, in place means that no
-// backward follows: forward-only runs, checkpointing's forward). An empty out rebuilds only what backward
-// needs (checkpointing).
+// out = layer(x), rounded in bf16 compute like every activation kept for backward, unless the caller keeps
+// it itself (out_kept: KeptActivation::keep rounds it as it keeps it, in one pass). out may be x's own
+// buffer: the residual stream is then updated in place, and x_mid is not kept unless a holds every
+// layer's as bf16 (with fp32 buffers, in place means that no backward follows: forward-only runs,
+// checkpointing's forward). An empty out rebuilds only what backward needs (checkpointing).
 void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                            LayerActivations& a, Unmanaged2<float> out, LayerStaging& s,
-                           const LayerKvCache* cache = nullptr);
+                           const LayerKvCache* cache = nullptr, bool out_kept = false);
 
-// dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.
+// dx holds d loss / d out on entry and d loss / d x on return, and in bf16 compute b.dx_rounded holds it
+// rounded to bf16 on entry and on return; the weights' gradients are added into g.
 void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,
-                            Unmanaged2<const float> x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b,
+                            const GemmOperand& x, LayerActivations& a, Unmanaged2<float> dx, LayerGradBuffers& b,
                             LayerStaging& s);
 
 }  // namespace shardft

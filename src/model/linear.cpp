@@ -117,6 +117,14 @@ LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, const char* scratch_
   return {dy, Unmanaged2<const bf16>(rounded)};
 }
 
+LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf16> rounded) const {
+  if (dtype_ != ComputeDtype::bf16 || rounded.extent(0) == 0) return grad_operand(dy);
+  if (rounded.extent(0) != dy.extent(0) || rounded.extent(1) != dy.extent(1)) {
+    throw std::invalid_argument("Linear::grad_operand: the rounded gradient must have dy's shape");
+  }
+  return {dy, rounded};
+}
+
 void Linear::forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
   if (!plain()) throw std::logic_error("Linear::forward_bf16: a layer with a bias or LoRA terms writes fp32");
   gemm_mixed_bf16_out(Op::N, Op::T, 1.f, x, weight_, y);
@@ -209,6 +217,16 @@ Unmanaged2<const float> LinearInput::values(std::int64_t rows, std::int64_t cols
 Unmanaged2<float> LinearInput::reusable(std::int64_t rows, std::int64_t cols, ComputeDtype dtype,
                                         GrowingBuffer& scratch) {
   return dtype == ComputeDtype::bf16 ? scratch.mat(rows, cols) : f32_.mat(rows, cols);
+}
+
+void rmsnorm_backward_kept(const GemmOperand& x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+                           Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                           Unmanaged2<bf16> dx_rounded) {
+  if (x.is_bf16) {
+    rmsnorm_backward(x.b16, w, rstd, dy, dx, dw, dx_rounded);
+  } else {
+    rmsnorm_backward(x.f32, w, rstd, dy, dx, dw, dx_rounded);
+  }
 }
 
 Kept kept_as(ComputeDtype dtype, bool every_layer) {

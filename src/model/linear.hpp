@@ -88,6 +88,9 @@ class Linear {
   // dy as this layer's GEMMs read it (LinearGrad): in bf16 compute rounded into the bf16 scratch
   // `scratch_name`, which stays valid until that name is asked for again.
   LinearGrad grad_operand(Unmanaged2<const float> dy, const char* scratch_name = "linear_dy_bf16") const;
+  // The same from dy and its bf16 rounding made by dy's producer (the residual stream's gradient, which
+  // RMSNorm's backward rounds as it writes it); an empty `rounded` is made here.
+  LinearGrad grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf16> rounded) const;
   // The two halves of backward: dW = dw_beta dW + dy^T x (and db += sum_n dy); dx = dy W + dx_beta dx.
   void backward_weight(const GemmOperand& x, const LinearGrad& dy, const LinearGrads& grads,
                        float dw_beta = 1.f) const;
@@ -164,6 +167,12 @@ enum class Kept {
 };
 Kept kept_as(ComputeDtype dtype, bool every_layer);
 
+// RMSNorm's backward (kernels/rmsnorm.hpp) on its input x as it was kept: fp32, or bf16 in a bf16 step
+// (GemmOperand is the tagged fp32-or-bf16 view), read without widening it into scratch.
+void rmsnorm_backward_kept(const GemmOperand& x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+                           Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                           Unmanaged2<bf16> dx_rounded = {});
+
 // An activation that is not a GEMM's input (those are LinearInputs) kept for backward as `Kept` says. Its
 // producer writes it in fp32 into staging(); keep() rounds it there (bf16 compute) and keeps it, and
 // forward goes on reading the staging, so forward and backward use the same numbers. Each buffer is asked
@@ -179,6 +188,12 @@ class KeptActivation {
   // that writes the activation in bf16 itself (then there is no staging and no keep()).
   Unmanaged2<const bf16> kept_bf16(std::int64_t rows, std::int64_t cols) { return bf16_.mat(rows, cols); }
   Unmanaged2<bf16> bf16_output(std::int64_t rows, std::int64_t cols) { return bf16_.mat(rows, cols); }
+  // As kept, for a kernel that reads fp32 or bf16 (RMSNorm's backward): the bf16 copy (Kept::bf16), else
+  // its own buffer.
+  GemmOperand kept(std::int64_t rows, std::int64_t cols, Kept how) {
+    if (how == Kept::bf16) return kept_bf16(rows, cols);
+    return Unmanaged2<const float>(f32_.mat(rows, cols));
+  }
   // Its fp32 values again (backward): its own buffer, or widened into scratch as staging() placed it.
   // Backward may overwrite them once it has read them for the last time.
   Unmanaged2<float> values(std::int64_t rows, std::int64_t cols, Kept how, GrowingBuffer& scratch,

@@ -101,10 +101,11 @@ CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unma
 
 void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<const float> x,
                         Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
-                        Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged1<double> loss_sum) {
+                        Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
+                        Unmanaged1<double> loss_sum) {
   add_scalar(loss_sum, chunked_loss(w, &g, x, targets, chunk, grad_scale, b, dh));
   Kokkos::deep_copy(ExecSpace(), dx, 0.f);
-  rmsnorm_backward(x, w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm);
+  rmsnorm_backward(x, w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm, dx_rounded);
 }
 
 }  // namespace shardft

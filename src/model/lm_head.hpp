@@ -43,10 +43,11 @@ CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unma
                            std::int64_t chunk, HeadBuffers& b);
 
 // The same loss, added into loss_sum(0) on the device (nothing is read back), and the backward of
-// grad_scale * loss: the weights' gradients added into g, dx overwritten by d (grad_scale * loss) / d x.
-// dh is [tokens, hidden] scratch.
+// grad_scale * loss: the weights' gradients added into g, dx overwritten by d (grad_scale * loss) / d x,
+// and a non-empty dx_rounded by dx rounded to bf16. dh is [tokens, hidden] scratch.
 void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<const float> x,
                         Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
-                        Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged1<double> loss_sum);
+                        Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
+                        Unmanaged1<double> loss_sum);
 
 }  // namespace shardft

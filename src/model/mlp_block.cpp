@@ -48,12 +48,10 @@ Unmanaged2<const bf16> down_input_grad_bf16(const Linear& down, const LinearGrad
 }
 
 // The down projection's backward and SwiGLU's: [dg | du] as the gate/up layer's backward GEMMs read it.
-LinearGrad down_and_swiglu_backward(const MlpWeights& w, const MlpGrads& g, MlpActivations& a,
-                                    Unmanaged2<const float> dx, std::int64_t N, std::int64_t I,
-                                    ActivationScratch& scratch) {
+LinearGrad down_and_swiglu_backward(const MlpWeights& w, const MlpGrads& g, MlpActivations& a, const LinearGrad& dy,
+                                    std::int64_t N, std::int64_t I, ActivationScratch& scratch) {
   const ComputeDtype dt = w.down.dtype();
   if (bf16_activations(w, a)) {
-    const LinearGrad dy = w.down.grad_operand(dx);
     const Unmanaged2<const bf16> ds = down_input_grad_bf16(w.down, dy, N, I);
     const auto gu = a.gu.bf16_output(N, 2 * I), s = s_scratch(N, I);
     swiglu_backward_packed_bf16(gu, ds, s);  // gu now holds [dg | du], s forward's s again
@@ -62,7 +60,8 @@ LinearGrad down_and_swiglu_backward(const MlpWeights& w, const MlpGrads& g, MlpA
   }
   // fp32: s's own buffer, read by dWd before dx is written
   const auto ds = a.s.reusable(N, I, dt, scratch.gemm_input);
-  w.down.backward(a.s.kept(N, I, dt), dx, ds, 0.f, g.down);
+  w.down.backward_weight(a.s.kept(N, I, dt), dy, g.down);
+  w.down.backward_input(dy, ds, 0.f);
   round_activation(ds, dt);  // bf16: as the path above rounds it
   const auto gu = a.gu.values(N, 2 * I, kept_as(dt, a.every_layer), scratch.kept);
   swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
@@ -128,12 +127,13 @@ void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActiva
   w.down.forward_add(s, out);
 }
 
-void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const float> x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<float> dh, MlpGradBuffers& b, ActivationScratch& scratch) {
+void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperand& x, MlpActivations& a,
+                        Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded, Unmanaged2<float> dh, MlpGradBuffers& b,
+                        ActivationScratch& scratch) {
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const GemmOperand h = a.h.kept(N, d, dt);
-  const LinearGrad dgu = down_and_swiglu_backward(w, g, a, dx, N, I, scratch);
+  const LinearGrad dgu = down_and_swiglu_backward(w, g, a, w.down.grad_operand(dx, dx_rounded), N, I, scratch);
   w.gate_up.backward_input(dgu, dh, 0.f);
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
   if (g.gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients
@@ -148,7 +148,7 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, Unmanaged2<const
     add_inplace(g.gate, Unmanaged1<const float>(dw.data(), I * d));
     add_inplace(g.up, Unmanaged1<const float>(dw.data() + I * d, I * d));
   }
-  rmsnorm_backward(x, w.norm, a.rstd.vec(N), dh, dx, g.norm);
+  rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), dh, dx, g.norm, dx_rounded);
 }
 
 }  // namespace shardft

@@ -1,8 +1,9 @@
 // Kernels that write a bf16 step's activations and gradients in bf16 themselves, against the fp32 kernels
 // they replace followed by one rounding: the GEMM with a bf16 output (its CPU form in row blocks of fp32
-// scratch), RMSNorm's bf16 output, RoPE on bf16 q and k, and SwiGLU's in-place backward that recomputes
-// forward's s. Exact on the CPU; on a GPU nvcc may contract two kernels' products into FMAs differently,
-// which can move a value across a bf16 rounding boundary: one bf16 ulp there.
+// scratch), RMSNorm's bf16 output and its backward on a bf16 input with a bf16 copy of dx, RoPE on bf16
+// q and k, and SwiGLU's in-place backward that recomputes forward's s. Exact on the CPU; on a GPU nvcc may
+// contract two kernels' products into FMAs differently, which can move a value across a bf16 rounding
+// boundary: one bf16 ulp there.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -91,6 +92,29 @@ TEST(KernelBf16Outputs, RmsNormWithBf16OutputIsTheFp32NormRounded) {
   rmsnorm_forward(to_device(x, rows, d, "x"), to_device(w, "w"), 1e-5f, y16, r16);
   EXPECT_EQ(to_host(r16), to_host(r32));
   expect_rounded("rmsnorm y", widened(y16), to_host(y32));
+}
+
+// Backward reading a bf16 x (the kept residual stream) gives what its fp32 widening gives, bit for bit
+// (the same float operations); the rounded dx is the updated dx rounded.
+TEST(KernelBf16Outputs, RmsNormBackwardReadsBf16InputAndRoundsItsOutput) {
+  const int rows = 70, d = 48;  // more rows than a host team's block of 64
+  const auto x = rounded(random_vector(rows * d, 441, -2.f, 2.f)), w = random_vector(d, 442, 0.5f, 1.5f);
+  const auto dy = random_vector(rows * d, 443), dx0 = random_vector(rows * d, 444);
+  const auto rstd = random_vector(rows, 445, 0.5f, 2.f);
+  auto dx32 = to_device(dx0, rows, d, "dx32"), dx16in = to_device(dx0, rows, d, "dx16in");
+  View1<float> dw32("dw32", d), dw16("dw16", d);
+  View2<bf16> dx_rounded("dx_rounded", rows, d);
+  rmsnorm_backward(to_device(x, rows, d, "x"), to_device(w, "w"), to_device(rstd, "rstd"), to_device(dy, rows, d, "dy"),
+                   dx32, dw32);
+  rmsnorm_backward(Unmanaged2<const bf16>(to_device_bf16(x, rows, d, "x16")), to_device(w, "w"), to_device(rstd, "rstd"),
+                   to_device(dy, rows, d, "dy"), dx16in, dw16, dx_rounded);
+  EXPECT_EQ(to_host(dx16in), to_host(dx32));
+  EXPECT_EQ(to_host(dw16), to_host(dw32));
+  expect_rounded("dx rounded", widened(dx_rounded), to_host(dx32));
+  View2<bf16> wrong("wrong", rows, d + 1);
+  EXPECT_THROW(rmsnorm_backward(to_device(x, rows, d, "x"), to_device(w, "w"), to_device(rstd, "rstd"),
+                                to_device(dy, rows, d, "dy"), dx32, dw32, wrong),
+               std::invalid_argument);
 }
 
 TEST(KernelBf16Outputs, RopeOnBf16IsTheFp32RotationOfTheSameValuesRounded) {
