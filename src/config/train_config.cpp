@@ -503,6 +503,39 @@ void validate(const TrainConfig& cfg) {
   validate_combinations(cfg);
 }
 
+std::vector<std::string> ineffective_keys(const TrainConfig& cfg) {
+  struct Group {
+    std::vector<const char*> keys;
+    bool used;
+    const char* why;
+  };
+  const bool lora = cfg.use_peft || cfg.peft_type == "lora" || !cfg.adapter_path.empty();
+  const Group groups[] = {
+      {{"lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "use_rslora"},
+       lora,
+       "LoRA is off (use_peft: false, no peft_type lora, no adapter_path)"},
+      {{"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "consecutive_hysteresis",
+        "min_loss_scale"},
+       cfg.fp16,
+       "loss scaling applies only with fp16: true"},
+      {{"bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype"},
+       cfg.load_in_4bit,
+       "it applies only with load_in_4bit: true"},
+  };
+  const TrainConfig defaults;
+  std::vector<std::string> out;
+  for (const Group& g : groups) {
+    if (g.used) continue;
+    for (const char* name : g.keys) {
+      const RecipeKey& key = key_named(name);
+      const std::string where = source_of(cfg, name), value = value_text(cfg, key);
+      if (where.empty() || value == value_text(defaults, key)) continue;
+      out.push_back(where + ": " + name + " = " + value + " has no effect: " + g.why);
+    }
+  }
+  return out;
+}
+
 std::string to_yaml(const TrainConfig& cfg) {
   std::string out;
   for (const RecipeKey& key : recipe_keys()) {

@@ -153,6 +153,12 @@ bool is_hybrid_strategy(const std::string& strategy);
 // Validation alone (load_train_config calls it); throws ConfigError naming the key.
 void validate(const TrainConfig& cfg);
 
+// Keys a recipe, DeepSpeed config or flag set to a non-default value that this run does not use: LoRA's
+// without LoRA, loss scaling without fp16, bitsandbytes' without load_in_4bit. One line each, naming
+// where the key was set, its value and why it has no effect; the run logs them as warnings (a key left
+// in a recipe while its feature is switched off is legitimate, but never silently ignored).
+std::vector<std::string> ineffective_keys(const TrainConfig& cfg);
+
 // "key: value" lines of every key, for the startup report and for saving beside a run.
 std::string to_yaml(const TrainConfig& cfg);
 

@@ -210,6 +210,18 @@ void check_training_targets(const std::vector<TokenizedSample>& samples, const T
                   " or no sample has an assistant turn; raise max_seq_length or check the data");
 }
 
+void check_eval_targets(const std::vector<Conversation>& eval_set, const ChatEncoder& encoder, const TrainConfig& cfg) {
+  if (eval_set.empty()) return;
+  for (const Conversation& c : eval_set) {
+    if (has_target(encoder.encode(c, cfg.max_seq_length))) return;
+  }
+  throw DataError(cfg.eval_dataset_path + ": the evaluation set (" + std::to_string(eval_set.size()) +
+                  " samples) has no target token: every answer lies past max_seq_length " +
+                  std::to_string(cfg.max_seq_length) +
+                  " or no sample has an assistant turn, so its eval_loss would read 0; raise max_seq_length or "
+                  "check the data");
+}
+
 TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp,
                                bool write_cache, std::ostream& log) {
   std::string settings, path;

@@ -39,6 +39,8 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
 
 // DataError when no sample has a target token (training would run with loss 0 and change nothing).
 void check_training_targets(const std::vector<TokenizedSample>& samples, const TrainConfig& cfg);
+// The same for the evaluation set, as the encoder tokenizes it (its eval_loss would read 0).
+void check_eval_targets(const std::vector<Conversation>& eval_set, const ChatEncoder& encoder, const TrainConfig& cfg);
 
 // The cache file itself. read: false when the file is absent, unreadable or made with other settings.
 bool read_training_set_cache(const std::string& path, const std::string& settings, TrainingSet& out);

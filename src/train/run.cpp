@@ -97,11 +97,12 @@ void maybe_inject_fault(int rank, long step) {
   throw std::runtime_error("injected fault (SHARDFT_FAULT) before step " + std::to_string(step));
 }
 
-std::vector<Conversation> eval_subset(const TrainConfig& cfg, std::ostream& log) {
+std::vector<Conversation> eval_subset(const TrainConfig& cfg, const ChatEncoder& encoder, std::ostream& log) {
   DatasetFileReport report;
   auto set = read_dataset(cfg.eval_dataset_path, dataset_options(cfg), &report);
   log << describe_skips(report) << std::flush;
   if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.size()) set.resize(cfg.eval_samples);
+  check_eval_targets(set, encoder, cfg);
   return set;
 }
 
@@ -190,11 +191,12 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   install_stop_signal_handlers();  // from here a signal stops the run after its first step, with a checkpoint
   std::ostream null_stream(nullptr);
   std::ostream& log = writer ? log_stream : null_stream;
+  for (const std::string& w : ineffective_keys(cfg)) log << "warning: " << w << std::endl;
   const TextPipeline text = text_pipeline(cfg, log);
   const ChatEncoder& encoder = *text.encoder;
   TrainingSet train_set = build_training_set(cfg, encoder, text.tokenizer->fingerprint(), writer, log);
   std::vector<Conversation> eval_set;
-  if (cfg.do_eval) eval_set = eval_subset(cfg, log);  // read now: a bad eval file fails before training
+  if (cfg.do_eval) eval_set = eval_subset(cfg, encoder, log);  // read now: a bad eval file fails before training
   const std::vector<TokenizedSample>& samples = train_set.samples;
 
   // The units a batch is made of: one sample each, or with packing the rows first-fit-decreasing
@@ -443,7 +445,7 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
   std::ostream null_stream(nullptr);
   std::ostream& log = world.rank() == 0 ? log_stream : null_stream;
   const TextPipeline text = text_pipeline(cfg, log);
-  const std::vector<Conversation> eval_set = eval_subset(cfg, log);
+  const std::vector<Conversation> eval_set = eval_subset(cfg, *text.encoder, log);
   Decoder model(cfg.model, compute_dtype(cfg));
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   configure_attention(model, cfg.attn_implementation);

@@ -90,4 +90,11 @@ out=$("$bin" train --dataset_path "$tmp/all_long.jsonl" --max_seq_length 64 --ma
 [ $code -eq 2 ] || { echo "$out"; fail "a training set with no target token: exit $code, expected 2"; }
 grep -qF "the training set (2 samples) has no target token: every answer lies past max_seq_length 64" <<<"$out" \
   || { echo "$out"; fail "no clear error for a set with no target token"; }
+# An evaluation set whose answers all lie past max_seq_length: an error before training, not eval_loss 0.
+out=$("$bin" train --dataset_path "$tmp/long.jsonl" --eval_dataset_path "$tmp/all_long.jsonl" --max_seq_length 64 \
+  --max_steps 1 --per_device_train_batch_size 1 --do_eval true --output_dir "$tmp/eval_long" 2>&1); code=$?
+[ $code -eq 2 ] || { echo "$out"; fail "an evaluation set with no target token: exit $code, expected 2"; }
+grep -qF "$tmp/all_long.jsonl: the evaluation set (2 samples) has no target token" <<<"$out" \
+  || { echo "$out"; fail "no clear error for an evaluation set with no target token"; }
+[ ! -e "$tmp/eval_long/metrics.jsonl" ] || fail "the run trained before refusing its evaluation set"
 echo "datasets_mix: ok"

@@ -302,6 +302,23 @@ TEST(ConfigCrossKeyChecks, ZeroPlusPlusNeedsItsStage) {
   EXPECT_EQ(load_train_config("", {"--sharding_strategy=NO_SHARD"}).zero_stage, 0);
 }
 
+// Keys set for a feature the run leaves off are reported (the run logs them as warnings), naming where
+// each was set; values equal to the default and keys of a feature that is on are not.
+TEST_F(ConfigRecipeDir, KeysOfFeaturesThatAreOffAreReported) {
+  const std::string path = write_recipe("lora_r: 64\nlora_alpha: 32\nloss_scale: 0\n");
+  const auto off = ineffective_keys(load_train_config(path, {"--use_peft=false", "--loss_scale=128",
+                                                             "--bnb_4bit_compute_dtype=bfloat16"}));
+  ASSERT_EQ(off.size(), 3u) << testing::PrintToString(off);
+  EXPECT_EQ(off[0], path + ":1: lora_r = 64 has no effect: LoRA is off (use_peft: false, no peft_type lora, no "
+                           "adapter_path)");
+  EXPECT_NE(off[1].find("--loss_scale: loss_scale = 128.0 has no effect: loss scaling applies only with fp16: true"),
+            std::string::npos)
+      << off[1];
+  EXPECT_NE(off[2].find("bnb_4bit_compute_dtype = bfloat16 has no effect"), std::string::npos) << off[2];
+  // lora_alpha 32 is the default; with LoRA and fp16 on nothing is left unused.
+  EXPECT_TRUE(ineffective_keys(load_train_config(path, {"--use_peft=true", "--fp16=true", "--loss_scale=128"})).empty());
+}
+
 TEST(ConfigSchema, KeysAreUniqueAndDocumented) {
   std::map<std::string, int> seen;
   for (const RecipeKey& key : recipe_keys()) {
