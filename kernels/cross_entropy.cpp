@@ -28,14 +28,19 @@ using Member = Team::member_type;
 // neighbouring logits, and on one thread it is a plain loop in registers. (A reduction straight over
 // TeamThreadRange(m, vocab) keeps the accumulator in memory on the host backends: a store and a reload
 // per logit, which made the max pass twice as slow.)
-KOKKOS_INLINE_FUNCTION float team_row_logsumexp(const Member& m, const float* z, int vocab) {
+// z in fp32 or bf16 (a bf16 step's logits, as autocast's lm_head hands them to the loss), read into fp32.
+template <class T>
+KOKKOS_INLINE_FUNCTION float team_row_logsumexp(const Member& m, const T* z, int vocab) {
   const int threads = m.team_size();
   float mx = 0.f;
   Kokkos::parallel_reduce(
       Kokkos::TeamThreadRange(m, threads),
       [&](const int t, float& acc) {
         float part = Kokkos::reduction_identity<float>::max();
-        for (int v = t; v < vocab; v += threads) part = z[v] > part ? z[v] : part;
+        for (int v = t; v < vocab; v += threads) {
+          const float zv = static_cast<float>(z[v]);
+          part = zv > part ? zv : part;
+        }
         acc = part > acc ? part : acc;
       },
       Kokkos::Max<float>(mx));
@@ -45,7 +50,7 @@ KOKKOS_INLINE_FUNCTION float team_row_logsumexp(const Member& m, const float* z,
       [&](const int t, float& acc) {
         const float row_max = mx;
         float part = 0.f;
-        for (int v = t; v < vocab; v += threads) part += kmath::exp(z[v] - row_max);
+        for (int v = t; v < vocab; v += threads) part += kmath::exp(static_cast<float>(z[v]) - row_max);
         acc += part;
       },
       s);
@@ -71,54 +76,80 @@ void check_shapes(const char* name, std::size_t rows, std::size_t vocab, std::si
 
 }  // namespace
 
-void cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets,
-                           Unmanaged1<double> loss_sum) {
-  check_shapes("cross_entropy_forward", logits.extent(0), logits.extent(1), targets.extent(0));
+namespace {
+
+template <class T>
+void forward_rows(const char* name, Unmanaged2<const T> logits, Unmanaged1<const std::int32_t> targets,
+                  Unmanaged1<double> loss_sum) {
+  check_shapes(name, logits.extent(0), logits.extent(1), targets.extent(0));
   const int vocab = static_cast<int>(logits.extent(1));
   const auto part = kernel_scratch<double>("cross_entropy_loss_part", 1);
   Kokkos::parallel_reduce(
-      "cross_entropy_forward", Team(static_cast<int>(logits.extent(0)), Kokkos::AUTO),
+      name, Team(static_cast<int>(logits.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& m, double& acc) {
         const int n = m.league_rank();
         const std::int32_t t = targets(n);
         if (t == kIgnoreIndex) return;
-        const float* z = &logits(n, 0);
+        const T* z = &logits(n, 0);
         const float lse = team_row_logsumexp(m, z, vocab);
-        Kokkos::single(Kokkos::PerTeam(m), [&]() { acc += static_cast<double>(lse - z[t]); });
+        Kokkos::single(Kokkos::PerTeam(m), [&]() { acc += static_cast<double>(lse - static_cast<float>(z[t])); });
       },
       Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(part.data()));
   add_scalar(loss_sum, part);
 }
 
-void cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
-                                    float grad_scale, Unmanaged1<double> loss_sum) {
-  check_shapes("cross_entropy_forward_backward", logits.extent(0), logits.extent(1), targets.extent(0));
+template <class T>
+void forward_backward_rows(const char* name, Unmanaged2<T> logits, Unmanaged1<const std::int32_t> targets,
+                           float grad_scale, Unmanaged1<double> loss_sum) {
+  check_shapes(name, logits.extent(0), logits.extent(1), targets.extent(0));
   const int vocab = static_cast<int>(logits.extent(1));
   const auto part = kernel_scratch<double>("cross_entropy_loss_part", 1);
   Kokkos::parallel_reduce(
-      "cross_entropy_forward_backward", Team(static_cast<int>(logits.extent(0)), Kokkos::AUTO),
+      name, Team(static_cast<int>(logits.extent(0)), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& m, double& acc) {
         const int n = m.league_rank();
         const std::int32_t t = targets(n);
-        float* z = &logits(n, 0);
+        T* z = &logits(n, 0);
         if (t == kIgnoreIndex) {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, vocab), [&](const int v) { z[v] = 0.f; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, vocab), [&](const int v) { z[v] = T(0.f); });
           return;
         }
         // Read before the gradient overwrites it: the two reductions below are team-wide
         // synchronisations, so no thread writes the row before every thread has read z[t].
-        const float zt = z[t];
+        const float zt = static_cast<float>(z[t]);
         const float lse = team_row_logsumexp(m, z, vocab);
         Kokkos::single(Kokkos::PerTeam(m), [&]() { acc += static_cast<double>(lse - zt); });
         // grad_scale * p, then - grad_scale at the target (not grad_scale * (p - 1)): the roundings of
         // the row loop this replaces.
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, vocab), [&](const int v) {
-          const float g = grad_scale * kmath::exp(z[v] - lse);
-          z[v] = v == t ? g - grad_scale : g;
+          const float g = grad_scale * kmath::exp(static_cast<float>(z[v]) - lse);
+          z[v] = T(v == t ? g - grad_scale : g);
         });
       },
       Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(part.data()));
   add_scalar(loss_sum, part);
+}
+
+}  // namespace
+
+void cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets,
+                           Unmanaged1<double> loss_sum) {
+  forward_rows("cross_entropy_forward", logits, targets, loss_sum);
+}
+
+void cross_entropy_forward(Unmanaged2<const bf16> logits, Unmanaged1<const std::int32_t> targets,
+                           Unmanaged1<double> loss_sum) {
+  forward_rows("cross_entropy_forward_bf16", logits, targets, loss_sum);
+}
+
+void cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
+                                    float grad_scale, Unmanaged1<double> loss_sum) {
+  forward_backward_rows("cross_entropy_forward_backward", logits, targets, grad_scale, loss_sum);
+}
+
+void cross_entropy_forward_backward(Unmanaged2<bf16> logits, Unmanaged1<const std::int32_t> targets,
+                                    float grad_scale, Unmanaged1<double> loss_sum) {
+  forward_backward_rows("cross_entropy_forward_backward_bf16", logits, targets, grad_scale, loss_sum);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 //   loss_sum = sum over n with targets[n] != -100;  count = number of such n
 // Backward (written over the logits when grad_scale is given):
 //   dlogits[n,v] = grad_scale * (softmax(logits[n,:])[v] - [v == targets[n]]),  0 on ignored rows
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
@@ -18,6 +19,13 @@ struct CrossEntropySums {
 void cross_entropy_forward(Unmanaged2<const float> logits, Unmanaged1<const std::int32_t> targets,
                            Unmanaged1<double> loss_sum);
 void cross_entropy_forward_backward(Unmanaged2<float> logits, Unmanaged1<const std::int32_t> targets,
+                                    float grad_scale, Unmanaged1<double> loss_sum);
+// The same on bf16 logits (a bf16 step's LM head output, as autocast hands it to the loss): read into
+// fp32, the math in fp32, the gradient written over them rounded to bf16 (what the head's backward GEMMs
+// read).
+void cross_entropy_forward(Unmanaged2<const bf16> logits, Unmanaged1<const std::int32_t> targets,
+                           Unmanaged1<double> loss_sum);
+void cross_entropy_forward_backward(Unmanaged2<bf16> logits, Unmanaged1<const std::int32_t> targets,
                                     float grad_scale, Unmanaged1<double> loss_sum);
 
 // Host-returning forms (evaluation, tests): the same, then the sums are read back (a host sync each,

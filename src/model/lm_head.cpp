@@ -41,6 +41,24 @@ GemmOperand final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuff
   return head_input(normed(w, x, b), w.lm_head.dtype(), b.h16);
 }
 
+// One chunk in bf16 compute with a plain head: the GEMM writes the logits in bf16 (autocast's lm_head
+// output, which HF's loss reads widened), cross-entropy turns them into their bf16 gradient in place,
+// and the head's backward GEMMs read that: the [rows, vocab] block never exists in fp32.
+void chunk_loss_bf16(const HeadWeights& w, const HeadGrads* grads, const GemmOperand& h_c,
+                     Unmanaged1<const std::int32_t> targets_c, float grad_scale, HeadBuffers& b, Unmanaged2<float> dh_c,
+                     Unmanaged1<double> sum) {
+  const auto logits = b.logits16.mat(h_c.extent(0), w.lm_head.out_features());
+  w.lm_head.forward_bf16(h_c, logits);
+  if (!grads) {
+    cross_entropy_forward(Unmanaged2<const bf16>(logits), targets_c, sum);
+    return;
+  }
+  cross_entropy_forward_backward(logits, targets_c, grad_scale, sum);
+  const LinearGrad dlogits{Unmanaged2<const float>(), Unmanaged2<const bf16>(logits)};
+  w.lm_head.backward_weight(h_c, dlogits, grads->lm_head);
+  w.lm_head.backward_input(dlogits, dh_c, 0.f);
+}
+
 // The loss chunk by chunk, summed on the device into b.loss (returned); with grads, each chunk's logits
 // become their gradient and flow back into dh.
 Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unmanaged2<const float> x,
@@ -55,6 +73,11 @@ Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* grads, Un
     const std::int64_t rows = std::min(per_chunk, N - c0);
     const GemmOperand h_c = row_block(h, c0, rows);
     const Unmanaged1<const std::int32_t> targets_c(targets.data() + c0, rows);
+    if (h.is_bf16 && w.lm_head.plain()) {
+      const Unmanaged2<float> dh_c = grads ? Unmanaged2<float>(dh.data() + c0 * d, rows, d) : Unmanaged2<float>();
+      chunk_loss_bf16(w, grads, h_c, targets_c, grad_scale, b, dh_c, sum);
+      continue;
+    }
     const auto logits = b.logits.mat(rows, V);
     w.lm_head.forward(h_c, logits);
     if (!grads) {

@@ -31,6 +31,7 @@ HeadGrads head_grads_of(GradSink& grads, const ParamLayout& layout);
 struct HeadBuffers {
   GrowingBuffer h{"head_h"}, rstd{"head_rstd"}, picked{"head_picked"}, logits{"logits"};
   GrowingBufferBf16 h16{"head_h_bf16"};  // bf16 compute: the final norm's output as the head's GEMMs read it
+  GrowingBufferBf16 logits16{"logits_bf16"};  // bf16 compute: a chunk's logits, then their gradient
   GrowingBufferOf<double> loss{"head_loss_sum"};  // one call's loss sum, on the device
 };
 

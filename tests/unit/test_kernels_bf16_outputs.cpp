@@ -1,7 +1,7 @@
 // Kernels that write a bf16 step's activations and gradients in bf16 themselves, against the fp32 kernels
 // they replace followed by one rounding: the GEMM with a bf16 output (its CPU form in row blocks of fp32
 // scratch), RMSNorm's bf16 output and its backward on a bf16 input with a bf16 copy of dx, RoPE on bf16
-// q and k, and SwiGLU's in-place backward that recomputes forward's s. Exact on the CPU; on a GPU nvcc may
+// q and k, SwiGLU's in-place backward that recomputes forward's s, and cross-entropy over bf16 logits. Exact on the CPU; on a GPU nvcc may
 // contract two kernels' products into FMAs differently, which can move a value across a bf16 rounding
 // boundary: one bf16 ulp there.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 
 #include "finite_difference.hpp"
 #include "tests/common/device_build.hpp"
+#include "kernels/cross_entropy.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/rmsnorm.hpp"
@@ -155,6 +156,27 @@ TEST(KernelBf16Outputs, SwiGluBackwardInPlaceRecomputesForwardsOutput) {
   View2<bf16> wrong("wrong", rows, inter + 1);
   EXPECT_THROW(swiglu_backward_packed_bf16(gu16, to_device_bf16(ds0, rows, inter, "ds16"), wrong),
                std::invalid_argument);
+}
+
+// Cross-entropy over bf16 logits (a bf16 step's LM head output): the loss of their fp32 widening, bit for
+// bit, and its gradient rounded, written in place; an ignored row's gradient is zero.
+TEST(KernelBf16Outputs, CrossEntropyOverBf16LogitsIsTheFp32LossOfTheSameValues) {
+  const int rows = 5, vocab = 300;
+  const auto z = rounded(random_vector(rows * vocab, 451, -6.f, 6.f));
+  const std::vector<std::int32_t> targets = {3, kIgnoreIndex, 299, 0, 150};
+  auto t = to_device(targets, "targets");
+  View1<double> sum32("sum32", 1), sum16("sum16", 1);
+  auto z32 = to_device(z, rows, vocab, "z32");
+  auto z16 = to_device_bf16(z, rows, vocab, "z16");
+  cross_entropy_forward_backward(Unmanaged2<float>(z32), t, 0.25f, sum32);
+  cross_entropy_forward_backward(Unmanaged2<bf16>(z16), t, 0.25f, sum16);
+  EXPECT_NEAR(to_host(sum16)[0], to_host(sum32)[0], testing_util::host_or_device_tol(0.0, 1e-5));
+  const auto g = widened(z16);
+  expect_rounded("dlogits", g, to_host(z32));
+  for (int v = 0; v < vocab; ++v) ASSERT_EQ(g[vocab + v], 0.f) << v;
+  View1<double> fwd16("fwd16", 1);
+  cross_entropy_forward(Unmanaged2<const bf16>(to_device_bf16(z, rows, vocab, "z16b")), t, fwd16);
+  EXPECT_EQ(to_host(fwd16)[0], to_host(sum16)[0]);
 }
 
 }  // namespace

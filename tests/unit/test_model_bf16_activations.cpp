@@ -105,7 +105,8 @@ TEST(ModelBf16Activations, EachLayerKeepsHalfTheBytesOfFp32) {
   const std::int64_t elements = N * (d + qd + d + I) + N * (qd + 2 * kvd + 2 * I + d) + N * d;
   const std::int64_t fp32_only = 4 * (2 * N + std::int64_t{kBatch} * cfg.num_attention_heads * kSeq);
   for (const ComputeDtype dtype : {ComputeDtype::fp32, ComputeDtype::bf16}) {
-    step_bytes(3, dtype, false);  // the allocations a backend makes once
+    step_bytes(3, dtype, false);  // the allocations a backend makes once, and the process's scratch
+    step_bytes(3, dtype, true);   // (kernel_scratch) at the sizes each path asks for
     const int bytes = dtype == ComputeDtype::bf16 ? 2 : 4;
     SCOPED_TRACE(bytes == 2 ? "bf16" : "fp32");
     const std::int64_t kept = dtype == ComputeDtype::bf16 ? elements - N * I : elements;
