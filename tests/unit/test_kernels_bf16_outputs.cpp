@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "tests/common/bf16_values.hpp"
 #include "tests/common/device_build.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/elementwise.hpp"
@@ -25,24 +26,7 @@ namespace shardft {
 namespace {
 
 using namespace kernel_test;
-
-std::vector<float> rounded(std::vector<float> v) {
-  for (float& x : v) x = round_to_bf16(x);
-  return v;
-}
-
-View2<bf16> to_device_bf16(const std::vector<float>& host, std::size_t rows, std::size_t cols, const char* label) {
-  auto f = to_device(host, rows, cols, label);
-  View2<bf16> out(std::string(label), rows, cols);
-  to_bf16(Unmanaged1<const float>(f.data(), rows * cols), Unmanaged1<bf16>(out.data(), rows * cols));
-  return out;
-}
-
-std::vector<float> widened(const View2<bf16>& x) {
-  View1<float> f("widened", x.size());
-  to_f32(Unmanaged1<const bf16>(x.data(), x.size()), f);
-  return to_host(f);
-}
+using namespace testing_util;
 
 // got (bf16 values) equals expected rounded to bf16: exactly on the CPU, within one bf16 ulp on a GPU.
 void expect_rounded(const std::string& what, const std::vector<float>& got, const std::vector<float>& expected) {
@@ -54,18 +38,12 @@ void expect_rounded(const std::string& what, const std::vector<float>& got, cons
   }
 }
 
-struct TileSize {  // restores the default tile size however a test ends
-  std::int64_t saved = gemm_bf16_tile_elements();
-  explicit TileSize(std::int64_t n) { gemm_set_bf16_tile_elements(n); }
-  ~TileSize() { gemm_set_bf16_tile_elements(saved); }
-};
-
 // Tiles of one row of C, of a few rows that do not divide C, and of all of C.
 TEST(KernelBf16Outputs, GemmWithBf16OutputIsTheFp32ProductRoundedForEveryTile) {
   const int m = 9, n = 5, k = 6;
-  const auto a = rounded(random_vector(m * k, 401)), b = rounded(random_vector(k * n, 402));
+  const auto a = rounded_to_bf16(random_vector(m * k, 401)), b = rounded_to_bf16(random_vector(k * n, 402));
   for (const std::int64_t tile : {std::int64_t{1}, std::int64_t{2 * n + 1}, std::int64_t{1} << 20}) {
-    TileSize scoped(tile);
+    ScopedGemmTile scoped(tile);
     for (const Op op_a : {Op::N, Op::T}) {
       for (const Op op_b : {Op::N, Op::T}) {
         const std::string name = "tile " + std::to_string(tile) + " op " + (op_a == Op::N ? "N" : "T") +
@@ -99,7 +77,7 @@ TEST(KernelBf16Outputs, RmsNormWithBf16OutputIsTheFp32NormRounded) {
 // (the same float operations); the rounded dx is the updated dx rounded.
 TEST(KernelBf16Outputs, RmsNormBackwardReadsBf16InputAndRoundsItsOutput) {
   const int rows = 70, d = 48;  // more rows than a host team's block of 64
-  const auto x = rounded(random_vector(rows * d, 441, -2.f, 2.f)), w = random_vector(d, 442, 0.5f, 1.5f);
+  const auto x = rounded_to_bf16(random_vector(rows * d, 441, -2.f, 2.f)), w = random_vector(d, 442, 0.5f, 1.5f);
   const auto dy = random_vector(rows * d, 443), dx0 = random_vector(rows * d, 444);
   const auto rstd = random_vector(rows, 445, 0.5f, 2.f);
   auto dx32 = to_device(dx0, rows, d, "dx32"), dx16in = to_device(dx0, rows, d, "dx16in");
@@ -122,7 +100,7 @@ TEST(KernelBf16Outputs, RopeOnBf16IsTheFp32RotationOfTheSameValuesRounded) {
   const int hd = 64, q_heads = 4, k_heads = 2;
   const std::vector<std::int32_t> pos = {0, 1, 2, 0, 255, 300};  // 300: beyond the table (computed angle)
   const int rows = static_cast<int>(pos.size());
-  const auto q0 = rounded(random_vector(rows * q_heads * hd, 421)), k0 = rounded(random_vector(rows * k_heads * hd, 422));
+  const auto q0 = rounded_to_bf16(random_vector(rows * q_heads * hd, 421)), k0 = rounded_to_bf16(random_vector(rows * k_heads * hd, 422));
   const RopeTable table = make_rope_table(256, hd, 10000.0);
   auto pd = to_device(pos, "pos");
   for (const bool inverse : {false, true}) {
@@ -140,8 +118,8 @@ TEST(KernelBf16Outputs, RopeOnBf16IsTheFp32RotationOfTheSameValuesRounded) {
 // inputs, rounded; s as forward wrote it, bit for bit (the same expression, the same inputs).
 TEST(KernelBf16Outputs, SwiGluBackwardInPlaceRecomputesForwardsOutput) {
   const int rows = 7, inter = 37;
-  const auto gu0 = rounded(random_vector(rows * 2 * inter, 431, -8.f, 8.f));
-  const auto ds0 = rounded(random_vector(rows * inter, 432));
+  const auto gu0 = rounded_to_bf16(random_vector(rows * 2 * inter, 431, -8.f, 8.f));
+  const auto ds0 = rounded_to_bf16(random_vector(rows * inter, 432));
   auto gu16 = to_device_bf16(gu0, rows, 2 * inter, "gu16");
   View2<bf16> s_forward("s_forward", rows, inter), s_again("s_again", rows, inter);
   swiglu_forward_packed_bf16(gu16, s_forward);
@@ -162,7 +140,7 @@ TEST(KernelBf16Outputs, SwiGluBackwardInPlaceRecomputesForwardsOutput) {
 // bit, and its gradient rounded, written in place; an ignored row's gradient is zero.
 TEST(KernelBf16Outputs, CrossEntropyOverBf16LogitsIsTheFp32LossOfTheSameValues) {
   const int rows = 5, vocab = 300;
-  const auto z = rounded(random_vector(rows * vocab, 451, -6.f, 6.f));
+  const auto z = rounded_to_bf16(random_vector(rows * vocab, 451, -6.f, 6.f));
   const std::vector<std::int32_t> targets = {3, kIgnoreIndex, 299, 0, 150};
   auto t = to_device(targets, "targets");
   View1<double> sum32("sum32", 1), sum16("sum16", 1);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "tests/common/bf16_values.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/rows.hpp"
@@ -16,33 +17,15 @@ namespace shardft {
 namespace {
 
 using namespace kernel_test;
-
-std::vector<float> rounded(std::vector<float> v) {
-  for (float& x : v) x = round_to_bf16(x);
-  return v;
-}
-
-View2<bf16> to_device_bf16(const std::vector<float>& host, std::size_t rows, std::size_t cols, const char* label) {
-  auto f = to_device(host, rows, cols, label);
-  View2<bf16> out(std::string(label), rows, cols);
-  to_bf16(Unmanaged1<const float>(f.data(), rows * cols), Unmanaged1<bf16>(out.data(), rows * cols));
-  return out;
-}
-
-// Restores the default tile size however a test ends.
-struct TileSize {
-  std::int64_t saved = gemm_bf16_tile_elements();
-  explicit TileSize(std::int64_t n) { gemm_set_bf16_tile_elements(n); }
-  ~TileSize() { gemm_set_bf16_tile_elements(saved); }
-};
+using namespace testing_util;
 
 TEST(KernelGemmBf16, EveryStorageOpAndTileMatchesTheFp32GemmOfTheSameValues) {
   const int m = 7, n = 5, k = 6;
   const float alpha = 0.9f, beta = 0.4f;
-  const auto a = rounded(random_vector(m * k, 91)), b = rounded(random_vector(k * n, 92));
+  const auto a = rounded_to_bf16(random_vector(m * k, 91)), b = rounded_to_bf16(random_vector(k * n, 92));
   const auto c0 = random_vector(m * n, 93);
   for (const std::int64_t tile : {std::int64_t{1}, std::int64_t{k}, std::int64_t{2 * k + 1}, std::int64_t{1} << 20}) {
-    TileSize scoped(tile);
+    ScopedGemmTile scoped(tile);
     for (const Op op_a : {Op::N, Op::T}) {
       for (const Op op_b : {Op::N, Op::T}) {
         const std::size_t ar = op_a == Op::N ? m : k, ac = op_a == Op::N ? k : m;
@@ -91,7 +74,7 @@ TEST(KernelBf16, ConversionsRoundAndWidenExactly) {
 
 TEST(KernelRows, GatherRowsFromBf16WidensTheChosenRows) {
   const int rows = 6, cols = 5;
-  const auto table = rounded(random_vector(rows * cols, 95));
+  const auto table = rounded_to_bf16(random_vector(rows * cols, 95));
   auto t16 = to_device_bf16(table, rows, cols, "table");
   const std::vector<std::int32_t> pick = {4, 0, 4, 5};
   auto picked = to_device(pick);
