@@ -1,6 +1,7 @@
 // shardft: one binary, one subcommand per file. main parses the subcommand, starts MPI and Kokkos,
 // and turns every error into one clear message and a non-zero exit on every rank.
 #include <Kokkos_Core.hpp>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -39,6 +40,10 @@ void usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f, a quota) would otherwise kill the process with SIGXFSZ mid-write,
+  // without a word; ignored, the write fails with EFBIG and takes the full-disk path (an error naming
+  // the file, exit 2, the .tmp removed).
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     usage(args.empty() ? std::cerr : std::cout);
