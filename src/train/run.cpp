@@ -1,6 +1,7 @@
 #include "train/run.hpp"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -81,6 +82,21 @@ void report_eval(const EvalResult& ev, std::ostream& log) {
   log << py_dict({{"eval_loss", ev.eval_loss}, {"eval_exact_match", ev.exact_match},
                   {"eval_samples", static_cast<double>(ev.samples)}})
       << std::endl;
+}
+
+// Test hook: SHARDFT_FAULT="RANK:end:stop" stops that rank (SIGSTOP, as a hung process) once the run's
+// last collective is behind it, before the end-of-run barrier.
+void maybe_stop_at_end(int rank) {
+  const char* spec = std::getenv("SHARDFT_FAULT");
+  int fault_rank = -1;
+  if (spec && std::sscanf(spec, "%d:end:stop", &fault_rank) == 1 && fault_rank == rank) std::raise(SIGSTOP);
+}
+
+// Every rank reaches the end of the run, or the others learn it within collective_timeout_s (the timed
+// barrier reports the wait and aborts the job) instead of waiting in MPI_Finalize forever.
+void end_of_run_barrier(const ParallelPlan& parallel) {
+  maybe_stop_at_end(parallel.world().rank());
+  parallel.world().barrier();
 }
 
 // Test hook: SHARDFT_FAULT="RANK:STEP:throw|exit" makes that rank fail before that optimizer step,
@@ -376,6 +392,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       RunSummary sum;
       sum.steps = s + 1;
       sum.preempted = true;
+      end_of_run_barrier(parallel);
       return sum;
     }
     if (bar) bar->update(s + 1, {{"loss", format_stat(st.loss)}, {"tok/s", format_si(run_tokens / run_seconds)}});
@@ -438,6 +455,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     summary["eval_samples"] = sum.eval.samples;
   }
   if (writer) metrics << summary.dump() << std::endl;
+  end_of_run_barrier(parallel);
   return sum;
 }
 
