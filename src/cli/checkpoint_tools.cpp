@@ -47,6 +47,7 @@ int consolidate(const std::vector<std::string>& args, std::ostream& out) {
   if (!base.empty() && !merge_adapters) throw ConfigError("consolidate: --base goes with --merge_adapters");
   const ConsolidateReport r = merge_adapters ? merge_adapters_into_base(checkpoint, base, opt, std::cerr)
                                              : consolidate_checkpoint(checkpoint, opt, std::cerr);
+  for (const std::string& f : r.removed) out << "removed " << f << " (left by an earlier export)\n";
   out << "consolidated " << r.tensors << " tensors into " << r.files << " safetensors file" << (r.files > 1 ? "s" : "")
       << " (" << r.bytes << " bytes, " << dtype_tag(opt.dtype) << ") and config.json in " << opt.output_dir
       << "; largest tensor " << r.largest_tensor << " elements\n";

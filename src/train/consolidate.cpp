@@ -1,11 +1,13 @@
 #include "train/consolidate.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "io/checkpoint_meta.hpp"
@@ -90,6 +92,35 @@ void read_checkpoint_weights(const std::string& dir, const ParamLayout& layout, 
   log << "the master weights of checkpoint " << dir << " (step " << meta.at("step") << ")" << std::endl;
 }
 
+namespace {
+// model.safetensors, model-00001-of-00003.safetensors or model.safetensors.index.json: what an export
+// writes (and a later one replaces).
+bool is_weight_file(const std::string& name) {
+  if (name == "model.safetensors" || name == "model.safetensors.index.json") return true;
+  static const std::string shard = "model-00000-of-00000.safetensors";
+  if (name.size() != shard.size() || name.compare(0, 6, "model-") != 0 || name.compare(11, 4, "-of-") != 0 ||
+      name.compare(20, 12, ".safetensors") != 0) {
+    return false;
+  }
+  for (std::size_t i : {6, 7, 8, 9, 10, 15, 16, 17, 18, 19}) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  return true;
+}
+
+std::vector<std::string> remove_stale_weight_files(const std::string& dir, const std::set<std::string>& written) {
+  std::vector<std::string> removed;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || !is_weight_file(name) || written.count(name) > 0) continue;
+    std::filesystem::remove(e.path());  // throws, naming the path, when it cannot
+    removed.push_back(e.path().string());
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+}  // namespace
+
 ConsolidateReport write_safetensors_shards(const std::string& output_dir, const std::vector<TensorEntry>& all,
                                            const ConsolidateOptions& opt,
                                            const std::function<void(std::size_t, float*)>& fill) {
@@ -109,6 +140,7 @@ ConsolidateReport write_safetensors_shards(const std::string& output_dir, const 
   shards.emplace_back(first, all.size());
 
   ConsolidateReport rep;
+  std::set<std::string> written;
   nlohmann::json weight_map = nlohmann::json::object();
   std::vector<float> buf;
   for (std::size_t s = 0; s < shards.size(); ++s) {
@@ -120,6 +152,7 @@ ConsolidateReport write_safetensors_shards(const std::string& output_dir, const 
     }
     std::vector<TensorEntry> part(all.begin() + static_cast<long>(shards[s].first), all.begin() + static_cast<long>(shards[s].second));
     SafetensorsStreamWriter w(output_dir + "/" + name, part, opt.dtype);
+    written.insert(name);
     for (std::size_t i = shards[s].first; i < shards[s].second; ++i) {
       buf.resize(static_cast<std::size_t>(all[i].numel()));  // grows to the largest tensor, no further
       fill(i, buf.data());
@@ -135,7 +168,9 @@ ConsolidateReport write_safetensors_shards(const std::string& output_dir, const 
   if (shards.size() > 1) {
     std::ofstream(output_dir + "/model.safetensors.index.json")
         << nlohmann::json{{"metadata", {{"total_size", rep.bytes}}}, {"weight_map", weight_map}}.dump(2) << "\n";
+    written.insert("model.safetensors.index.json");
   }
+  rep.removed = remove_stale_weight_files(output_dir, written);
   return rep;
 }
 

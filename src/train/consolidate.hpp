@@ -27,6 +27,10 @@ struct ConsolidateReport {
   std::uint64_t bytes = 0;
   std::int64_t largest_tensor = 0;  // elements
   std::int64_t tensors = 0;
+  // Weight files of an earlier export in the folder that this one did not write (shards, an index),
+  // removed as HF's save_pretrained removes them: a loader would otherwise prefer the stale index or
+  // mix stale shards in.
+  std::vector<std::string> removed;
 };
 
 // A checkpoint directory's metadata.json, its seal and fields checked (io/checkpoint_meta.hpp);

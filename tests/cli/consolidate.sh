@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # consolidate: the safetensors of a checkpoint equal the trained weights bit for bit (fp32), bf16 is
-# their rounding, a small --max_shard_size splits the model with an index; inspect verifies checksums
+# their rounding, a small --max_shard_size splits the model with an index, an export into a used folder
+# replaces the earlier export's weight files; inspect verifies checksums
 # and names a damaged or truncated file and its dataset.
 # Usage: consolidate.sh SHARDFT_BINARY SOURCE_DIR H5_OFFSET_HELPER
 set -u
@@ -51,6 +52,17 @@ cfg = json.load(open(os.path.join(sys.argv[1], "config.json")))
 assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["hidden_size"] == 128, cfg
 print(f"ok   bf16 = rounding of fp32; {len(files)} shards + index reassemble the model; config.json")
 PY
+# Into a used folder: the sharded export's index and shards go when a single file replaces them, and the
+# single file goes when shards replace it (what HF's save_pretrained does); nothing stale is left to load.
+"$bin" consolidate "$tmp/run2/checkpoint-12" --output "$tmp/sh" > "$tmp/resh.log" || fail "consolidate over a sharded export"
+grep -q "^removed $tmp/sh/model.safetensors.index.json (left by an earlier export)" "$tmp/resh.log" \
+  || { cat "$tmp/resh.log"; fail "the stale index was not reported removed"; }
+ls "$tmp/sh" | grep -qE '^model-[0-9]{5}-of-[0-9]{5}\.safetensors$|index\.json$' && { ls "$tmp/sh"; fail "stale shards left"; }
+cmp -s "$tmp/sh/model.safetensors" "$tmp/hf2/model.safetensors" || fail "the re-export differs from a fresh one"
+"$bin" consolidate "$tmp/run2/checkpoint-12" --output "$tmp/sh" --max_shard_size 400KB > /dev/null || fail "re-shard"
+[ -e "$tmp/sh/model.safetensors" ] && fail "the single-file export was left beside the shards"
+[ -e "$tmp/sh/model.safetensors.index.json" ] || fail "no index after re-sharding"
+echo "ok   consolidate into a used folder replaces the earlier export's weight files"
 
 "$bin" inspect "$tmp/run2/checkpoint-12" > "$tmp/inspect.log" || fail "inspect of a good checkpoint"
 grep -q "rank-00001.h5: .* checksums ok" "$tmp/inspect.log" || fail "inspect output"
