@@ -240,6 +240,21 @@ void cublas_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
 }
 #endif
 
+// Both operands bf16 on a cuBLAS build: the product as one tensor-core GEMM (into c_f32 with beta, or
+// into c_bf16), and true; false elsewhere, where the caller widens tiles.
+bool on_tensor_cores(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                     float* c_f32, bf16* c_bf16, int ldc, const MixedShape& s) {
+#if defined(SHARDFT_GEMM_CUBLAS)
+  if (kGemmOnCublas && a.is_bf16 && b.is_bf16) {
+    cublas_bf16_product(op_a, op_b, alpha, a, b, beta, c_f32, c_bf16, ldc, s);
+    return true;
+  }
+#else
+  (void)op_a, (void)op_b, (void)alpha, (void)a, (void)b, (void)beta, (void)c_f32, (void)c_bf16, (void)ldc, (void)s;
+#endif
+  return false;
+}
+
 }  // namespace
 
 void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
@@ -251,14 +266,7 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
   const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
   if (s.m == 0 || s.n == 0) return;
   count_gemm(a.is_bf16, b.is_bf16, s.m, s.n, s.k);
-#if defined(SHARDFT_GEMM_CUBLAS)
-  if constexpr (kGemmOnCublas) {
-    if (a.is_bf16 && b.is_bf16) {
-      cublas_bf16_product(op_a, op_b, alpha, a, b, beta, c.data(), nullptr, static_cast<int>(c.extent(1)), s);
-      return;
-    }
-  }
-#endif
+  if (on_tensor_cores(op_a, op_b, alpha, a, b, beta, c.data(), nullptr, static_cast<int>(c.extent(1)), s)) return;
   widened_tiles_product(op_a, op_b, alpha, a, b, beta, c.data(), s);
 }
 
@@ -267,14 +275,7 @@ void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
   const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
   if (s.m == 0 || s.n == 0) return;
   count_gemm(a.is_bf16, b.is_bf16, s.m, s.n, s.k);
-#if defined(SHARDFT_GEMM_CUBLAS)
-  if constexpr (kGemmOnCublas) {
-    if (a.is_bf16 && b.is_bf16) {
-      cublas_bf16_product(op_a, op_b, alpha, a, b, 0.f, nullptr, c.data(), static_cast<int>(c.extent(1)), s);
-      return;
-    }
-  }
-#endif
+  if (on_tensor_cores(op_a, op_b, alpha, a, b, 0.f, nullptr, c.data(), static_cast<int>(c.extent(1)), s)) return;
   widened_tiles_product_bf16(op_a, op_b, alpha, a, b, c.data(), s);
 }
 
