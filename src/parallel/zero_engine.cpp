@@ -75,7 +75,6 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
     }
   }
   owned_numel_ = cfg.stage == 0 ? part_.full_numel() : part_.shard_numel();
-  make_runs();
   if (!frozen_only_) {  // a frozen engine's master weights exist only while it loads (load_weights)
     master_ = zeros("zero_master", owned_numel_);
     exp_avg_ = zeros("zero_exp_avg", owned_numel_);
@@ -99,6 +98,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   } else {
     shard_weights_ = zeros("zero_shard_weights", part_.shard_numel());
   }
+  make_runs();  // after the weights: whether the compute weights are a copy decides the optimizer's table
   if (frozen_only_) {
     nf4_ = std::make_unique<Nf4Weights>(layout, cfg.dtype, pool_, cfg.stage == 3 ? &group_ : nullptr);
     if (nf4_->empty()) nf4_.reset();
@@ -125,18 +125,18 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
 }
 
 void ZeroEngine::make_runs() {
-  if (!frozen_only_) {  // a frozen engine takes no optimizer step
-    std::vector<FlatRun> decay;
-    for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
-      decay.push_back({owned_offset, length, layout_.params()[param].takes_weight_decay() ? 1 : 0});
-    });
-    decay_runs_ = make_flat_runs(decay);
-  }
   std::vector<FlatRun> compute;
   for (const OwnedSegment& o : owned_) {
     compute.push_back({o.owned_offset, o.length, cfg_.stage == 3 ? 0 : o.full_offset - o.owned_offset});
   }
   compute_runs_ = make_flat_runs(compute);
+  if (frozen_only_) return;  // a frozen engine takes no optimizer step
+  std::vector<FlatRun> decay;
+  for_each_owned_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
+    decay.push_back({owned_offset, length, layout_.params()[param].takes_weight_decay() ? 1 : 0});
+  });
+  decay_runs_ = make_flat_runs(decay);
+  if (has_compute_copy()) update_runs_ = make_flat_runs(adamw_copy_runs(decay, compute));
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
@@ -194,20 +194,32 @@ void ZeroEngine::load_weights(const WeightSliceReader& read, ParamSet which, con
   if (frozen_only_) master_ = View1<float>();
 }
 
+bool ZeroEngine::has_compute_copy() const { return full_weights_.data() != master_.data(); }
+
+ComputeWeights ZeroEngine::compute_weights() {
+  if (bf16_weights_) return {cfg_.stage == 3 ? shard_weights_bf16_ : full_weights_bf16_, {}, RunCast::copy};
+  const RunCast cast = cfg_.dtype == ComputeDtype::bf16   ? RunCast::round_bf16
+                       : cfg_.dtype == ComputeDtype::fp16 ? RunCast::round_fp16
+                                                          : RunCast::copy;
+  return {{}, cfg_.stage == 3 ? shard_weights_ : full_weights_, cast};
+}
+
 void ZeroEngine::refresh_compute_weights() {
-  for (View1<float>& w : widened_) pool_.give(w);  // copies of the old weights
   // The owned master weights into the compute weights, in one launch over compute_runs_ (stage 0 in
   // fp32 computes with the master weights themselves: nothing to do).
-  if (full_weights_.data() != master_.data()) {
+  if (has_compute_copy()) {
+    const ComputeWeights w = compute_weights();
     if (bf16_weights_) {
-      cast_runs(master_, compute_runs_, cfg_.stage == 3 ? shard_weights_bf16_ : full_weights_bf16_);
+      cast_runs(master_, compute_runs_, w.bf16_storage);
     } else {
-      const RunCast cast = cfg_.dtype == ComputeDtype::bf16   ? RunCast::round_bf16
-                           : cfg_.dtype == ComputeDtype::fp16 ? RunCast::round_fp16
-                                                              : RunCast::copy;
-      cast_runs(master_, compute_runs_, cast, cfg_.stage == 3 ? shard_weights_ : full_weights_);
+      cast_runs(master_, compute_runs_, w.cast, w.f32_storage);
     }
   }
+  share_compute_weights();
+}
+
+void ZeroEngine::share_compute_weights() {
+  for (View1<float>& w : widened_) pool_.give(w);  // copies of the old weights
   if (cfg_.stage == 0 || cfg_.stage == 3) return;
   // Every rank updated its shard; gather the rest in place, with up to allgather_bucket_elements in
   // flight at once (DeepSpeed's allgather_bucket_size: it bounds the gathers' transient buffers).
@@ -324,12 +336,17 @@ void ZeroEngine::optimizer_step(double lr) {
   h.eps = static_cast<float>(cfg_.adam_epsilon);
   h.step = step_;
   h.weight_decay = static_cast<float>(cfg_.weight_decay);  // where decay_runs_ says the parameter takes it
-  // One launch over the owned shard. A pending clip is applied as AdamW reads each element and stays
-  // pending: the gradient in memory is still unclipped until something else reads it.
-  adamw_update_runs(h, decay_runs_, master_, grad_owned_, exp_avg_, exp_avg_sq_,
-                    clip_pending_ ? Unmanaged1<const float>(clip_factor_.data(), 1) : Unmanaged1<const float>());
-  drain_gathers();  // gathered copies hold the old weights
-  refresh_compute_weights();
+  // One launch over the owned shard, which also writes the compute weights (the refresh) where they are
+  // a copy. A pending clip is applied as AdamW reads each element and stays pending: the gradient in
+  // memory is still unclipped until something else reads it.
+  drain_gathers();  // gathered copies hold the old weights, and no gather may read the compute weights now
+  const Unmanaged1<const float> clip = clip_pending_ ? Unmanaged1<const float>(clip_factor_.data(), 1) : Unmanaged1<const float>();
+  if (has_compute_copy()) {
+    adamw_update_runs(h, update_runs_, master_, grad_owned_, exp_avg_, exp_avg_sq_, clip, compute_weights());
+  } else {
+    adamw_update_runs(h, decay_runs_, master_, grad_owned_, exp_avg_, exp_avg_sq_, clip);
+  }
+  share_compute_weights();
 }
 
 // ---- GradSink --------------------------------------------------------------------------------------

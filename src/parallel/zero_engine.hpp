@@ -31,6 +31,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/model_config.hpp"
+#include "kernels/adamw.hpp"
 #include "kernels/flat_runs.hpp"
 #include "model/decoder.hpp"
 #include "parallel/buffer_pool.hpp"
@@ -187,7 +188,13 @@ class ZeroEngine : public ParamSource, public GradSink {
   std::vector<float> frozen_weights_to_layout();
   bool holds(int param) const { return part_.unit_of(param) >= 0; }
   void make_runs();
+  // The compute weights from the master weights: written (refresh_compute_weights; the optimizer step
+  // writes them as it updates), then shared with the other ranks where they are gathered in place
+  // (stages 1-2).
   void refresh_compute_weights();
+  void share_compute_weights();
+  bool has_compute_copy() const;  // compute weights apart from the master weights (all but fp32 stage 0)
+  ComputeWeights compute_weights();
   void apply_pending_clip();
   int first_nonfinite_in(View1<float> owned) const;
   void drain_gathers();
@@ -218,8 +225,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   // owned parameters' pieces, value 1 where they take weight decay (norms and biases take none: HF
   // Trainer's rule); compute_runs_ the owned region unit by unit, value the offset of its compute
   // weights (0 at stages 0 and 3, where the two share a layout; at stages 1-2 the rank's shard of each
-  // unit lies inside the full buffer).
-  FlatRuns decay_runs_, compute_runs_;
+  // unit lies inside the full buffer). update_runs_ (where the compute weights are a copy) holds both
+  // for the optimizer step that writes the copy as it updates (kernels/adamw.hpp adamw_copy_runs).
+  FlatRuns decay_runs_, compute_runs_, update_runs_;
   std::int64_t owned_numel_ = 0;
 
   bool bf16_weights_ = false;   // compute weights stored as bf16 (bf16 compute without qwZ)

@@ -1,8 +1,9 @@
 // The one-launch optimizer over a whole shard (adamw_update_runs) against what it replaces, bit for bit:
 // one adamw_update per parameter run with its own weight decay, and before it clip_to_norm's pass over
 // the gradient. Runs of mixed decay, with gaps (padding the kernel must not touch), runs much shorter
-// than a chunk and runs across chunk edges. Also the run table itself and the one-launch compute-weight
-// refresh (cast_runs) against the per-piece conversions.
+// than a chunk and runs across chunk edges. Also the run table itself, the one-launch compute-weight
+// refresh (cast_runs) against the per-piece conversions, and the update that writes the refresh as it
+// goes against the update followed by the refresh.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -190,6 +191,100 @@ TEST(KernelRunsCast, OneLaunchEqualsEachPieceConverted) {
     to_bf16(Unmanaged1<const float>(s.data() + r.begin, r.length), Unmanaged1<bf16>(want.data() + r.begin + r.value, r.length));
   }
   expect_bitwise_equal("bf16", to_host(got), to_host(want));
+}
+
+// Units of a shard inside the full buffer, as the ZeRO engine's stages 1-2 lay them out: the owned region
+// cut into pieces that each land further along in the compute weights. The pieces' edges fall inside
+// parameter runs, so adamw_copy_runs must cut them.
+std::vector<FlatRun> unit_pieces(std::int64_t n) {
+  std::vector<FlatRun> units;
+  const std::int64_t len = n / 3;
+  units.push_back({0, len + 1, 0});
+  units.push_back({len + 1, len, 5000});
+  units.push_back({2 * len + 1, n - 2 * len - 1, 9000});
+  return units;
+}
+
+// The compute weights of every parameter element, in order (element i of the owned region at i + its
+// unit's offset).
+template <class T>
+std::vector<T> at_parameters(const std::vector<T>& weights, const std::vector<FlatRun>& params,
+                             const std::vector<FlatRun>& units) {
+  std::vector<T> out;
+  for (const FlatRun& r : params) {
+    for (std::int64_t i = r.begin; i < r.begin + r.length; ++i) {
+      for (const FlatRun& u : units) {
+        if (i >= u.begin && i < u.begin + u.length) out.push_back(weights[i + u.value]);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(KernelAdamWRuns, UpdateWritingTheComputeWeightsEqualsUpdateThenRefreshBitForBit) {
+  std::int64_t n = 0;
+  const std::vector<FlatRun> decay = model_like_runs(&n);
+  const std::vector<FlatRun> units = unit_pieces(n);
+  const FlatRuns decay_table = make_flat_runs(decay), unit_table = make_flat_runs(units);
+  const FlatRuns fused_table = make_flat_runs(adamw_copy_runs(decay, units));
+  const std::int64_t full = n + 9000;
+  AdamWHyper h;
+  h.lr = 2e-3f;
+  h.weight_decay = 0.1f;
+  View1<double> norm_sq("norm_sq", 1);
+  View1<float> factor("factor", 1);
+  for (const int storage : {0, 1, 2, 3}) {  // bf16; fp32 as copy, rounded to bf16, rounded to fp16
+    SCOPED_TRACE(storage);
+    State a = make_state(n, 1000), b = make_state(n, 1000);
+    sum_squares(a.g, norm_sq);
+    clip_factor(norm_sq, 0.5, factor);
+    // The compute weights start as something else: every element the update reaches must be rewritten.
+    const View1<float> got32 = to_device(random_vector(full, 1100), "got32"), want32 = to_device(to_host(got32), "want32");
+    View1<bf16> got16("got16", full), want16("want16", full);
+    const RunCast cast = storage == 1 ? RunCast::copy : storage == 2 ? RunCast::round_bf16 : RunCast::round_fp16;
+    const ComputeWeights copy = storage == 0 ? ComputeWeights{got16, {}, RunCast::copy} : ComputeWeights{{}, got32, cast};
+    for (long step = 1; step <= 2; ++step) {
+      h.step = step;
+      adamw_update_runs(h, fused_table, a.p, a.g, a.m, a.v, factor, copy);
+      adamw_update_runs(h, decay_table, b.p, b.g, b.m, b.v, factor);
+      if (storage == 0) {
+        cast_runs(b.p, unit_table, want16);
+      } else {
+        cast_runs(b.p, unit_table, cast, want32);
+      }
+    }
+    expect_bitwise_equal("param", to_host(a.p), to_host(b.p));
+    expect_bitwise_equal("exp_avg", to_host(a.m), to_host(b.m));
+    expect_bitwise_equal("exp_avg_sq", to_host(a.v), to_host(b.v));
+    // Padding, in no parameter run, is not written by the fused update (cast_runs copies it: unchanged
+    // since the engine's last refresh); every element of a parameter must match.
+    if (storage == 0) {
+      expect_bitwise_equal("bf16 compute weights", at_parameters(to_host(got16), decay, units),
+                           at_parameters(to_host(want16), decay, units));
+    } else {
+      expect_bitwise_equal("fp32 compute weights", at_parameters(to_host(got32), decay, units),
+                           at_parameters(to_host(want32), decay, units));
+    }
+  }
+}
+
+TEST(KernelAdamWRuns, FusedRunTableCutsAtUnitEdgesAndRefusesUncoveredElements) {
+  const std::vector<FlatRun> decay = {{0, 10, 1}, {10, 4, 0}, {16, 6, 1}};
+  const std::vector<FlatRun> units = {{0, 7, 0}, {7, 15, 100}};
+  const std::vector<FlatRun> got = adamw_copy_runs(decay, units);
+  ASSERT_EQ(got.size(), 4u);
+  const std::vector<std::int64_t> begin = {0, 7, 10, 16}, length = {7, 3, 4, 6}, value = {1, 201, 200, 201};
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].begin, begin[i]) << i;
+    EXPECT_EQ(got[i].length, length[i]) << i;
+    EXPECT_EQ(got[i].value, value[i]) << i;
+  }
+  EXPECT_THROW(adamw_copy_runs({{0, 23, 1}}, units), std::invalid_argument);             // 22 has no copy
+  EXPECT_THROW(adamw_copy_runs({{0, 4, 1}}, {{1, 9, 0}}), std::invalid_argument);         // 0 has no copy
+  EXPECT_THROW(adamw_copy_runs({{0, 4, 1}}, {{0, 9, -2}}), std::invalid_argument);        // negative offset
+  View1<float> p("p", 8);
+  EXPECT_THROW(adamw_update_runs(AdamWHyper{}, make_flat_runs({{0, 8, 1}}), p, p, p, p, {}, ComputeWeights{}),
+               std::invalid_argument);  // no storage
 }
 
 }  // namespace
