@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "kernels/bf16_pack.hpp"
 #include "kernels/math.hpp"
 
 namespace shardft {
@@ -13,37 +14,71 @@ void check(std::size_t gu_rows, std::size_t gu_cols, std::size_t rows, std::size
   }
 }
 
-// silu(g) * u in fp32 from the bf16 inputs, rounded once: forward's s, and backward's recompute of it.
-KOKKOS_INLINE_FUNCTION bf16 swiglu_of(float g, float u) { return bf16(g / (1.f + kmath::exp(-g)) * u); }
+// silu(g) * u in fp32 from the bf16 inputs, before its rounding: forward's s, and backward's recompute of it.
+KOKKOS_INLINE_FUNCTION float swiglu_of(float g, float u) { return g / (1.f + kmath::exp(-g)) * u; }
+
+// Over the elements of s in packs of W along each row: one thread per pack, neighbouring threads on
+// neighbouring packs of each half (coalesced), one index division per pack.
+template <int W>
+void forward_packs(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
+  const std::int64_t cols = static_cast<std::int64_t>(s.extent(1)), packs = cols / W;
+  const bf16* in = gu.data();
+  bf16* out = s.data();
+  Kokkos::parallel_for(
+      "swiglu_forward_packed_bf16", Range(0, static_cast<std::int64_t>(s.extent(0)) * packs),
+      KOKKOS_LAMBDA(const std::int64_t idx) {
+        const std::int64_t n = idx / packs, j = (idx - n * packs) * W;
+        const Bf16Pack<W> g = load_pack<W>(in + n * 2 * cols + j), u = load_pack<W>(in + n * 2 * cols + cols + j);
+        Bf16Pack<W> y;
+        for (int e = 0; e < W; ++e) y.set(e, swiglu_of(g.get(e), u.get(e)));
+        store_pack<W>(out + n * cols + j, y);
+      });
+}
+
+template <int W>
+void backward_packs(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s) {
+  const std::int64_t cols = static_cast<std::int64_t>(ds.extent(1)), packs = cols / W;
+  bf16* gu_p = gu.data();
+  const bf16* ds_p = ds.data();
+  bf16* s_p = s.data();
+  Kokkos::parallel_for(
+      "swiglu_backward_packed_bf16", Range(0, static_cast<std::int64_t>(ds.extent(0)) * packs),
+      KOKKOS_LAMBDA(const std::int64_t idx) {
+        const std::int64_t n = idx / packs, j = (idx - n * packs) * W;
+        bf16* g_at = gu_p + n * 2 * cols + j;
+        const Bf16Pack<W> g = load_pack<W>(g_at), u = load_pack<W>(g_at + cols), d = load_pack<W>(ds_p + n * cols + j);
+        Bf16Pack<W> dg, du, y;
+        for (int e = 0; e < W; ++e) {
+          const float x = g.get(e), up = u.get(e), de = d.get(e);
+          const float sig = 1.f / (1.f + kmath::exp(-x));
+          y.set(e, swiglu_of(x, up));
+          du.set(e, de * x * sig);
+          dg.set(e, de * up * sig * (1.f + x * (1.f - sig)));
+        }
+        store_pack<W>(s_p + n * cols + j, y);
+        store_pack<W>(g_at + cols, du);
+        store_pack<W>(g_at, dg);
+      });
+}
 }  // namespace
 
 void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
   check(gu.extent(0), gu.extent(1), s.extent(0), s.extent(1), "swiglu_forward_packed_bf16");
-  const std::int64_t cols = static_cast<std::int64_t>(s.extent(1));
-  Kokkos::parallel_for(
-      "swiglu_forward_packed_bf16", Range(0, static_cast<std::int64_t>(s.extent(0)) * cols),
-      KOKKOS_LAMBDA(const std::int64_t idx) {
-        const std::int64_t n = idx / cols, j = idx - n * cols;
-        const float g = bf16::to_float(gu(n, j).bits), u = bf16::to_float(gu(n, cols + j).bits);
-        s(n, j) = swiglu_of(g, u);
-      });
+  if (bf16_pack_fits(static_cast<std::int64_t>(s.extent(1)), {gu.data(), s.data()})) {
+    forward_packs<kBf16PackWidth>(gu, s);
+  } else {
+    forward_packs<1>(gu, s);
+  }
 }
 
 void swiglu_backward_packed_bf16(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s) {
   check(gu.extent(0), gu.extent(1), ds.extent(0), ds.extent(1), "swiglu_backward_packed_bf16");
   check(gu.extent(0), gu.extent(1), s.extent(0), s.extent(1), "swiglu_backward_packed_bf16");
-  const std::int64_t cols = static_cast<std::int64_t>(ds.extent(1));
-  Kokkos::parallel_for(
-      "swiglu_backward_packed_bf16", Range(0, static_cast<std::int64_t>(ds.extent(0)) * cols),
-      KOKKOS_LAMBDA(const std::int64_t idx) {
-        const std::int64_t n = idx / cols, j = idx - n * cols;
-        const float x = bf16::to_float(gu(n, j).bits), up = bf16::to_float(gu(n, cols + j).bits);
-        const float d = bf16::to_float(ds(n, j).bits);
-        const float sig = 1.f / (1.f + kmath::exp(-x));
-        s(n, j) = swiglu_of(x, up);
-        gu(n, cols + j) = bf16(d * x * sig);
-        gu(n, j) = bf16(d * up * sig * (1.f + x * (1.f - sig)));
-      });
+  if (bf16_pack_fits(static_cast<std::int64_t>(ds.extent(1)), {gu.data(), ds.data(), s.data()})) {
+    backward_packs<kBf16PackWidth>(gu, ds, s);
+  } else {
+    backward_packs<1>(gu, ds, s);
+  }
 }
 
 }  // namespace shardft

@@ -6,8 +6,9 @@
 // so the values equal the fp32 kernels' outputs rounded to bf16.
 //   forward:   s = silu(g) * u = g / (1 + exp(-g)) * u
 //   backward:  du = ds * g * sig(g);  dg = ds * u * sig(g) * (1 + g * (1 - sig(g)))
-// One thread per output element (per (row, column) of s), so neighbouring threads touch neighbouring
-// columns of each half.
+// One thread per pack of 8 consecutive columns of s (16-byte loads and stores, kernels/bf16_pack.hpp;
+// one column where rows are not 16-byte aligned), so neighbouring threads touch neighbouring columns of
+// each half.
 #include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 

@@ -29,6 +29,7 @@
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
+#include "kernels/swiglu_bf16.hpp"
 
 namespace shardft::perf {
 namespace {
@@ -237,6 +238,38 @@ void swiglu_bwd_packed(benchmark::State& st, std::int64_t N, std::int64_t I) {
     Kokkos::fence();
   }
   report_bytes(st, kF * 5 * N * I);  // g, u, ds in; dg, du out
+}
+
+// The bf16 forms a bf16 step runs (kernels/swiglu_bf16.hpp): bf16 in and out, backward also writes s again.
+View1<bf16> random_bf16(const std::string& name, std::int64_t n, std::uint32_t seed, float scale) {
+  const auto f = random_floats(name + "_f32", n, seed, scale);
+  View1<bf16> out(name, n);
+  to_bf16(cvec(f), Unmanaged1<bf16>(out.data(), n));
+  return out;
+}
+Unmanaged2<bf16> mat16(const View1<bf16>& v, std::int64_t r, std::int64_t c) { return Unmanaged2<bf16>(v.data(), r, c); }
+
+void swiglu_fwd_packed_bf16(benchmark::State& st, std::int64_t N, std::int64_t I) {
+  const auto gu = random_bf16("gu", N * 2 * I, 9, 3.f);
+  View1<bf16> s("s", N * I);
+  for (auto _ : st) {
+    swiglu_forward_packed_bf16(Unmanaged2<const bf16>(gu.data(), N, 2 * I), mat16(s, N, I));
+    Kokkos::fence();
+  }
+  report_bytes(st, 2 * 3 * N * I);
+}
+
+void swiglu_bwd_packed_bf16(benchmark::State& st, std::int64_t N, std::int64_t I) {
+  const auto gu0 = random_bf16("gu0", N * 2 * I, 9, 3.f), ds = random_bf16("ds", N * I, 11, 1.f);
+  View1<bf16> gu("gu", N * 2 * I), s("s", N * I);
+  for (auto _ : st) {
+    st.PauseTiming();
+    Kokkos::deep_copy(gu, gu0);  // the kernel overwrites its input
+    st.ResumeTiming();
+    swiglu_backward_packed_bf16(mat16(gu, N, 2 * I), Unmanaged2<const bf16>(ds.data(), N, I), mat16(s, N, I));
+    Kokkos::fence();
+  }
+  report_bytes(st, 2 * 6 * N * I);  // g, u, ds in; dg, du, s out
 }
 
 // ---- embedding: ids [N], table [V, d] -------------------------------------------------------------
@@ -458,6 +491,12 @@ const bool registered = [] {
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("kernel/swiglu/bwd_packed/" + shape).c_str(),
                                  [ni](benchmark::State& st) { swiglu_bwd_packed(st, ni.first, ni.second); })
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("kernel/swiglu/fwd_packed_bf16/" + shape).c_str(),
+                                 [ni](benchmark::State& st) { swiglu_fwd_packed_bf16(st, ni.first, ni.second); })
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("kernel/swiglu/bwd_packed_bf16/" + shape).c_str(),
+                                 [ni](benchmark::State& st) { swiglu_bwd_packed_bf16(st, ni.first, ni.second); })
         ->Unit(benchmark::kMicrosecond);
   }
   reg("kernel/embedding/fwd/N384_V272_d128", embedding_fwd);

@@ -20,6 +20,7 @@
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
+#include "kernels/bf16_pack.hpp"
 #include "kernels/swiglu_bf16.hpp"
 
 namespace shardft {
@@ -115,25 +116,34 @@ TEST(KernelBf16Outputs, RopeOnBf16IsTheFp32RotationOfTheSameValuesRounded) {
 }
 
 // Backward in place over gu, with ds in bf16: [dg | du] as the fp32 packed kernel gives them from the same
-// inputs, rounded; s as forward wrote it, bit for bit (the same expression, the same inputs).
+// inputs, rounded; s as forward wrote it, bit for bit (the same expression, the same inputs), and as the
+// fp32 forward gives it, rounded. At 37 columns every row is read element by element; at 40 in packs of 8
+// (16-byte accesses, kernels/bf16_pack.hpp).
 TEST(KernelBf16Outputs, SwiGluBackwardInPlaceRecomputesForwardsOutput) {
-  const int rows = 7, inter = 37;
-  const auto gu0 = rounded_to_bf16(random_vector(rows * 2 * inter, 431, -8.f, 8.f));
-  const auto ds0 = rounded_to_bf16(random_vector(rows * inter, 432));
-  auto gu16 = to_device_bf16(gu0, rows, 2 * inter, "gu16");
-  View2<bf16> s_forward("s_forward", rows, inter), s_again("s_again", rows, inter);
-  swiglu_forward_packed_bf16(gu16, s_forward);
-  swiglu_backward_packed_bf16(gu16, to_device_bf16(ds0, rows, inter, "ds16"), s_again);
-  const auto s_a = widened(s_forward), s_b = widened(s_again);
-  for (std::size_t i = 0; i < s_a.size(); ++i) ASSERT_EQ(s_a[i], s_b[i]) << "s " << i;
+  for (const int inter : {37, 40}) {
+    SCOPED_TRACE(inter);
+    const int rows = 7;
+    const auto gu0 = rounded_to_bf16(random_vector(rows * 2 * inter, 431, -8.f, 8.f));
+    const auto ds0 = rounded_to_bf16(random_vector(rows * inter, 432));
+    auto gu16 = to_device_bf16(gu0, rows, 2 * inter, "gu16");
+    View2<bf16> s_forward("s_forward", rows, inter), s_again("s_again", rows, inter);
+    const auto ds16 = to_device_bf16(ds0, rows, inter, "ds16");
+    EXPECT_EQ(bf16_pack_fits(inter, {gu16.data(), s_forward.data(), s_again.data(), ds16.data()}), inter % 8 == 0);
+    swiglu_forward_packed_bf16(gu16, s_forward);
+    swiglu_backward_packed_bf16(gu16, ds16, s_again);
+    const auto s_a = widened(s_forward), s_b = widened(s_again);
+    for (std::size_t i = 0; i < s_a.size(); ++i) ASSERT_EQ(s_a[i], s_b[i]) << "s " << i;
+    View2<float> s32("s32", rows, inter);
+    swiglu_forward_packed(to_device(gu0, rows, 2 * inter, "gu32_forward"), s32);
+    expect_rounded("s", s_a, to_host(s32));
 
-  auto gu32 = to_device(gu0, rows, 2 * inter, "gu32");
-  swiglu_backward_packed_inplace(gu32, to_device(ds0, rows, inter, "ds32"));
-  expect_rounded("dgu", widened(gu16), to_host(gu32));
+    auto gu32 = to_device(gu0, rows, 2 * inter, "gu32");
+    swiglu_backward_packed_inplace(gu32, to_device(ds0, rows, inter, "ds32"));
+    expect_rounded("dgu", widened(gu16), to_host(gu32));
 
-  View2<bf16> wrong("wrong", rows, inter + 1);
-  EXPECT_THROW(swiglu_backward_packed_bf16(gu16, to_device_bf16(ds0, rows, inter, "ds16"), wrong),
-               std::invalid_argument);
+    View2<bf16> wrong("wrong", rows, inter + 1);
+    EXPECT_THROW(swiglu_backward_packed_bf16(gu16, ds16, wrong), std::invalid_argument);
+  }
 }
 
 // Cross-entropy over bf16 logits (a bf16 step's LM head output): the loss of their fp32 widening, bit for
