@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang++, ASan + UBSan) into build-fuzz/ and runs each for SECONDS.
 # Usage: jobs/fuzz.sh [SECONDS (60)] [TARGET ...]   (targets: safetensors tokenizer recipe deepspeed jsonl
-#        checkpoint_meta; default all, one after another)
+#        checkpoint_meta jinja; default all, one after another)
 # Each run starts from tests/fuzz/corpus/<target>/ and the regression inputs, and writes what it learns
 # (new corpus inputs) and what it finds (crash-*, leak-*, timeout-*, oom-*) under $SHARDFT_FUZZ_OUT
 # (default build-fuzz/runs/<target>/), never into the committed corpus. Runs one worker at nice 19;
@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer recipe deepspeed jsonl checkpoint_meta)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer recipe deepspeed jsonl checkpoint_meta jinja)
 build=${SHARDFT_FUZZ_BUILD_DIR:-$root/build-fuzz}
 out=${SHARDFT_FUZZ_OUT:-$build/runs}
 

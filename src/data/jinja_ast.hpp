@@ -29,6 +29,7 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;  // call, filter, test
   bool negated = false;                                 // test: `is not`
+  int depth = 1;                                        // levels of the tree below and with this node
 };
 
 struct Node;

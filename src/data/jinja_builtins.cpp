@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 
+#include "data/jinja_limits.hpp"
 #include "data/jinja_value.hpp"
 
 namespace shardft::jinja {
@@ -42,8 +45,14 @@ std::vector<std::size_t> python_slice(const Value& start_v, const Value& stop_v,
   };
   const std::int64_t start = adjust(start_v, step < 0 ? n - 1 : 0, "start");
   const std::int64_t stop = adjust(stop_v, step < 0 ? -1 : n, "stop");
+  // Stops before k + step could leave 64 bits (a step of 2**63 - 1 takes one element).
+  const std::uint64_t stride = step > 0 ? static_cast<std::uint64_t>(step) : 0 - static_cast<std::uint64_t>(step);
   std::vector<std::size_t> out;
-  for (std::int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(static_cast<std::size_t>(k));
+  for (std::int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+    out.push_back(static_cast<std::size_t>(k));
+    const std::uint64_t left = step > 0 ? static_cast<std::uint64_t>(stop - k) : static_cast<std::uint64_t>(k - stop);
+    if (left <= stride) break;
+  }
   return out;
 }
 
@@ -59,6 +68,7 @@ List iterate(const Value& v) {
     case Value::Type::string: {
       List chars;
       const std::vector<std::size_t> starts = code_point_starts(v.s);
+      check_list_size(starts.size() - 1, v.s.size());
       for (std::size_t k = 0; k + 1 < starts.size(); ++k) chars.push_back(Value::string(v.s.substr(starts[k], starts[k + 1] - starts[k])));
       return chars;
     }
@@ -143,7 +153,9 @@ const FilterMap& filters() {
              fail("tojson: the argument " + kw.first + "=" + repr(kw.second) + " is not supported");
            }
          }
-         return Value::string(to_json(v, static_cast<int>(int_arg(a, 0, "indent", -1))));
+         const std::int64_t indent = int_arg(a, 0, "indent", -1);
+         if (indent > 64) fail("tojson: indent " + std::to_string(indent) + " is more than the 64 supported");
+         return Value::string(to_json(v, static_cast<int>(indent)));
        }},
       {"length", [](const Value& v, Args&) {
          if (v.is_string()) return Value::integer(static_cast<std::int64_t>(code_point_count(v.s)));
@@ -173,6 +185,7 @@ const FilterMap& filters() {
          bool first = true;
          for (const Value& item : iterate(v)) {
            out += (first ? "" : sep) + to_str(attr.is_string() ? attribute_path(item, attr.s) : item);
+           check_string_size(out.size());
            first = false;
          }
          return Value::string(out);
@@ -198,7 +211,7 @@ const FilterMap& filters() {
          return Value::of_list(std::move(items));
        }},
       {"int", [](const Value& v, Args& a) {
-         if (v.type == Value::Type::floating) return Value::integer(static_cast<std::int64_t>(v.f));
+         if (v.type == Value::Type::floating) return Value::integer(float_to_int(v.f));
          if (v.type == Value::Type::integer || v.type == Value::Type::boolean) return Value::integer(v.type == Value::Type::boolean ? v.b : v.i);
          if (v.is_string()) {
            try {
@@ -214,16 +227,17 @@ const FilterMap& filters() {
       {"float", [](const Value& v, Args&) {
          if (v.is_number()) return Value::floating(v.as_double());
          if (v.is_string()) {
-           try {
-             return Value::floating(std::stod(v.s));
-           } catch (const std::exception&) {
-           }
+           // Python's float(): '1e999' is inf; text that is not a number gives the default below.
+           const std::string t = strip_text(v.s, true, true);
+           char* end = nullptr;
+           const double x = std::strtod(t.c_str(), &end);
+           if (!t.empty() && end == t.c_str() + t.size()) return Value::floating(x);
          }
          return Value::floating(0.0);
        }},
       {"abs", [](const Value& v, Args&) {
          if (v.type == Value::Type::floating) return Value::floating(std::fabs(v.f));
-         if (v.type == Value::Type::integer) return Value::integer(v.i < 0 ? -v.i : v.i);
+         if (v.type == Value::Type::integer) return Value::integer(v.i < 0 ? checked_neg(v.i) : v.i);
          fail("bad operand type for abs(): '" + type_name(v) + "'");
        }},
       {"map", [](const Value& v, Args& a) {
@@ -252,7 +266,9 @@ const FilterMap& filters() {
       {"indent", [](const Value& v, Args& a) {
          // jinja2 3.1: lines after the first indented (the first too with first=True); blank lines only
          // with blank=True.
-         const std::string pad(static_cast<std::size_t>(int_arg(a, 0, "width", 4)), ' ');
+         const std::int64_t width = int_arg(a, 0, "width", 4);
+         check_string_size(static_cast<std::size_t>(std::max<std::int64_t>(width, 0)));
+         const std::string pad(static_cast<std::size_t>(std::max<std::int64_t>(width, 0)), ' ');
          const bool first = truthy(a.get(1, "first")), blank = truthy(a.get(2, "blank"));
          const std::string s = to_str(v);
          std::string out;
@@ -268,6 +284,7 @@ const FilterMap& filters() {
            if (k > 0) out += "\n";
            if ((k > 0 || first) && (blank || !parts[k].empty())) out += pad;
            out += parts[k];
+           check_string_size(out.size());
          }
          return Value::string(out);
        }},
@@ -298,7 +315,7 @@ const FilterMap& filters() {
          for (const Value& item : iterate(v)) {
            const Value x = attr.is_string() ? attribute_path(item, attr.s) : item;
            if (!x.is_number() || !total.is_number()) fail("sum: '" + type_name(x) + "' is not a number");
-           total = total.type == Value::Type::integer && x.type == Value::Type::integer ? Value::integer(total.i + x.i)
+           total = total.type == Value::Type::integer && x.type == Value::Type::integer ? Value::integer(checked_add(total.i, x.i))
                                                                                         : Value::floating(total.as_double() + x.as_double());
          }
          return total;

@@ -2,6 +2,7 @@
 #include "data/jinja_lexer.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "data/jinja_value.hpp"
 #include "data/sft_data.hpp"
@@ -210,7 +211,7 @@ class Lexer {
     text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
     Token t = token(is_float ? Token::Kind::floating : Token::Kind::integer, text, p);
     if (is_float) {
-      t.floating = std::stod(text);
+      t.floating = std::strtod(text.c_str(), nullptr);  // as Python's float(): 1e999 is inf, 1e-999 is 0.0
     } else {
       try {
         t.integer = std::stoll(text);

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "data/jinja_builtins.hpp"
+#include "data/jinja_limits.hpp"
 
 namespace shardft::jinja {
 
@@ -21,6 +22,7 @@ std::string replace_all(const std::string& s, const std::string& old, const std:
     for (std::size_t k = 0; k + 1 < starts.size(); ++k) {
       if (count < 0 || done++ < count) out += with;
       out += s.substr(starts[k], starts[k + 1] - starts[k]);
+      check_string_size(out.size());  // before it grows past the limit by more than one piece
     }
     if (count < 0 || done < count) out += with;
     return out;
@@ -30,6 +32,7 @@ std::string replace_all(const std::string& s, const std::string& old, const std:
     const std::size_t hit = s.find(old, pos);
     if (hit == std::string::npos) break;
     out += s.substr(pos, hit - pos) + with;
+    check_string_size(out.size());
     pos = hit + old.size();
   }
   return out + s.substr(pos);
@@ -45,6 +48,7 @@ List split(const std::string& s, const std::string* sep, std::int64_t maxsplit) 
       const std::size_t hit = s.find(*sep, pos);
       if (hit == std::string::npos) break;
       out.push_back(Value::string(s.substr(pos, hit - pos)));
+      check_list_size(out.size());
       pos = hit + sep->size();
     }
     out.push_back(Value::string(s.substr(pos)));
@@ -64,6 +68,7 @@ List split(const std::string& s, const std::string* sep, std::int64_t maxsplit) 
     const std::size_t begin = k;
     while (k < n && !space(k)) ++k;
     out.push_back(Value::string(s.substr(st[begin], st[k] - st[begin])));
+    check_list_size(out.size());
   }
   return out;
 }
@@ -258,6 +263,7 @@ Value string_method(const std::string& s, const std::string& name) {
       for (const Value& item : iterate(a.get(0, ""))) {
         if (!item.is_string()) fail("str.join() expects strings, got " + type_name(item));
         out += (first ? "" : t) + item.s;
+        check_string_size(out.size());
         first = false;
       }
       return Value::string(out);
@@ -323,9 +329,14 @@ Dict make_globals() {
           }
           if (step == 0) fail("range() arg 3 must not be zero");
           List out;
+          // The distance left, unsigned (it can pass 2**63), stops the loop before k + step leaves 64 bits.
+          const std::uint64_t stride = step > 0 ? static_cast<std::uint64_t>(step) : 0 - static_cast<std::uint64_t>(step);
           for (std::int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
             if (out.size() >= 100000) fail("range() is limited to 100000 items in templates");
             out.push_back(Value::integer(k));
+            const std::uint64_t left = step > 0 ? static_cast<std::uint64_t>(stop) - static_cast<std::uint64_t>(k)
+                                                : static_cast<std::uint64_t>(k) - static_cast<std::uint64_t>(stop);
+            if (left <= stride) break;
           }
           return Value::of_list(std::move(out));
         }));
@@ -338,7 +349,11 @@ Dict make_globals() {
     for (const auto& kv : a.keyword) d.set(kv.first, kv.second);
     return d;
   };
-  g.set("namespace", Value::function([keyword_dict](Args& a) { return Value::namespace_of(keyword_dict(a)); }));
+  g.set("namespace", Value::function([keyword_dict](Args& a) {
+          Value ns = Value::namespace_of(keyword_dict(a));
+          count_namespace(ns.dict);
+          return ns;
+        }));
   g.set("dict", Value::function([keyword_dict](Args& a) { return Value::of_dict(keyword_dict(a)); }));
   g.set("raise_exception", Value::function([](Args& a) -> Value {
           throw TemplateRaised{to_str(a.get(0, "message"))};

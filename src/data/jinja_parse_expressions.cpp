@@ -19,12 +19,13 @@ ExprPtr Parser::parse_tuple_or_expression() {
     if (peek().kind == Kind::block_end) break;
     tuple->args.push_back(parse_expression());
   }
-  return tuple;
+  return nest(std::move(tuple));
 }
 
 ExprPtr Parser::parse_expression() { return parse_condexpr(true); }
 
 ExprPtr Parser::parse_condexpr(bool with_condexpr) {
+  const Nesting level(*this, peek().at);  // every bracket, argument and subscript comes through here
   ExprPtr value = parse_or();
   while (with_condexpr && is_name("if")) {
     ExprPtr cond = make(Expr::Kind::cond, next().at);
@@ -37,7 +38,7 @@ ExprPtr Parser::parse_condexpr(bool with_condexpr) {
     cond->args.push_back(std::move(test));
     cond->args.push_back(std::move(value));
     cond->args.push_back(std::move(otherwise));
-    value = std::move(cond);
+    value = nest(std::move(cond));
   }
   return value;
 }
@@ -46,7 +47,7 @@ ExprPtr Parser::binary(const Token& op, ExprPtr left, ExprPtr right) {
   ExprPtr e = make(Expr::Kind::binary, op.at, op.text);
   e->args.push_back(std::move(left));
   e->args.push_back(std::move(right));
-  return e;
+  return nest(std::move(e));
 }
 
 ExprPtr Parser::parse_or() {
@@ -69,9 +70,10 @@ ExprPtr Parser::parse_and() {
 
 ExprPtr Parser::parse_not() {
   if (is_name("not")) {
+    const Nesting level(*this, peek().at);
     ExprPtr e = make(Expr::Kind::unary, next().at, "not");
     e->args.push_back(parse_not());
-    return e;
+    return nest(std::move(e));
   }
   return parse_compare();
 }
@@ -136,8 +138,10 @@ ExprPtr Parser::parse_pow() {
 ExprPtr Parser::parse_unary(bool with_filter) {
   ExprPtr node;
   if (is_op("-") || is_op("+")) {
+    const Nesting level(*this, peek().at);
     node = make(Expr::Kind::unary, peek().at, next().text);
     node->args.push_back(parse_unary(false));
+    node = nest(std::move(node));
   } else {
     node = parse_postfix(parse_primary());
   }
@@ -199,7 +203,7 @@ ExprPtr Parser::parse_parenthesised() {
     tuple->args.push_back(parse_expression());
   }
   expect_op(")");
-  return tuple;
+  return nest(std::move(tuple));
 }
 
 ExprPtr Parser::parse_sequence(const std::string& close) {
@@ -209,7 +213,7 @@ ExprPtr Parser::parse_sequence(const std::string& close) {
     if (!is_op(close)) expect_op(",");
   }
   ++pos_;
-  return list;
+  return nest(std::move(list));
 }
 
 ExprPtr Parser::parse_dict() {
@@ -221,7 +225,7 @@ ExprPtr Parser::parse_dict() {
     if (!is_op("}")) expect_op(",");
   }
   ++pos_;
-  return dict;
+  return nest(std::move(dict));
 }
 
 ExprPtr Parser::parse_postfix(ExprPtr node) {
@@ -234,12 +238,12 @@ ExprPtr Parser::parse_postfix(ExprPtr node) {
         index->value = Value::integer(next().integer);
         item->args.push_back(std::move(node));
         item->args.push_back(std::move(index));
-        node = std::move(item);
+        node = nest(std::move(item));
         continue;
       }
       ExprPtr attr = make(Expr::Kind::attr, at, expect_name("an attribute name after '.'"));
       attr->args.push_back(std::move(node));
-      node = std::move(attr);
+      node = nest(std::move(attr));
     } else if (is_op("[")) {
       node = parse_subscript(std::move(node));
     } else if (is_op("(")) {
@@ -270,19 +274,19 @@ ExprPtr Parser::parse_subscript(ExprPtr object) {
     ExprPtr item = make(Expr::Kind::item, at);
     item->args.push_back(std::move(object));
     item->args.push_back(std::move(parts[0]));
-    return item;
+    return nest(std::move(item));
   }
   ExprPtr slice = make(Expr::Kind::slice, at);
   slice->args.push_back(std::move(object));
   for (auto& p : parts) slice->args.push_back(std::move(p));
-  return slice;
+  return nest(std::move(slice));
 }
 
 // `(args)` after a callee, filter or test: positional then keyword (name=value) arguments.
 ExprPtr Parser::parse_call(ExprPtr target, Expr::Kind kind, const std::string& name) {
   ExprPtr call = make(kind, kind == Expr::Kind::call ? target->at : peek().at, name);
   call->args.push_back(std::move(target));
-  if (!is_op("(")) return call;
+  if (!is_op("(")) return nest(std::move(call));
   ++pos_;
   while (!is_op(")")) {
     if (peek().kind == Kind::name && is_op("=", 1)) {
@@ -296,7 +300,7 @@ ExprPtr Parser::parse_call(ExprPtr target, Expr::Kind kind, const std::string& n
     if (!is_op(")")) expect_op(",");
   }
   ++pos_;
-  return call;
+  return nest(std::move(call));
 }
 
 ExprPtr Parser::parse_filters(ExprPtr node) {
@@ -327,7 +331,10 @@ ExprPtr Parser::parse_filters(ExprPtr node) {
                              (t.kind == Kind::op && (t.text == "[" || t.text == "{")) ||
                              (t.kind == Kind::name && t.text != "else" && t.text != "or" && t.text != "and" &&
                               t.text != "if" && t.text != "is" && t.text != "not" && t.text != "in"));
-      if (bare_arg) node->args.push_back(parse_postfix(parse_primary()));
+      if (bare_arg) {
+        node->args.push_back(parse_postfix(parse_primary()));
+        node = nest(std::move(node));
+      }
     } else if (is_op("(")) {
       node = parse_call(std::move(node), Expr::Kind::call, "");
     } else {

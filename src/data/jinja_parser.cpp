@@ -5,6 +5,7 @@
 namespace shardft::jinja {
 
 Body Parser::parse_body(const std::set<std::string>& ends, std::string& end, const Token* opener) {
+  const Nesting level(*this, opener ? opener->at : peek().at);
   Body body;
   for (;;) {
     const Token& t = peek();

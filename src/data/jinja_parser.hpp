@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/jinja_ast.hpp"
+#include "data/jinja_limits.hpp"
 
 namespace shardft::jinja {
 
@@ -46,6 +47,34 @@ class Parser {
   std::string expect_name(const std::string& what) {
     if (peek().kind != Kind::name) expected(what);
     return next().text;
+  }
+  // One level of the parser's recursion, a nested block or bracket: a syntax error past kMaxNesting,
+  // before the recursion can exhaust the stack (a template with 200000 '(' is a crash otherwise).
+  class Nesting {
+   public:
+    Nesting(Parser& p, Position at) : p_(p) {
+      if (++p_.nesting_ > kMaxNesting) {
+        syntax_error(p_.origin_, at, "blocks or brackets nested deeper than " + std::to_string(kMaxNesting) + " levels");
+      }
+    }
+    ~Nesting() { --p_.nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser& p_;
+  };
+  // `e` with its depth from its operands': a syntax error past kMaxExprDepth (chains like a + b + ... are
+  // built without recursion, but evaluated and freed by it).
+  ExprPtr nest(ExprPtr e) {
+    int deepest = 0;
+    for (const ExprPtr& a : e->args) deepest = a ? std::max(deepest, a->depth) : deepest;
+    for (const auto& kw : e->kwargs) deepest = kw.second ? std::max(deepest, kw.second->depth) : deepest;
+    e->depth = deepest + 1;
+    if (e->depth > kMaxExprDepth) {
+      syntax_error(origin_, e->at, "an expression nested deeper than " + std::to_string(kMaxExprDepth) + " levels");
+    }
+    return e;
   }
   ExprPtr make(Expr::Kind kind, Position at, std::string name = "") {
     auto e = std::make_unique<Expr>();
@@ -87,6 +116,7 @@ class Parser {
   const std::vector<Token>& toks_;
   const std::string& origin_;
   std::size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace shardft::jinja

@@ -5,9 +5,12 @@
 #include "data/jinja_render.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "data/jinja_builtins.hpp"
+#include "data/jinja_limits.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft::jinja {
@@ -42,12 +45,6 @@ struct Located {
   fail(v.s.empty() ? "an undefined value was used" : v.s);
 }
 
-std::int64_t floor_div(std::int64_t a, std::int64_t b) {
-  std::int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined()) use_of_undefined(a);
   if (b.is_undefined()) use_of_undefined(b);
@@ -57,35 +54,42 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     const std::int64_t x = a.type == Value::Type::boolean ? a.b : a.i, y = b.type == Value::Type::boolean ? b.b : b.i;
     const double dx = a.as_double(), dy = b.as_double();
     if ((op == "/" || op == "//" || op == "%") && dy == 0) fail("division by zero");
-    if (op == "+") return ints ? Value::integer(x + y) : Value::floating(dx + dy);
-    if (op == "-") return ints ? Value::integer(x - y) : Value::floating(dx - dy);
-    if (op == "*") return ints ? Value::integer(x * y) : Value::floating(dx * dy);
+    if (op == "+") return ints ? Value::integer(checked_add(x, y)) : Value::floating(dx + dy);
+    if (op == "-") return ints ? Value::integer(checked_sub(x, y)) : Value::floating(dx - dy);
+    if (op == "*") return ints ? Value::integer(checked_mul(x, y)) : Value::floating(dx * dy);
     if (op == "/") return Value::floating(dx / dy);
     if (op == "//") return ints ? Value::integer(floor_div(x, y)) : Value::floating(std::floor(dx / dy));
-    if (op == "%") return ints ? Value::integer(x - floor_div(x, y) * y) : Value::floating(dx - std::floor(dx / dy) * dy);
-    if (op == "**") {
-      if (ints && y >= 0) {
-        std::int64_t r = 1;
-        for (std::int64_t k = 0; k < y; ++k) r *= x;
-        return Value::integer(r);
-      }
-      return Value::floating(std::pow(dx, dy));
-    }
+    if (op == "%") return ints ? Value::integer(floor_mod(x, y)) : Value::floating(dx - std::floor(dx / dy) * dy);
+    if (op == "**") return ints && y >= 0 ? Value::integer(checked_pow(x, y)) : Value::floating(std::pow(dx, dy));
   }
-  if (op == "+" && a.is_string() && b.is_string()) return Value::string(a.s + b.s);
+  if (op == "+" && a.is_string() && b.is_string()) {
+    check_string_size(a.s.size() + b.s.size());
+    return Value::string(a.s + b.s);
+  }
   if (op == "+" && a.is_list() && b.is_list()) {
+    check_list_size(a.list->size() + b.list->size());
     List out = *a.list;
     out.insert(out.end(), b.list->begin(), b.list->end());
     return Value::of_list(std::move(out));
   }
   if (op == "*" && (a.is_string() || a.is_list()) && b.type == Value::Type::integer) {
+    // Sized before it is built: 'x' * 10**10 must fail, not grow until memory runs out.
+    const std::size_t unit = a.is_string() ? a.s.size() : a.list->size();
+    const std::size_t times = b.i > 0 && unit > 0 ? static_cast<std::size_t>(b.i) : 0;  // '' * 10**10 is '' at once
+    std::size_t size = 0;
+    if (__builtin_mul_overflow(unit, times, &size)) size = SIZE_MAX;
+    if (a.is_string()) {
+      check_string_size(size);
+    } else {
+      check_list_size(size);
+    }
     if (a.is_string()) {
       std::string out;
-      for (std::int64_t k = 0; k < b.i; ++k) out += a.s;
+      for (std::size_t k = 0; k < times; ++k) out += a.s;
       return Value::string(out);
     }
     List out;
-    for (std::int64_t k = 0; k < b.i; ++k) out.insert(out.end(), a.list->begin(), a.list->end());
+    for (std::size_t k = 0; k < times; ++k) out.insert(out.end(), a.list->begin(), a.list->end());
     return Value::of_list(std::move(out));
   }
   fail("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
@@ -149,6 +153,17 @@ class Renderer {
   explicit Renderer(const std::string& origin) : origin_(origin) {}
 
   RenderOutput run(const Body& body, const Dict& variables) {
+    const RenderBudget budget;  // this render's limits (jinja_limits.hpp)
+    // A macro holds the scope it was defined in, and that scope holds the macro: the scopes macros
+    // captured are emptied when the render ends (returning or failing), or each render would leak them.
+    struct ForgetMacroScopes {
+      std::vector<std::weak_ptr<Scope>>& scopes;
+      ~ForgetMacroScopes() {
+        for (const auto& w : scopes) {
+          if (auto s = w.lock()) s->vars.items.clear();
+        }
+      }
+    } forget{macro_scopes_};
     auto globals = std::make_shared<Scope>();
     globals->vars = make_globals();
     auto top = child_of(globals);
@@ -166,18 +181,34 @@ class Renderer {
 
   Flow render(const Body& body, const ScopePtr& scope, std::string& out) {
     for (const NodePtr& n : body) {
-      const Flow flow = render_node(*n, scope, out);
+      Flow flow = Flow::normal;
+      try {
+        const EvalLevel level;
+        charge_steps(1);
+        flow = render_node(*n, scope, out);
+      } catch (const EvalError& e) {  // a limit reached by the statement itself, outside its expressions
+        located(n->at, e.message);
+      }
       if (flow != Flow::normal) return flow;
     }
     return Flow::normal;
   }
 
+  // The output grows only within kMaxStringBytes, charged like any string built.
+  static void append(std::string& out, const std::string& text) {
+    if (out.size() + text.size() > kMaxStringBytes) {
+      fail("the output would pass " + std::to_string(kMaxStringBytes >> 20) + " MiB");
+    }
+    charge_steps(static_cast<std::int64_t>(text.size() >> 8));
+    out += text;
+  }
+
   Flow render_node(const Node& n, const ScopePtr& scope, std::string& out) {
     switch (n.kind) {
-      case Node::Kind::text: out += n.text; return Flow::normal;
+      case Node::Kind::text: append(out, n.text); return Flow::normal;
       case Node::Kind::output: {
         const Value v = eval(*n.expr, scope);
-        out += to_str(v);
+        append(out, to_str(v));
         return Flow::normal;
       }
       case Node::Kind::if_chain:
@@ -215,6 +246,9 @@ class Renderer {
       const Value* target = scope->find(n.targets[0]);
       if (!target || !target->is_dict() || !target->dict->is_namespace) {
         located(n.at, "cannot assign attribute '" + n.attr + "' on '" + n.targets[0] + "', which is not a namespace()");
+      }
+      if (value.depth + 1 > kMaxNesting) {
+        located(n.at, "a value nested deeper than " + std::to_string(kMaxNesting) + " levels in a namespace");
       }
       target->dict->set(n.attr, value);
       return;
@@ -271,6 +305,7 @@ class Renderer {
     }
     const auto length = static_cast<std::int64_t>(items.size());
     for (std::int64_t k = 0; k < length; ++k) {
+      charge_steps(1);  // an empty body costs its iterations too
       auto s = child_of(scope);
       bind(s, items[k]);
       Dict loop;
@@ -296,8 +331,17 @@ class Renderer {
   }
 
   Value make_macro(const Node& n, const ScopePtr& defined_in) {
+    macro_scopes_.push_back(defined_in);
     const Node* node = &n;
     return Value::function([this, node, defined_in](Args& args) -> Value {
+      if (macro_depth_ >= kMaxMacroDepth) {
+        fail("macro calls nested deeper than " + std::to_string(kMaxMacroDepth) + " (a recursion without end?)");
+      }
+      ++macro_depth_;
+      struct Leave {
+        int& depth;
+        ~Leave() { --depth; }
+      } leave{macro_depth_};
       if (args.positional.size() > node->params.size()) {
         fail("macro '" + node->name + "' takes not more than " + std::to_string(node->params.size()) +
              " argument(s)");
@@ -326,6 +370,8 @@ class Renderer {
 
   Value eval(const Expr& e, const ScopePtr& scope) {
     try {
+      const EvalLevel level;
+      charge_steps(1);
       return eval_unlocated(e, scope);
     } catch (const EvalError& err) {
       located(e.at, err.message);
@@ -392,7 +438,7 @@ class Renderer {
         if (!v.is_number()) fail("bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
         if (e.name == "+") return v.type == Value::Type::boolean ? Value::integer(v.b) : v;
         if (v.type == Value::Type::floating) return Value::floating(-v.f);
-        return Value::integer(-(v.type == Value::Type::boolean ? static_cast<std::int64_t>(v.b) : v.i));
+        return Value::integer(checked_neg(v.type == Value::Type::boolean ? static_cast<std::int64_t>(v.b) : v.i));
       }
       case Expr::Kind::binary: return eval_binary(e, scope);
       case Expr::Kind::cond:
@@ -416,7 +462,12 @@ class Renderer {
     if (op == ">=") return Value::boolean(!less(a, b));
     if (op == "in") return Value::boolean(contains(b, a));
     if (op == "not in") return Value::boolean(!contains(b, a));
-    if (op == "~") return Value::string(to_str(a) + to_str(b));
+    if (op == "~") {
+      std::string left = to_str(a);
+      const std::string right = to_str(b);
+      check_string_size(left.size() + right.size());
+      return Value::string(left + right);
+    }
     return arithmetic(op, a, b);
   }
 
@@ -443,6 +494,8 @@ class Renderer {
   const std::string& origin_;
   std::vector<std::pair<std::size_t, std::size_t>> spans_;
   int capturing_ = 0;
+  int macro_depth_ = 0;
+  std::vector<std::weak_ptr<Scope>> macro_scopes_;
 };
 
 }  // namespace

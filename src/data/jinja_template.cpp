@@ -2,9 +2,13 @@
 // test name (jinja2 refuses unknown ones when it compiles the template), render many times.
 #include "data/jinja_template.hpp"
 
+#include <string_view>
+
+#include "data/bpe_internal.hpp"
 #include "data/jinja_ast.hpp"
 #include "data/jinja_builtins.hpp"
 #include "data/jinja_render.hpp"
+#include "data/sft_data.hpp"
 
 namespace shardft::jinja {
 namespace {
@@ -40,6 +44,11 @@ struct Checker {
 }  // namespace
 
 Template::Template(const std::string& source, std::string origin) : source_(source), origin_(std::move(origin)) {
+  // jinja2 renders str: a template file that does not decode is refused, as Python's open() would.
+  const std::size_t bad = bpe::find_invalid_utf8(source_);
+  if (bad != std::string_view::npos) {
+    throw DataError(origin_ + ": not valid UTF-8 at byte " + std::to_string(bad) + " (a chat template is text)");
+  }
   body_ = parse(lex(source_, origin_), origin_);
   Checker check{origin_};
   check.body(body_);

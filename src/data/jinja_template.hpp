@@ -17,6 +17,9 @@
 // with, include/extends/import, raw. Approximate: upper/lower/title/capitalize map ASCII letters only;
 // tuples print as lists; dict keys are strings.
 //
+// A template is hostile until it has rendered (they come with downloaded models): jinja_limits.hpp bounds
+// nesting, recursion, work, sizes and integer arithmetic, each an error naming the line.
+//
 // Undefined values behave as jinja2's default Undefined: printing gives "", tests and `default` see
 // them, iterating gives nothing; attribute access, subscripts, arithmetic and calls on them are errors.
 #include <cstddef>

@@ -6,18 +6,62 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "data/jinja_limits.hpp"
+
 namespace shardft::jinja {
 
+namespace {
+// One more level than the deepest element; refused beyond kMaxNesting while a template renders (a
+// deeper value would be printed, compared and freed by recursion as deep).
+template <class Values>
+int container_depth(const Values& values) {
+  int deepest = 0;
+  for (const Value& v : values) deepest = std::max(deepest, v.depth);
+  // Outside a render (the variables a dataset gives) values pass as they are.
+  if (deepest + 1 > kMaxNesting && rendering()) {
+    fail("a list or dict nested deeper than " + std::to_string(kMaxNesting) + " levels");
+  }
+  return deepest + 1;
+}
+struct DictValues {
+  const Dict& d;
+  struct It {
+    std::vector<std::pair<std::string, Value>>::const_iterator at;
+    const Value& operator*() const { return at->second; }
+    It& operator++() { ++at; return *this; }
+    bool operator!=(const It& o) const { return at != o.at; }
+  };
+  It begin() const { return {d.items.begin()}; }
+  It end() const { return {d.items.end()}; }
+};
+}  // namespace
+
+Value Value::string(std::string s) {
+  note_string(s.size());
+  Value v;
+  v.type = Type::string;
+  v.s = std::move(s);
+  return v;
+}
+
 Value Value::of_list(List items) {
+  std::size_t string_bytes = 0;
+  for (const Value& item : items) string_bytes += item.s.size();
+  note_list(items.size(), string_bytes);
   Value v;
   v.type = Type::list;
+  v.depth = container_depth(items);
   v.list = std::make_shared<const List>(std::move(items));
   return v;
 }
 
 Value Value::of_dict(Dict d) {
+  std::size_t string_bytes = 0;
+  for (const auto& kv : d.items) string_bytes += kv.first.size() + kv.second.s.size();
+  note_list(d.items.size(), string_bytes);
   Value v;
   v.type = Type::dict;
+  v.depth = container_depth(DictValues{d});
   v.dict = std::make_shared<Dict>(std::move(d));
   return v;
 }
@@ -184,6 +228,8 @@ std::string json_string(const std::string& s) {
 }
 
 void json_into(const Value& v, int indent, int depth, std::string& out) {
+  const ValueLevel level;  // a namespace may hold itself
+  if (out.size() > kMaxStringBytes) check_string_size(out.size());
   const bool pretty = indent >= 0;
   auto newline = [&](int level) {
     if (pretty) out += "\n" + std::string(static_cast<std::size_t>(indent * level), ' ');
@@ -240,12 +286,14 @@ std::string to_str(const Value& v) {
     case Value::Type::floating: return float_repr(v.f);
     case Value::Type::string: return v.s;
     case Value::Type::list: {
+      const ValueLevel level;
       std::string out = "[";
       for (std::size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
       return out + "]";
     }
     case Value::Type::dict: {
       if (v.dict->is_namespace) return "<Namespace>";
+      const ValueLevel level;
       std::string out = "{";
       for (std::size_t k = 0; k < v.dict->items.size(); ++k) {
         out += (k ? ", " : "") + string_repr(v.dict->items[k].first) + ": " + repr(v.dict->items[k].second);
@@ -266,6 +314,7 @@ std::string to_json(const Value& v, int indent) {
 }
 
 bool equal(const Value& a, const Value& b) {
+  const ValueLevel level;
   if (a.is_number() && b.is_number()) {
     if (a.type == Value::Type::floating || b.type == Value::Type::floating) return a.as_double() == b.as_double();
     return (a.type == Value::Type::boolean ? a.b : a.i) == (b.type == Value::Type::boolean ? b.b : b.i);
@@ -294,6 +343,7 @@ bool equal(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b) {
+  const ValueLevel level;
   if (a.is_number() && b.is_number()) return a.as_double() < b.as_double();
   if (a.is_string() && b.is_string()) return a.s < b.s;  // UTF-8 byte order is code point order
   if (a.is_list() && b.is_list()) {
@@ -324,6 +374,7 @@ namespace {
 char32_t decode_at(const std::string& s, std::size_t begin, std::size_t end) {
   const auto b0 = static_cast<unsigned char>(s[begin]);
   if (end - begin == 1) return b0;
+  if (end - begin > 4) return 0xFFFD;  // not UTF-8 (text from data is not checked): the replacement character
   char32_t cp = b0 & (0x7F >> (end - begin));
   for (std::size_t k = begin + 1; k < end; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[k]) & 0x3F);
   return cp;

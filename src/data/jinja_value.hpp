@@ -7,7 +7,8 @@
 //
 // Lists and dicts are shared and never modified after they are built (transformers renders in jinja2's
 // ImmutableSandboxedEnvironment, where list.append and dict.update are refused); a namespace is the
-// one mutable object, shared by reference as in Python.
+// one mutable object, shared by reference as in Python. Values built while a template renders are
+// bounded in size and nesting (jinja_limits.hpp).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,13 +35,17 @@ struct Value {
   std::shared_ptr<const List> list;
   std::shared_ptr<Dict> dict;             // const in effect unless dict->is_namespace
   std::shared_ptr<const Function> fn;
+  // How deeply lists and dicts nest in this value when it was built (0: not a container). A namespace
+  // changed afterwards may hold more; jinja_limits.hpp bounds both.
+  int depth = 0;
 
   static Value undefined(std::string name = "") { Value v; v.s = std::move(name); return v; }
   static Value none() { Value v; v.type = Type::none; return v; }
   static Value boolean(bool b) { Value v; v.type = Type::boolean; v.b = b; return v; }
   static Value integer(std::int64_t i) { Value v; v.type = Type::integer; v.i = i; return v; }
   static Value floating(double f) { Value v; v.type = Type::floating; v.f = f; return v; }
-  static Value string(std::string s) { Value v; v.type = Type::string; v.s = std::move(s); return v; }
+  // Strings and lists built while a template renders count against its budget (jinja_limits.hpp).
+  static Value string(std::string s);
   static Value of_list(List items);
   static Value of_dict(Dict d);
   static Value namespace_of(Dict d);

@@ -12,6 +12,7 @@
 #include "config/train_config.hpp"
 #include "data/bpe_tokenizer.hpp"
 #include "data/datasets.hpp"
+#include "data/jinja_template.hpp"
 #include "data/sft_data.hpp"
 #include "io/checkpoint_meta.hpp"
 #include "io/safetensors.hpp"
@@ -141,12 +142,39 @@ bool checkpoint_meta(const std::string& bytes) {
   return parses([&] { parse_checkpoint_meta(text, "checkpoint-1"); });
 }
 
+// A chat template (tokenizer_config.json's chat_template, downloaded with a model): parsed, then rendered
+// with a conversation as transformers passes one. It may fail with a DataError; it must not crash, hang
+// or run out of memory (src/data/jinja_limits.hpp bounds what a render may cost).
+bool jinja(const std::string& bytes) {
+  return parses([&] {
+    const jinja::Template t(bytes, "chat_template");
+    auto turn = [](const char* role, const char* content) {
+      jinja::Dict d;
+      d.set("role", jinja::Value::string(role));
+      d.set("content", jinja::Value::string(content));
+      return jinja::Value::of_dict(std::move(d));
+    };
+    jinja::Dict vars;
+    vars.set("messages", jinja::Value::of_list({turn("system", "Be brief."), turn("user", "upper: abc"),
+                                                turn("assistant", "ABC")}));
+    vars.set("add_generation_prompt", jinja::Value::boolean(true));
+    vars.set("bos_token", jinja::Value::string("<s>"));
+    vars.set("eos_token", jinja::Value::string("</s>"));
+    vars.set("tools", jinja::Value::none());
+    const jinja::Template::Output out = t.render(vars);
+    for (const auto& [begin, end] : out.generation_spans) {
+      if (begin > end || end > out.text.size()) broken("a generation span outside the output");
+    }
+  });
+}
+
 }  // namespace
 
 const std::vector<Target>& targets() {
   static const std::vector<Target> all = {
       {"safetensors", safetensors}, {"tokenizer", tokenizer}, {"recipe", recipe},
       {"deepspeed", deepspeed},     {"jsonl", jsonl},         {"checkpoint_meta", checkpoint_meta},
+      {"jinja", jinja},
   };
   return all;
 }
