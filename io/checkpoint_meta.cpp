@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -46,6 +47,10 @@ class Fields {
   std::string path_;
 };
 
+// The PEFT files a LoRA checkpoint carries (io/peft_adapter.hpp names them; io/ keeps this file free of
+// that header's dependencies).
+constexpr const char* kAdapterFiles[] = {"adapter_model.safetensors", "adapter_config.json"};
+
 bool is_rank_file_name(const std::string& s) {
   if (s.size() != 13 || s.compare(0, 5, "rank-") != 0 || s.compare(10, 3, ".h5") != 0) return false;
   return std::all_of(s.begin() + 5, s.begin() + 10, [](char c) { return c >= '0' && c <= '9'; });
@@ -77,6 +82,20 @@ void check_fields(const nlohmann::json& meta, const std::string& path) {
     const auto& slices = f.get(files[i], "slices", where);
     f.integers(slices, where + "slices");
     if (slices.size() % 3 != 0) f.bad(where + "slices", "(layout_offset, owned_offset, length) triples");
+  }
+  if (meta.contains("adapter_files")) {
+    const auto& adapter = meta["adapter_files"];
+    if (!adapter.is_object()) f.bad("adapter_files", "an object of file name -> digest");
+    for (const auto& [name, digest] : adapter.items()) {
+      if (name != kAdapterFiles[0] && name != kAdapterFiles[1]) f.bad("adapter_files", "the PEFT adapter files only");
+      if (!digest.is_string()) f.bad("adapter_files." + name, "a digest string");
+    }
+  }
+  if (meta.contains("lora")) {
+    const auto& lora = meta["lora"];
+    f.integer(lora, "r", 1, "lora.");
+    if (!f.get(lora, "lora_alpha", "lora.").is_number()) f.bad("lora.lora_alpha", "a number");
+    if (!f.get(lora, "use_rslora", "lora.").is_boolean()) f.bad("lora.use_rslora", "true or false");
   }
 }
 
@@ -142,7 +161,50 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   if (!in) throw FormatError("checkpoint '" + dir + "': metadata.json is missing (an interrupted save?)");
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_checkpoint_meta(text.str(), dir);
+  CheckpointMeta meta = parse_checkpoint_meta(text.str(), dir);
+  std::error_code ec;
+  if (!meta.json.contains("adapter_files") && std::filesystem::exists(dir + "/" + kAdapterFiles[1], ec)) {
+    meta.warning += std::string(meta.warning.empty() ? "" : "; ") + dir +
+                    ": a LoRA checkpoint written before adapter checksums: its adapter files are read unverified";
+  }
+  return meta;
+}
+
+std::string file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FormatError(path + ": cannot be read");
+  std::vector<char> chunk(1 << 20);
+  std::uint64_t h = kChecksum64Basis;
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    h = checksum64(chunk.data(), static_cast<std::size_t>(in.gcount()), h);
+  }
+  if (in.bad()) throw FormatError(path + ": read error");
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+nlohmann::json adapter_file_digests(const std::string& dir) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const char* name : kAdapterFiles) out[name] = file_digest(dir + "/" + name);
+  return out;
+}
+
+void verify_adapter_files(const CheckpointMeta& meta) {
+  if (!meta.json.contains("adapter_files")) return;
+  for (const auto& [name, want] : meta.json.at("adapter_files").items()) {
+    const std::string path = meta.dir + "/" + name;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      throw FormatError(path + ": missing; " + meta.path + " records it as part of the checkpoint");
+    }
+    const std::string got = file_digest(path);
+    if (got != want.get<std::string>()) {
+      throw FormatError(path + ": checksum " + got + ", " + meta.path + " recorded " + want.get<std::string>() +
+                        ": the adapter was changed or damaged after the save");
+    }
+  }
 }
 
 void verify_rank_file(const CheckpointMeta& meta, std::size_t index) {
@@ -186,6 +248,7 @@ void verify_rank_file(const CheckpointMeta& meta, std::size_t index) {
 
 void verify_checkpoint_files(const CheckpointMeta& meta) {
   for (std::size_t i = 0; i < meta.json.at("files").size(); ++i) verify_rank_file(meta, i);
+  verify_adapter_files(meta);
 }
 
 }  // namespace shardft

@@ -48,11 +48,21 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text, const std::string&
 // Reads DIR/metadata.json with parse_checkpoint_meta. FormatError when it is missing.
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
+// "fnv1a64:<16 hex digits>" over a file's bytes (read in bounded chunks). FormatError when it cannot be read.
+std::string file_digest(const std::string& path);
+// A LoRA checkpoint's PEFT files (adapter_model.safetensors, adapter_config.json): what the merge,
+// generate and inspect commands read as the trained adapter. The save records each one's digest in
+// metadata.json's "adapter_files" (under the seal); verify_adapter_files checks them (FormatError
+// "DIR/FILE: ..." when one was changed, damaged or removed). A checkpoint written before the digests
+// has adapter files but no "adapter_files": read_checkpoint_meta says so in its warning.
+nlohmann::json adapter_file_digests(const std::string& dir);
+void verify_adapter_files(const CheckpointMeta& meta);
+
 // Verifies rank file json["files"][index]: every dataset's checksum (read in bounded chunks), that its
 // attributes agree with the metadata (format, step, world size, layout) and that its slice table is the
 // metadata's. FormatError "DIR/rank-0000R.h5: dataset 'NAME': ...".
 void verify_rank_file(const CheckpointMeta& meta, std::size_t index);
-// Every rank file of the checkpoint.
+// Every rank file of the checkpoint, and its adapter files (verify_adapter_files).
 void verify_checkpoint_files(const CheckpointMeta& meta);
 
 }  // namespace shardft

@@ -170,7 +170,9 @@ LoraAdapterConfig adapter_config_from_json(const std::string& text, const std::s
   }
   c.r = r.get<int>();
   if (j.contains("lora_alpha")) {  // PEFT's default is 8
-    if (!j["lora_alpha"].is_number()) bad_key(where, "lora_alpha", j["lora_alpha"], "a number");
+    if (!j["lora_alpha"].is_number() || !std::isfinite(j["lora_alpha"].get<double>()) || j["lora_alpha"].get<double>() == 0) {
+      bad_key(where, "lora_alpha", j["lora_alpha"], "a finite, non-zero number");
+    }
     c.lora_alpha = j["lora_alpha"].get<double>();
   }
   if (j.contains("lora_dropout") && !j["lora_dropout"].is_null()) {

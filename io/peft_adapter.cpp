@@ -1,8 +1,11 @@
 #include "io/peft_adapter.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <vector>
+
+#include "io/checkpoint_meta.hpp"
 
 namespace shardft {
 
@@ -78,6 +81,20 @@ void check_factors(const std::string& where, const LoraAdapterConfig& config, co
   if (f.A.data.size() != static_cast<std::size_t>(f.A.shape[0] * f.A.shape[1]) ||
       f.B.data.size() != static_cast<std::size_t>(f.B.shape[0] * f.B.shape[1])) {
     throw FormatError(where + ": tensors of '" + base_weight + "' hold a number of values other than their shape's");
+  }
+}
+
+// A NaN or an infinity read from an adapter would merge into the weights, or make every forward
+// non-finite: refused where the file is read.
+void check_finite(const std::string& where, const std::string& base_weight, const LoraFactors& f) {
+  for (const LoraFactor factor : {LoraFactor::A, LoraFactor::B}) {
+    const TensorF32& t = factor == LoraFactor::A ? f.A : f.B;
+    for (std::size_t i = 0; i < t.data.size(); ++i) {
+      if (!std::isfinite(t.data[i])) {
+        throw FormatError(where + ": tensor '" + peft_lora_tensor_name(base_weight, factor) + "' holds " +
+                          std::to_string(t.data[i]) + " at element " + std::to_string(i) + ": an adapter must be finite");
+      }
+    }
   }
 }
 
@@ -158,6 +175,9 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
     throw FormatError("'" + dir + "' is not a PEFT adapter directory: expected " + kAdapterConfigFile + " and " +
                       kAdapterWeightsFile + " (adapter_model.bin, PyTorch pickle, is not read)");
   }
+  // In a shardft checkpoint the files are verified against the digests its sealed metadata.json holds,
+  // whoever reads them (merge, generate, --adapter): a changed lora_alpha or value is refused.
+  if (fs::is_regular_file((fs::path(dir) / "metadata.json").string(), ec)) verify_adapter_files(read_checkpoint_meta(dir));
   PeftAdapter adapter;
   adapter.config = read_adapter_config_json(config_path);
   std::map<std::string, TensorF32> raw = read_safetensors_f32(weights_path);
@@ -176,6 +196,7 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
                         "' is missing (every lora_A needs its lora_B)");
     }
     check_factors(weights_path, adapter.config, base_weight, adapter.tensors[base_weight]);
+    check_finite(weights_path, base_weight, adapter.tensors[base_weight]);
   }
   return adapter;
 }

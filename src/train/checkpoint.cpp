@@ -238,6 +238,11 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
         files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t}});
       }
       meta["files"] = files;
+      if (layout.has_frozen()) {  // LoRA: its scale (checked on resume) and the PEFT files' digests
+        const LoraSpec& lora = layout.lora();
+        meta["lora"] = {{"r", lora.r}, {"lora_alpha", lora.alpha}, {"use_rslora", lora.use_rslora}};
+        meta["adapter_files"] = adapter_file_digests(tmp_dir);
+      }
       seal_metadata(meta);  // last: the seal covers every other field
       // Like HF Trainer, each checkpoint carries the tokenizer, so an export needs nothing else.
       copy_tokenizer_files(cfg.tokenizer_name_or_path, tmp_dir);

@@ -30,6 +30,21 @@ void check_same_model(const CheckpointMeta& meta, const ParamLayout& layout) {
       throw FormatError(meta.path + ": parameter '" + mp.at("name").get<std::string>() + "' does not match the recipe's model");
     }
   }
+  // LoRA's scale is no shape: a resume with another lora_alpha (or use_rslora) would rescale what the
+  // adapter learned, silently.
+  const LoraSpec& lora = layout.lora();
+  if (lora.enabled && m.contains("lora")) {
+    const double alpha = m.at("lora").at("lora_alpha").get<double>();
+    const bool rslora = m.at("lora").at("use_rslora").get<bool>();
+    if (alpha != lora.alpha || rslora != lora.use_rslora) {
+      std::ostringstream s;
+      s << meta.path << ": the adapter was trained with lora_alpha " << alpha << (rslora ? " (use_rslora)" : "")
+        << "; this run has lora_alpha " << lora.alpha << (lora.use_rslora ? " (use_rslora)" : "")
+        << ": resuming would change the adapter's scale. Resume with the checkpoint's lora_alpha / use_rslora, or "
+           "start a new run";
+      throw FormatError(s.str());
+    }
+  }
 }
 
 std::vector<std::vector<std::int64_t>> slice_tables(const CheckpointMeta& meta) {

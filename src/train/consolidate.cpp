@@ -214,6 +214,13 @@ std::string inspect_checkpoint(const std::string& dir) {
     out << "  " << f.at("file").get<std::string>() << ": " << r.length("master") << " elements per state, "
         << f.at("slices").size() / 3 << " slices, checksums ok, attributes match metadata.json\n";
   }
+  if (meta.contains("adapter_files")) {
+    verify_adapter_files(cm);
+    out << "  LoRA adapter (r " << meta.at("lora").value("r", 0) << ", lora_alpha " << meta.at("lora").value("lora_alpha", 0.0)
+        << "): adapter_model.safetensors, adapter_config.json: checksums ok\n";
+  } else if (cm.sealed && !cm.warning.empty()) {
+    out << "warning: " << cm.warning << "\n";
+  }
   return out.str();
 }
 

@@ -176,7 +176,8 @@ TEST(LoraAdapterConfig, KeysThisBuildCannotHonourAreErrorsNamingFileKeyAndWhatIs
       {"use_qalora", true, "use_qalora false"},
       {"r", 0, "positive integer"},
       {"r", 8.5, "positive integer"},
-      {"lora_alpha", "16", "a number"},
+      {"lora_alpha", "16", "a finite, non-zero number"},
+      {"lora_alpha", 0, "a finite, non-zero number"},
       {"lora_dropout", 1.0, "[0, 1)"},
       {"target_modules", ".*q_proj", "regular-expression"},
       {"target_modules", nullptr, "list of module names"},
@@ -250,13 +251,12 @@ TEST(PeftTensorNames, NamesThatAreNotLoraFactorsOfDecoderLinearsAreRejected) {
 TEST(PeftAdapterFiles, WriteThenReadIsBitExact) {
   const std::string dir = fresh_dir("roundtrip") + "/nested";  // created by the writer
   LoraTensors t = qv_tensors();
-  // Values whose bits a lossy path would change: a subnormal, -0, the largest float, a NaN payload.
+  // Values whose bits a lossy path would change: a subnormal, -0, the largest float, the smallest normal.
   auto& a = t.begin()->second.A.data;
   a[0] = std::numeric_limits<float>::denorm_min();
   a[1] = -0.f;
   a[2] = std::numeric_limits<float>::max();
-  std::uint32_t nan_bits = 0x7fc01234u;
-  std::memcpy(&a[3], &nan_bits, 4);
+  a[3] = -std::numeric_limits<float>::min();
   write_peft_adapter(dir, qv_config(), t);
   EXPECT_TRUE(fs::is_regular_file(dir + "/adapter_config.json"));
   EXPECT_TRUE(fs::is_regular_file(dir + "/adapter_model.safetensors"));
@@ -303,8 +303,15 @@ TEST(PeftAdapterFiles, ReadRejectsUnpairedMisshapenStrayAndUntargetedTensors) {
     std::vector<NamedTensorRef> tensors;
     std::string message;
   };
+  std::vector<float> with_nan = buf, with_inf = buf;
+  with_nan[7] = std::numeric_limits<float>::quiet_NaN();
+  with_inf[31] = -std::numeric_limits<float>::infinity();
   const std::vector<Case> cases = {
       {"missing_b", {{qA, {4, 32}, buf.data()}}, "tensor '" + qB + "' is missing"},
+      {"nan_a", {{qA, {4, 32}, with_nan.data()}, {qB, {32, 4}, buf.data()}},
+       "tensor '" + qA + "' holds nan at element 7: an adapter must be finite"},
+      {"inf_b", {{qA, {4, 32}, buf.data()}, {qB, {32, 4}, with_inf.data()}},
+       "tensor '" + qB + "' holds -inf at element 31: an adapter must be finite"},
       {"missing_a", {{qB, {32, 4}, buf.data()}}, "tensor '" + qA + "' is missing"},
       {"a_rank", {{qA, {8, 32}, buf.data()}, {qB, {32, 4}, buf.data()}},
        "tensor '" + qA + "' has shape [8, 32]; expected [r = 4, in_features]"},
