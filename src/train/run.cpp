@@ -23,6 +23,7 @@
 #include "kernels/kernel_timer.hpp"
 #include "parallel/memory_estimate.hpp"
 #include "train/attention_choice.hpp"
+#include "train/chat_model.hpp"
 #include "train/checkpoint.hpp"
 #include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
@@ -459,29 +460,11 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   return sum;
 }
 
-EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostream& log_stream) {
-  std::ostream null_stream(nullptr);
-  std::ostream& log = world.rank() == 0 ? log_stream : null_stream;
-  const TextPipeline text = text_pipeline(cfg, log);
-  const std::vector<Conversation> eval_set = eval_subset(cfg, *text.encoder, log);
-  Decoder model(cfg.model, compute_dtype(cfg));
-  model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
-  configure_attention(model, cfg.attn_implementation);
-  LocalParams params(model.layout());
-  {  // output_dir is an HF directory (model.safetensors, or a sharded set with its index) or a checkpoint-N
-    auto host = Kokkos::create_mirror_view(params.weights());
-    std::error_code ec;
-    if (std::filesystem::exists(cfg.output_dir + "/metadata.json", ec)) {
-      read_checkpoint_weights(cfg.output_dir, model.layout(), host.data(), log);  // every rank verifies
-    } else {
-      read_pretrained_weights(model.layout(), cfg.output_dir, host.data());
-    }
-    Kokkos::deep_copy(params.weights(), host);
-  }
-  round_to_compute_dtype(cfg, params.weights());
-  const EvalResult ev =
-      evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length, cfg.eval_max_new_tokens,
-               *text.encoder);
+namespace {
+EvalResult evaluate_and_report(Decoder& model, LocalParams& params, const std::vector<Conversation>& eval_set,
+                               const TrainConfig& cfg, const ChatEncoder& encoder, std::ostream& log) {
+  const EvalResult ev = evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
+                                 cfg.eval_max_new_tokens, encoder);
   report_eval(ev, log);
   int shown = 0;
   for (std::size_t i = 0; i < eval_set.size() && shown < 3; ++i) {
@@ -490,6 +473,38 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
     ++shown;
   }
   return ev;
+}
+}  // namespace
+
+EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostream& log_stream) {
+  std::ostream null_stream(nullptr);
+  std::ostream& log = world.rank() == 0 ? log_stream : null_stream;
+  std::error_code ec;
+  if (std::filesystem::exists(cfg.output_dir + "/metadata.json", ec) &&
+      std::filesystem::exists(cfg.output_dir + "/adapter_config.json", ec)) {
+    // A LoRA checkpoint holds the adapter, not its base: evaluated as generate opens it, the base (from
+    // adapter_config.json) with the verified adapter merged, tokenizer and template from the run.
+    ChatModel cm = open_chat_model(cfg.output_dir, "output_dir", cfg, log);
+    const std::vector<Conversation> eval_set = eval_subset(cm.cfg, *cm.encoder, log);
+    return evaluate_and_report(*cm.model, *cm.params, eval_set, cm.cfg, *cm.encoder, log);
+  }
+  const TextPipeline text = text_pipeline(cfg, log);
+  const std::vector<Conversation> eval_set = eval_subset(cfg, *text.encoder, log);
+  Decoder model(cfg.model, compute_dtype(cfg));
+  model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
+  configure_attention(model, cfg.attn_implementation);
+  LocalParams params(model.layout());
+  {  // output_dir is an HF directory (model.safetensors, or a sharded set with its index) or a checkpoint-N
+    auto host = Kokkos::create_mirror_view(params.weights());
+    if (std::filesystem::exists(cfg.output_dir + "/metadata.json", ec)) {
+      read_checkpoint_weights(cfg.output_dir, model.layout(), host.data(), log);  // every rank verifies
+    } else {
+      read_pretrained_weights(model.layout(), cfg.output_dir, host.data());
+    }
+    Kokkos::deep_copy(params.weights(), host);
+  }
+  round_to_compute_dtype(cfg, params.weights());
+  return evaluate_and_report(model, params, eval_set, cfg, *text.encoder, log);
 }
 
 }  // namespace shardft

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A LoRA checkpoint's adapter files are part of what its seal protects: metadata.json records the
 # digests of adapter_model.safetensors and adapter_config.json, so an edited lora_alpha (8 -> 80) or a
-# lora_B value scaled by 1e30 makes consolidate --merge_adapters, generate and inspect stop with exit 2
+# lora_B value scaled by 1e30 makes consolidate --merge_adapters, generate, eval and inspect stop with exit 2
 # naming the file, instead of exporting a wrong model. An adapter folder given with --adapter (no
 # checkpoint around it) is checked for finite values, and a lora_alpha that overflows the merged weights
 # is refused. Resuming with another lora_alpha is refused: it would rescale what the adapter learned.
+# `shardft eval` of a LoRA checkpoint evaluates its base with the adapter merged.
 # Usage: lora_adapter_verified.sh SHARDFT_BINARY SOURCE_DIR
 set -u
 bin=$1; src=$2
@@ -28,6 +29,11 @@ grep -qF "LoRA adapter (r 4, lora_alpha 8): adapter_model.safetensors, adapter_c
   || { cat "$tmp/inspect.log"; fail "inspect does not report the adapter's checksums"; }
 "$bin" consolidate "$ck" --merge_adapters --output "$tmp/merged" > "$tmp/merge.log" 2>&1 \
   || { cat "$tmp/merge.log"; fail "merge of an intact LoRA checkpoint"; }
+# eval of a LoRA checkpoint: its base with the adapter merged, as generate opens it
+"$bin" eval --output_dir "$ck" --eval_dataset_path "$tmp/train.jsonl" --max_seq_length 128 --eval_samples 4 \
+  > "$tmp/eval.log" 2>&1 || { cat "$tmp/eval.log"; fail "eval of a LoRA checkpoint"; }
+grep -aqF "is a LoRA checkpoint; its base is $base" "$tmp/eval.log" && grep -aq "'eval_loss': " "$tmp/eval.log" \
+  || { cat "$tmp/eval.log"; fail "eval of a LoRA checkpoint did not evaluate the base with its adapter"; }
 
 # exit 2 and the message from each of: merge, generate, inspect
 refused() {  # DIR WANT
@@ -45,6 +51,8 @@ import json, sys
 c = json.load(open(sys.argv[1])); c["lora_alpha"] = 80; json.dump(c, open(sys.argv[1], "w"))
 PY
 refused "$tmp/alpha" "$tmp/alpha/adapter_config.json: checksum"
+"$bin" eval --output_dir "$tmp/alpha" --eval_dataset_path "$tmp/train.jsonl" --max_seq_length 128 > "$tmp/r.log" 2>&1
+[ $? -eq 2 ] && grep -qF "$tmp/alpha/adapter_config.json: checksum" "$tmp/r.log" || { cat "$tmp/r.log"; fail "eval of the edited alpha"; }
 "$bin" inspect "$tmp/alpha" > "$tmp/r.log" 2>&1
 [ $? -eq 2 ] && grep -qF "$tmp/alpha/adapter_config.json: checksum" "$tmp/r.log" || { cat "$tmp/r.log"; fail "inspect of the edited alpha"; }
 
