@@ -17,6 +17,7 @@
 #include "kernels/device_traffic.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/kernel_timer.hpp"
+#include "train/stop_signal.hpp"
 
 namespace {
 
@@ -51,6 +52,10 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  // A training run stops on SIGTERM / SIGINT / SIGUSR1 after a step, with a checkpoint: the handlers go in
+  // first, so that a signal during start-up (MPI and Kokkos take a while) counts the same instead of
+  // killing the process (exit 143).
+  if (command == "train") shardft::install_stop_signal_handlers();
   if (command == "keys") return shardft::cli::keys(std::cout);
   if (command == "estimate" || command == "consolidate" || command == "inspect" ||
       command == "plot") {  // one process: no MPI, no Kokkos
