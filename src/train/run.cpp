@@ -148,7 +148,8 @@ std::string training_data_name(const TrainConfig& cfg) {
 }
 
 // A step whose loss or gradient norm is NaN or Inf names the step and where the bad values are.
-std::string nonfinite_step_message(long step, const StepStats& st, const std::string& first_bad) {
+std::string nonfinite_step_message(long step, const StepStats& st, const std::string& first_bad,
+                                   const std::string& adapter_path) {
   std::ostringstream m;
   m << "step " << step << ": " << (std::isfinite(st.loss) ? "the gradient norm" : "the loss") << " is not finite (loss "
     << st.loss << ", grad_norm " << st.grad_norm << ", learning_rate " << st.learning_rate << "); ";
@@ -157,6 +158,11 @@ std::string nonfinite_step_message(long step, const StepStats& st, const std::st
   } else {
     m << "the first parameter holding NaN/Inf after the update is " << first_bad
       << " (its gradient or its weights were not finite)";
+    // LoRA factors loaded from an adapter folder: the folder is where the values (or lora_alpha) came from.
+    if (!adapter_path.empty() && first_bad.find(".lora_") != std::string::npos) {
+      m << "; the LoRA factors started from adapter_path '" << adapter_path
+        << "' (adapter_model.safetensors, and lora_alpha in adapter_config.json)";
+    }
   }
   m << ". Check learning_rate, max_grad_norm and the data of this step, or resume from the last checkpoint";
   return m.str();
@@ -326,7 +332,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     }
     // fp16: an overflowing step was skipped on every rank (weights untouched) and the loss scale lowered.
     if (!st.skipped && (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm))) {
-      throw std::runtime_error(nonfinite_step_message(s + 1, st, tr.first_nonfinite_parameter()));
+      throw std::runtime_error(nonfinite_step_message(s + 1, st, tr.first_nonfinite_parameter(), cfg.adapter_path));
     }
     if (st.skipped) {
       if (bar) bar->clear();

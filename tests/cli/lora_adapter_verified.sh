@@ -99,7 +99,28 @@ PY
   || { cat "$tmp/r.log"; fail "merge with lora_alpha 1e300"; }
 [ ! -e "$tmp/y/model.safetensors" ] || fail "the refused merge wrote model.safetensors"
 
-# 5. resuming with another lora_alpha
+# 5. training from an adapter folder whose lora_B values are finite but huge: the non-finite step names
+# the LoRA parameter and the adapter folder it came from
+mkdir "$tmp/huge_b"
+cp "$ck/adapter_model.safetensors" "$ck/adapter_config.json" "$tmp/huge_b/"
+python3 - "$tmp/huge_b/adapter_model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+for name, h in json.loads(data[8:8 + n]).items():
+    if name.endswith("lora_B.weight"):
+        a, b = h["data_offsets"]
+        data[8 + n + a:8 + n + b] = struct.pack("<f", 3e38) * ((b - a) // 4)
+open(path, "wb").write(data)
+PY
+timeout 300 "$bin" train --model_name_or_path "$base" --chat_template llama3 --dataset_path "$tmp/train.jsonl" \
+  --max_seq_length 128 --per_device_train_batch_size 4 --max_steps 2 --do_eval false --output_dir "$tmp/from_huge" \
+  --use_peft true --lora_r 4 --adapter "$tmp/huge_b" > "$tmp/r.log" 2>&1 && fail "training from a huge adapter succeeded"
+grep -q "is not finite.*lora_.*started from adapter_path '$tmp/huge_b'" "$tmp/r.log" \
+  || { tail -3 "$tmp/r.log"; fail "the non-finite step does not name the adapter folder"; }
+
+# 6. resuming with another lora_alpha
 train --max_steps 4 --lora_alpha 80 --resume_from_checkpoint "$ck" > "$tmp/r.log" 2>&1
 [ $? -eq 2 ] && grep -qF "trained with lora_alpha 8; this run has lora_alpha 80: resuming would change the adapter's scale" "$tmp/r.log" \
   || { tail -5 "$tmp/r.log"; fail "resume with another lora_alpha"; }
