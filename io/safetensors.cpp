@@ -118,11 +118,15 @@ void SafetensorsStreamWriter::write_next(const float* data) {
 
 void SafetensorsStreamWriter::finish() {
   if (next_ != tensors_.size()) throw FormatError(path_ + ": " + std::to_string(tensors_.size() - next_) + " tensors not written");
-  const bool ok = std::fflush(out_) == 0 && ::fsync(fileno(out_)) == 0;
+  // A write that failed on the way (a full disk, a file-size limit) leaves the stream in error.
+  const bool ok = std::fflush(out_) == 0 && !std::ferror(out_) && ::fsync(fileno(out_)) == 0;
+  const int err = errno;
   std::fclose(out_);
   out_ = nullptr;
   if (!ok || std::rename((path_ + ".tmp").c_str(), path_.c_str()) != 0) {
-    throw FormatError("cannot complete '" + path_ + "': " + std::strerror(errno));
+    const int why = ok ? errno : err;
+    std::remove((path_ + ".tmp").c_str());  // never leave a partial file behind
+    throw FormatError("cannot complete '" + path_ + "': " + std::strerror(why));
   }
 }
 
@@ -150,7 +154,12 @@ void write_safetensors_f32(const std::string& path, const std::vector<NamedTenso
       out.write(reinterpret_cast<const char*>(t.data), static_cast<std::streamsize>(4 * n));
     }
     out.flush();
-    if (!out) throw FormatError("write to '" + tmp + "' failed: " + std::strerror(errno));
+    if (!out) {
+      const int why = errno;
+      out.close();
+      std::remove(tmp.c_str());  // never leave a partial file behind
+      throw FormatError("write to '" + tmp + "' failed: " + std::strerror(why));
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     throw FormatError("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
