@@ -91,6 +91,7 @@ void check_fields(const nlohmann::json& meta, const std::string& path) {
       if (!digest.is_string()) f.bad("adapter_files." + name, "a digest string");
     }
   }
+  if (meta.contains("run_id") && !meta["run_id"].is_string()) f.bad("run_id", "a string");
   if (meta.contains("lora")) {
     const auto& lora = meta["lora"];
     f.integer(lora, "r", 1, "lora.");

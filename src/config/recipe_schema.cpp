@@ -190,6 +190,8 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("resume_from_checkpoint", &T::resume_from_checkpoint,
                 "continue from a checkpoint directory, or true for the newest good one in output_dir"),
       train_key("output_dir", &T::output_dir, "where checkpoints and metrics go").non_empty(),
+      train_key("overwrite_output_dir", &T::overwrite_output_dir,
+                "a run that does not resume clears an earlier run's checkpoints and metrics in output_dir (else: exit 2)"),
       train_key("seed", &T::seed, "seed for initialisation and data order"),
       train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),
       train_key("fp16", &T::fp16, "compute in IEEE half with loss scaling (master weights stay fp32); not with bf16"),

@@ -70,6 +70,7 @@ struct TrainConfig {
   int save_total_limit = 0;                  // keep the newest N checkpoints; 0: all
   std::string resume_from_checkpoint;        // "": fresh start; "true": the newest good one; or a path
   std::string output_dir = "runs/default";
+  bool overwrite_output_dir = false;         // HF's key: a fresh run may clear an earlier run's checkpoints and metrics
   std::uint64_t seed = 42;
   bool bf16 = false;
   // fp16 compute with loss scaling (DeepSpeed's fp16 block; config/deepspeed_json.cpp maps it here)

@@ -108,16 +108,25 @@ void remove_stale_tmp(const std::string& output_dir, std::ostream* log) {
 }
 
 // Keeps the newest `keep` complete checkpoints.
-void remove_old_checkpoints(const std::string& output_dir, int keep) {
+// save_total_limit: the newest `keep` checkpoints of this run (by run_id) stay, its older ones go, each
+// named on the log. Another run's checkpoints, and ones whose metadata does not read, are never touched.
+void remove_old_checkpoints(const std::string& output_dir, int keep, const std::string& run_id, std::ostream* log) {
   std::vector<std::pair<long, fs::path>> found;
   for (const auto& e : fs::directory_iterator(output_dir)) {
     const std::string n = e.path().filename().string();
-    if (e.is_directory() && n.rfind("checkpoint-", 0) == 0 && n.find(".tmp") == std::string::npos) {
-      found.emplace_back(std::atol(n.c_str() + 11), e.path());
+    if (!e.is_directory() || n.rfind("checkpoint-", 0) != 0 || n.find(".tmp") != std::string::npos) continue;
+    try {
+      if (read_checkpoint_meta(e.path().string()).json.value("run_id", std::string()) != run_id) continue;
+    } catch (const std::exception&) {
+      continue;
     }
+    found.emplace_back(std::atol(n.c_str() + 11), e.path());
   }
   std::sort(found.begin(), found.end());
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < found.size(); ++i) fs::remove_all(found[i].second);
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < found.size(); ++i) {
+    fs::remove_all(found[i].second);
+    if (log) *log << "save_total_limit " << keep << ": removed " << found[i].second.filename().string() << std::endl;
+  }
 }
 
 }  // namespace
@@ -238,6 +247,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
         files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t}});
       }
       meta["files"] = files;
+      if (!state.run_id.empty()) meta["run_id"] = state.run_id;
       if (layout.has_frozen()) {  // LoRA: its scale (checked on resume) and the PEFT files' digests
         const LoraSpec& lora = layout.lora();
         meta["lora"] = {{"r", lora.r}, {"lora_alpha", lora.alpha}, {"use_rslora", lora.use_rslora}};
@@ -253,7 +263,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
       committed = true;
       fsync_path(cfg.output_dir);
       write_file_atomically(cfg.output_dir + "/latest", name + "\n");
-      if (cfg.save_total_limit > 0) remove_old_checkpoints(cfg.output_dir, cfg.save_total_limit);
+      if (cfg.save_total_limit > 0) remove_old_checkpoints(cfg.output_dir, cfg.save_total_limit, state.run_id, log);
     } catch (const std::exception& e) {
       err = e.what();
     }

@@ -19,6 +19,7 @@ namespace shardft {
 struct CheckpointState {
   long step = 0;             // optimizer steps done
   double train_loss_sum = 0; // sum of step losses so far (for the run's train_loss)
+  std::string run_id;        // the run's (train/output_dir_claim.hpp); "" for checkpoints written before ids
 };
 
 // Collective over the trainer's world (its parallel plan's). Returns the checkpoint directory. When any

@@ -29,6 +29,7 @@
 #include "train/hf_export.hpp"
 #include "train/adapter_export.hpp"
 #include "train/mfu.hpp"
+#include "train/output_dir_claim.hpp"
 #include "train/output_lock.hpp"
 #include "train/pretrained.hpp"
 #include "train/step_kernels_report.hpp"
@@ -242,6 +243,9 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   const StepPlan plan = plan_steps(cfg, num_units, dp);
   // Collective: one run per output_dir (train/output_lock.hpp), taken before anything in it is written.
   const OutputLock output_lock = OutputLock::acquire(cfg.output_dir, parallel.host_world(), log);
+  // ... and over time: a fresh run does not start among an earlier run's checkpoints (train/output_dir_claim.hpp).
+  if (cfg.resume_from_checkpoint.empty()) claim_output_dir(cfg, parallel.host_world(), log);
+  std::string run_id = cfg.resume_from_checkpoint.empty() ? new_run_id(parallel.host_world()) : "";
   std::ofstream metrics;
   if (writer) {
     // A resumed run continues the log of the run it resumes.
@@ -267,6 +271,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     const ResumePoint rp = resume_checkpoint(cfg, tr, log);
     first_step = rp.state.step;
     total_loss = rp.state.train_loss_sum;
+    run_id = rp.state.run_id;
+    claim_output_dir(cfg, parallel.host_world(), log, &run_id);  // no other run's checkpoints to collide with
     log << "resumed from " << rp.dir << " at step " << first_step << std::endl;
   }
   const int shard_size = parallel.shard().size();
@@ -390,7 +396,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     // A preempted run saves whatever the strategy: its checkpoint is the only way on.
     if (checkpoint_due(cfg, s + 1, plan.steps_per_epoch, plan.total_steps) || preempted) {
       if (bar) bar->clear();
-      const std::string dir = save_checkpoint(cfg, tr, {s + 1, total_loss}, &log);
+      const std::string dir = save_checkpoint(cfg, tr, {s + 1, total_loss, run_id}, &log);
       log << "saved " << dir << std::endl;
     }
     if (preempted) {

@@ -11,7 +11,7 @@ fails=0
 expect_error() {
   local name=$1 want=$2; shift 2
   local out code
-  out=$("$bin" train "$@" --output_dir "$tmp/out" 2>&1); code=$?
+  out=$("$bin" train "$@" --output_dir "$tmp/out-$name" 2>&1); code=$?  # a run of its own each
   if [ $code -eq 0 ]; then
     echo "FAIL $name: exit code 0"; fails=$((fails+1))
   elif ! grep -qF -- "$want" <<<"$out"; then
