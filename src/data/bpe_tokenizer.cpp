@@ -4,6 +4,7 @@
 #include "data/bpe_tokenizer.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -45,6 +46,8 @@ class BpeTokenizer : public Tokenizer {
   BpeTokenizer(const std::string& file, const std::string& content);
 
   std::vector<std::int32_t> encode(const std::string& text, std::vector<TokenSpan>* spans) const override;
+  std::vector<std::int32_t> encode_prefix(const std::string& text, std::size_t max_tokens,
+                                          std::vector<TokenSpan>* spans) const override;
   std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const override;
   int vocab_size() const override { return spec_.vocab_size; }
   std::int32_t special_token_id(const std::string& content) const override {
@@ -61,6 +64,8 @@ class BpeTokenizer : public Tokenizer {
     bpe::WordCache* cache;
     EncodeScratch& scratch;
     std::size_t last_end = 0;
+    std::size_t max_tokens = SIZE_MAX;  // encode_prefix: stop at the next word boundary once this many
+    bool full() const { return ids.size() >= max_tokens; }
     void emit(std::int32_t id, std::size_t begin, std::size_t end) {
       ids.push_back(id);
       if (!spans) return;
@@ -108,26 +113,36 @@ EncodeScratch& scratch() {
 }
 
 std::vector<std::int32_t> BpeTokenizer::encode(const std::string& text, std::vector<TokenSpan>* spans) const {
+  return encode_prefix(text, SIZE_MAX, spans);
+}
+
+// Words (the pre-tokenizer's pieces) and added tokens are encoded independently of what follows them,
+// so stopping between two of them leaves the ids so far as the whole text's first ids.
+std::vector<std::int32_t> BpeTokenizer::encode_prefix(const std::string& text, std::size_t max_tokens,
+                                                      std::vector<TokenSpan>* spans) const {
   const std::size_t bad = bpe::find_invalid_utf8(text);
   if (bad != std::string_view::npos) {
     throw DataError("BPE tokenizer: text is not valid UTF-8 (byte " + std::to_string(bad) + " of " +
                     std::to_string(text.size()) + ")");
   }
   std::vector<std::int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
+  const std::size_t expect = std::min(text.size() / 3 + 4, max_tokens == SIZE_MAX ? SIZE_MAX : max_tokens + 64);
+  ids.reserve(expect);
   if (spans) {
     spans->clear();
-    spans->reserve(text.size() / 3 + 4);
+    spans->reserve(expect);
   }
   std::unique_lock<std::mutex> lock(cache_mutex_, std::try_to_lock);
   EncodeScratch& sc = scratch();
   Run run{ids, spans, lock.owns_lock() ? &cache_ : nullptr, sc};
+  run.max_tokens = max_tokens;
   if (raw_matcher_.empty()) {
     encode_text(run, text, 0);
   } else {
     sc.raw_segments.clear();
     raw_matcher_.split(text, spec_.added, sc.raw_segments);
     for (const auto& seg : sc.raw_segments) {
+      if (run.full()) break;
       if (seg.token >= 0) {
         run.emit(spec_.added[seg.token].id, seg.begin, seg.end);
       } else {
@@ -154,6 +169,7 @@ void BpeTokenizer::encode_text(Run& run, std::string_view piece, std::size_t bas
   sc.norm_segments.clear();
   norm_matcher_.split(work, spec_.added, sc.norm_segments);
   for (const auto& seg : sc.norm_segments) {
+    if (run.full()) break;
     if (seg.token >= 0) {
       run.emit(spec_.added[seg.token].id, orig(seg.begin), orig(seg.end));
     } else {
@@ -173,10 +189,14 @@ void BpeTokenizer::pre_tokenize(Run& run, std::string_view work, Range r, const 
     pieces.swap(sc.next_pieces);
   }
   if (!spec_.byte_level) {
-    for (const Range& p : pieces) pre_tokenize_chars(run, work, p, orig);
+    for (const Range& p : pieces) {
+      if (run.full()) break;
+      pre_tokenize_chars(run, work, p, orig);
+    }
     return;
   }
   for (const Range& p : pieces) {  // the ByteLevel step
+    if (run.full()) break;
     const std::string_view s = work.substr(p.begin, p.end - p.begin);
     if (spec_.prefix_space && s[0] != ' ') {
       sc.prefixed.assign(1, ' ');
@@ -189,6 +209,7 @@ void BpeTokenizer::pre_tokenize(Run& run, std::string_view work, Range r, const 
       sc.words.clear();
       spec_.byte_level_regex->split_isolated(pre, 0, sc.words);
       for (const Range& w : sc.words) {
+        if (run.full()) break;
         const std::string_view word = pre.substr(w.begin, w.end - w.begin);
         if (w.begin == 0) {
           encode_byte_word(run, word, p.begin, true, orig);
@@ -200,6 +221,7 @@ void BpeTokenizer::pre_tokenize(Run& run, std::string_view work, Range r, const 
       sc.words.clear();
       spec_.byte_level_regex->split_isolated(s, p.begin, sc.words);
       for (const Range& w : sc.words) {
+        if (run.full()) break;
         encode_byte_word(run, work.substr(w.begin, w.end - w.begin), w.begin, false, orig);
       }
     } else {
@@ -220,6 +242,7 @@ void BpeTokenizer::pre_tokenize_chars(Run& run, std::string_view work, Range p, 
   bpe::metaspace(spec_.metaspace, s, orig(p.begin) == 0, p.begin, sc.meta, sc.meta_map, sc.meta_ends);
   std::size_t begin = 0;
   for (const std::size_t end : sc.meta_ends) {
+    if (run.full()) break;
     encode_char_word(run, std::string_view(sc.meta).substr(begin, end - begin),
                      [&](std::size_t v) { return orig(sc.meta_map[begin + v]); });
     begin = end;

@@ -1,5 +1,6 @@
 // Byte-level tokenizer: every UTF-8 byte is its own token, so any text round-trips exactly and no
 // vocabulary file is needed. The special tokens sit after the 256 byte ids.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -16,13 +17,19 @@ static_assert(sizeof(kSpecialNames) / sizeof(kSpecialNames[0]) == ByteTokenizer:
 }  // namespace
 
 std::vector<std::int32_t> ByteTokenizer::encode(const std::string& text, std::vector<TokenSpan>* spans) const {
+  return encode_prefix(text, text.size(), spans);
+}
+
+std::vector<std::int32_t> ByteTokenizer::encode_prefix(const std::string& text, std::size_t max_tokens,
+                                                       std::vector<TokenSpan>* spans) const {
+  const std::size_t n = std::min(text.size(), max_tokens);
   std::vector<std::int32_t> ids;
-  ids.reserve(text.size());
+  ids.reserve(n);
   // Go through unsigned char: plain char is signed on x86, and bytes >= 0x80 must map to 128..255.
-  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  for (std::size_t i = 0; i < n; ++i) ids.push_back(static_cast<unsigned char>(text[i]));
   if (spans) {
-    spans->resize(text.size());
-    for (std::size_t i = 0; i < text.size(); ++i) (*spans)[i] = {i, i + 1};
+    spans->resize(n);
+    for (std::size_t i = 0; i < n; ++i) (*spans)[i] = {i, i + 1};
   }
   return ids;
 }

@@ -321,7 +321,9 @@ TokenizedSample ChatEncoder::encode_segments(const std::vector<ChatSegment>& seg
   std::vector<TokenSpan> spans;
   auto flush = [&] {
     if (text.empty()) return;
-    const std::vector<std::int32_t> ids = tok_.encode(text, &spans);
+    // Only what truncation keeps, plus one id to know that it truncated.
+    const std::size_t room = out.input_ids.size() < limit ? limit - out.input_ids.size() : 0;
+    const std::vector<std::int32_t> ids = tok_.encode_prefix(text, room + 1, &spans);
     if (spans.size() != ids.size()) throw std::logic_error("tokenizer gave " + std::to_string(spans.size()) +
                                                            " spans for " + std::to_string(ids.size()) + " ids");
     const std::vector<char> hf_mask = overlap_rule ? transformers_mask(parts, text.size(), spans) : std::vector<char>();

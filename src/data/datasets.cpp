@@ -91,10 +91,10 @@ class RecordParser {
     } else if (record.contains("prompt") || record.contains("completion")) {
       conv = prompt_completion(record, at);
     } else if (record.contains(opt_.text_field)) {
-      const json& value = record[opt_.text_field];
+      json& value = record[opt_.text_field];
       if (!value.is_string()) fail_at(at, "\"" + opt_.text_field + "\" must be a string, got " + type_name(value));
       if (value.get_ref<const std::string&>().empty()) fail_at(at, "\"" + opt_.text_field + "\" is empty");
-      return {{kTextRole, value.get<std::string>()}};
+      return {{kTextRole, std::move(value.get_ref<std::string&>())}};
     } else {
       fail_at(at, "missing \"conversations\" (or \"messages\", \"prompt\" and \"completion\", or \"" +
                       opt_.text_field + "\")");
@@ -118,7 +118,8 @@ class RecordParser {
     return {};
   }
 
-  Conversation turns(const json& list, const TurnFields& f, const std::string& name, const RecordPlace& at) const {
+  // The record's strings are moved out of it (it is parsed for this and dropped): a huge turn is not copied.
+  Conversation turns(json& list, const TurnFields& f, const std::string& name, const RecordPlace& at) const {
     if (!list.is_array()) fail_at(at, "\"" + name + "\" must be an array, got " + type_name(list));
     if (list.empty()) fail_at(at, "empty conversation");
     Conversation conv;
@@ -127,7 +128,7 @@ class RecordParser {
     return conv;
   }
 
-  Turn turn(const json& turn, std::size_t index, const TurnFields& f, const std::string& name,
+  Turn turn(json& turn, std::size_t index, const TurnFields& f, const std::string& name,
             const RecordPlace& at) const {
     const std::string where = name + "[" + std::to_string(index) + "]";
     if (!turn.is_object()) fail_at(at, where + " must be an object, got " + type_name(turn));
@@ -145,15 +146,15 @@ class RecordParser {
       fail_at(at, where + " has unknown role \"" + raw_role +
                       "\" (expected human, gpt, system, user or assistant; the recipe key role_map maps others)");
     }
-    out.content = value->get<std::string>();
+    out.content = std::move(value->get_ref<std::string&>());
     return out;
   }
 
   // Strings: a user turn and the assistant's answer. Lists of messages: the prompt's turns, then the
   // completion's (trl's conversational prompt-completion).
-  Conversation prompt_completion(const json& record, const RecordPlace& at) const {
+  Conversation prompt_completion(json& record, const RecordPlace& at) const {
     if (!opt_.require_assistant && record.contains("prompt") && !record.contains("completion")) {
-      const json& prompt = record["prompt"];
+      json& prompt = record["prompt"];
       if (prompt.is_string()) return {{"user", prompt.get<std::string>()}};
       if (prompt.is_array()) return turns(prompt, kMessages, "prompt", at);
       fail_at(at, "\"prompt\" must be a string (or a list of messages), got " + type_name(prompt));
@@ -161,8 +162,8 @@ class RecordParser {
     for (const char* key : {"prompt", "completion"}) {
       if (!record.contains(key)) fail_at(at, std::string("has \"prompt\" or \"completion\" but no \"") + key + "\"");
     }
-    const json& prompt = record["prompt"];
-    const json& completion = record["completion"];
+    json& prompt = record["prompt"];
+    json& completion = record["completion"];
     if (prompt.is_string() && completion.is_string()) {
       return {{"user", prompt.get<std::string>()}, {"assistant", completion.get<std::string>()}};
     }
@@ -312,6 +313,7 @@ std::vector<Conversation> read_records(const std::string& path, std::istream& in
     ++line;
     if (is_blank(text)) continue;
     sink.add(text, RecordPlace{path, line});
+    if (text.capacity() > (std::size_t{16} << 20)) std::string().swap(text);  // a huge line's buffer goes now
   }
   if (in.bad()) {
     const int err = errno;

@@ -47,6 +47,9 @@ class ByteTokenizer : public Tokenizer {
 
   // Never matches special tokens inside text: "<|end|>" in a user's message stays seven bytes.
   std::vector<std::int32_t> encode(const std::string& text, std::vector<TokenSpan>* spans = nullptr) const override;
+  // One id per byte: the first max_tokens bytes.
+  std::vector<std::int32_t> encode_prefix(const std::string& text, std::size_t max_tokens,
+                                          std::vector<TokenSpan>* spans = nullptr) const override;
   // Special tokens are rendered as "<|pad|>", "<|bos|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>".
   std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const override;
   int vocab_size() const override { return kVocabSize; }

@@ -23,6 +23,15 @@ class Tokenizer {
   // matches its added/special tokens inside the text (never split), as HF does; the byte tokenizer
   // never does. When `spans` is given it receives one byte span per id.
   virtual std::vector<std::int32_t> encode(const std::string& text, std::vector<TokenSpan>* spans = nullptr) const = 0;
+  // The ids (and spans) encode gives, but only as far as needed for the first `max_tokens` of them: a
+  // tokenizer may stop once it has at least that many, at a point where the ids so far are final (a word
+  // boundary), so a huge text that will be truncated costs memory for its kept part only. It may return
+  // more than max_tokens ids; fewer only when the whole text has fewer. This default encodes it all.
+  virtual std::vector<std::int32_t> encode_prefix(const std::string& text, std::size_t max_tokens,
+                                                  std::vector<TokenSpan>* spans = nullptr) const {
+    (void)max_tokens;
+    return encode(text, spans);
+  }
   // Text of the ids; special tokens are written as their content unless skip_special_tokens.
   virtual std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const = 0;
   // Highest id + 1 (the model's embedding needs at least this many rows).
