@@ -258,6 +258,7 @@ void BpeTokenizer::encode_char_word(Run& run, std::string_view word, const At& a
       if (hit >= brk.size() && word.compare(hit - brk.size(), brk.size(), brk) == 0) continue;  // inside a run
       encode_word(run, word.substr(begin, hit - begin), [&](std::size_t v) { return at(begin + v); });
       begin = hit;
+      if (run.full()) return;  // the parts encode independently: the ids so far are final
     }
   }
   encode_word(run, word.substr(begin), [&](std::size_t v) { return at(begin + v); });
