@@ -23,10 +23,9 @@ std::vector<std::int32_t> ByteTokenizer::encode(const std::string& text, std::ve
 std::vector<std::int32_t> ByteTokenizer::encode_prefix(const std::string& text, std::size_t max_tokens,
                                                        std::vector<TokenSpan>* spans) const {
   const std::size_t n = std::min(text.size(), max_tokens);
-  std::vector<std::int32_t> ids;
-  ids.reserve(n);
-  // Go through unsigned char: plain char is signed on x86, and bytes >= 0x80 must map to 128..255.
-  for (std::size_t i = 0; i < n; ++i) ids.push_back(static_cast<unsigned char>(text[i]));
+  // Through unsigned char: plain char is signed on x86, and bytes >= 0x80 must map to 128..255.
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  std::vector<std::int32_t> ids(bytes, bytes + n);
   if (spans) {
     spans->resize(n);
     for (std::size_t i = 0; i < n; ++i) (*spans)[i] = {i, i + 1};
