@@ -13,12 +13,14 @@ namespace shardft {
 
 namespace {
 
-std::string hex_digest(const std::string& text) {
+// "fnv1a64:<16 hex digits>": how metadata.json writes every digest it holds.
+std::string digest_text(std::uint64_t h) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx",
-                static_cast<unsigned long long>(checksum64(text.data(), text.size())));
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
   return buf;
 }
+
+std::string hex_digest(const std::string& text) { return digest_text(checksum64(text.data(), text.size())); }
 
 // Type checks for the fields readers use: a damaged format-1 file (no seal) or a sealed one written by
 // hand must fail here with the field's name, not later inside nlohmann with a bare type_error.
@@ -181,9 +183,7 @@ std::string file_digest(const std::string& path) {
     h = checksum64(chunk.data(), static_cast<std::size_t>(in.gcount()), h);
   }
   if (in.bad()) throw FormatError(path + ": read error");
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return digest_text(h);
 }
 
 nlohmann::json adapter_file_digests(const std::string& dir) {

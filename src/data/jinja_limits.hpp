@@ -40,7 +40,7 @@ class RenderBudget {
   RenderBudget& operator=(const RenderBudget&) = delete;
 
   std::int64_t steps = 0;
-  int depth = 0, macro_depth = 0;
+  int depth = 0;
   // The render's namespace() objects: one may hold itself (ns.me = ns), so their contents are cleared
   // when the render ends, or the cycle would outlive it.
   std::vector<std::weak_ptr<Dict>> namespaces;

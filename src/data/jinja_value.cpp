@@ -12,28 +12,14 @@ namespace shardft::jinja {
 
 namespace {
 // One more level than the deepest element; refused beyond kMaxNesting while a template renders (a
-// deeper value would be printed, compared and freed by recursion as deep).
-template <class Values>
-int container_depth(const Values& values) {
-  int deepest = 0;
-  for (const Value& v : values) deepest = std::max(deepest, v.depth);
-  // Outside a render (the variables a dataset gives) values pass as they are.
+// deeper value would be printed, compared and freed by recursion as deep). Outside a render (the
+// variables a dataset gives) values pass as they are.
+int depth_above(int deepest) {
   if (deepest + 1 > kMaxNesting && rendering()) {
     fail("a list or dict nested deeper than " + std::to_string(kMaxNesting) + " levels");
   }
   return deepest + 1;
 }
-struct DictValues {
-  const Dict& d;
-  struct It {
-    std::vector<std::pair<std::string, Value>>::const_iterator at;
-    const Value& operator*() const { return at->second; }
-    It& operator++() { ++at; return *this; }
-    bool operator!=(const It& o) const { return at != o.at; }
-  };
-  It begin() const { return {d.items.begin()}; }
-  It end() const { return {d.items.end()}; }
-};
 }  // namespace
 
 Value Value::string(std::string s) {
@@ -46,22 +32,30 @@ Value Value::string(std::string s) {
 
 Value Value::of_list(List items) {
   std::size_t string_bytes = 0;
-  for (const Value& item : items) string_bytes += item.s.size();
+  int deepest = 0;
+  for (const Value& item : items) {
+    string_bytes += item.s.size();
+    deepest = std::max(deepest, item.depth);
+  }
   note_list(items.size(), string_bytes);
   Value v;
   v.type = Type::list;
-  v.depth = container_depth(items);
+  v.depth = depth_above(deepest);
   v.list = std::make_shared<const List>(std::move(items));
   return v;
 }
 
 Value Value::of_dict(Dict d) {
   std::size_t string_bytes = 0;
-  for (const auto& kv : d.items) string_bytes += kv.first.size() + kv.second.s.size();
+  int deepest = 0;
+  for (const auto& kv : d.items) {
+    string_bytes += kv.first.size() + kv.second.s.size();
+    deepest = std::max(deepest, kv.second.depth);
+  }
   note_list(d.items.size(), string_bytes);
   Value v;
   v.type = Type::dict;
-  v.depth = container_depth(DictValues{d});
+  v.depth = depth_above(deepest);
   v.dict = std::make_shared<Dict>(std::move(d));
   return v;
 }
