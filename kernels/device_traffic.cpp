@@ -2,7 +2,10 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <sstream>
+#include <unordered_map>
 
 namespace shardft {
 
@@ -12,6 +15,9 @@ struct Counters {
   DeviceTraffic traffic;
   std::int64_t live = 0, peak = 0;
   bool hooked = false;
+  // Live allocations by address (label, bytes), and by label when live bytes last reached their peak.
+  std::unordered_map<const void*, std::pair<std::string, std::int64_t>> by_address;
+  std::map<std::string, std::int64_t> live_by_label, peak_by_label;
 };
 
 Counters& counters() {
@@ -21,20 +27,40 @@ Counters& counters() {
 
 void note_site(const std::string& site) { ++counters().traffic.sites[site]; }
 
-void on_allocate(Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t size) {
-  // Kokkos's CUDA backend reports a zero-byte "TeamScratchMemory" allocation at team launches that
-  // ask for no scratch: nothing is allocated.
-  if (size == 0) return;
-  Counters& c = counters();
-  ++c.traffic.allocations;
-  c.traffic.allocated_bytes += static_cast<std::int64_t>(size);
-  note_site(std::string("alloc ") + (label && *label ? label : "(unnamed)"));
-  c.live += static_cast<std::int64_t>(size);
-  if (c.live > c.peak) c.peak = c.live;
+// Only the memory space the kernels compute in is counted: on a GPU build, host buffers (a checkpoint's
+// staging, a tokenizer's tables) are neither device allocations nor device memory.
+bool in_compute_space(const Kokkos::Tools::SpaceHandle& space) {
+  return std::strcmp(space.name, Kokkos::DefaultExecutionSpace::memory_space::name()) == 0;
 }
 
-void on_deallocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t size) {
-  counters().live -= static_cast<std::int64_t>(size);
+void on_allocate(Kokkos::Tools::SpaceHandle space, const char* label, const void* ptr, std::uint64_t size) {
+  // Kokkos's CUDA backend reports a zero-byte "TeamScratchMemory" allocation at team launches that
+  // ask for no scratch: nothing is allocated.
+  if (size == 0 || !in_compute_space(space)) return;
+  Counters& c = counters();
+  const std::string name = label && *label ? label : "(unnamed)";
+  const auto bytes = static_cast<std::int64_t>(size);
+  ++c.traffic.allocations;
+  c.traffic.allocated_bytes += bytes;
+  note_site("alloc " + name);
+  c.live += bytes;
+  c.live_by_label[name] += bytes;
+  c.by_address[ptr] = {name, bytes};
+  if (c.live > c.peak) {
+    c.peak = c.live;
+    c.peak_by_label = c.live_by_label;
+  }
+}
+
+void on_deallocate(Kokkos::Tools::SpaceHandle space, const char*, const void* ptr, std::uint64_t size) {
+  if (size == 0 || !in_compute_space(space)) return;
+  Counters& c = counters();
+  c.live -= static_cast<std::int64_t>(size);
+  const auto it = c.by_address.find(ptr);
+  if (it == c.by_address.end()) return;  // allocated before the hooks were set
+  const auto held = c.live_by_label.find(it->second.first);
+  if (held != c.live_by_label.end() && (held->second -= it->second.second) <= 0) c.live_by_label.erase(held);
+  c.by_address.erase(it);
 }
 
 std::string bytes_text(std::int64_t b) {
@@ -120,6 +146,28 @@ void install_device_traffic_hooks() {
 
 std::int64_t device_live_bytes() { return counters().live; }
 std::int64_t device_peak_bytes() { return counters().peak; }
-void reset_device_peak() { counters().peak = counters().live; }
+void reset_device_peak() {
+  Counters& c = counters();
+  c.peak = c.live;
+  c.peak_by_label = c.live_by_label;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> device_peak_holders(std::size_t most) {
+  std::vector<std::pair<std::string, std::int64_t>> held(counters().peak_by_label.begin(), counters().peak_by_label.end());
+  std::stable_sort(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (held.size() > most) held.resize(most);
+  return held;
+}
+
+std::string describe_device_peak(std::size_t most) {
+  std::ostringstream s;
+  s << bytes_text(device_peak_bytes()) << " in allocations of the compute memory space; the largest then:";
+  const char* sep = " ";
+  for (const auto& [label, bytes] : device_peak_holders(most)) {
+    s << sep << label << " " << bytes_text(bytes);
+    sep = ", ";
+  }
+  return s.str();
+}
 
 }  // namespace shardft

@@ -8,11 +8,14 @@
 // Copies and syncs are counted where our code makes them, on every backend: on Serial and OpenMP
 // "device" memory is host memory and nothing moves, but the same call sites run, so a test there
 // counts what would be a copy or a wait on a GPU. Allocations come from Kokkos' tool hooks
-// (install_device_traffic_hooks), which also give live and peak bytes.
+// (install_device_traffic_hooks), which also give live and peak bytes of the memory space the kernels
+// compute in (device memory on a GPU build; host buffers there are not counted), and what held them.
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace shardft {
 
@@ -44,5 +47,9 @@ void install_device_traffic_hooks();
 std::int64_t device_live_bytes();
 std::int64_t device_peak_bytes();
 void reset_device_peak();  // the high-water mark starts again at the live bytes
+// The live allocations when the peak was reached, summed by Kokkos label, largest first (at most `most`).
+std::vector<std::pair<std::string, std::int64_t>> device_peak_holders(std::size_t most);
+// "1234 MiB in allocations of the compute memory space; the largest then: zero_master 560 MiB, ..."
+std::string describe_device_peak(std::size_t most = 10);
 
 }  // namespace shardft

@@ -281,6 +281,7 @@ void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
 
 void gemm_set_bf16_tile_elements(std::int64_t n) { g_tile_elements = std::max<std::int64_t>(1, n); }
 std::int64_t gemm_bf16_tile_elements() { return g_tile_elements; }
+bool gemm_widens_bf16() { return !kGemmOnCublas; }
 
 void gemm_set_num_threads(int n) { openblas_set_num_threads(n); }
 

@@ -49,6 +49,8 @@ void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
 // of K is always taken). Held from the first mixed GEMM until Kokkos::finalize.
 void gemm_set_bf16_tile_elements(std::int64_t n);
 std::int64_t gemm_bf16_tile_elements();
+// Whether a bf16 x bf16 product widens its operands (the CPU build) instead of reading bf16 (cuBLAS).
+bool gemm_widens_bf16();
 
 // BLAS threads per process; shardft runs one rank per core, so 1 unless told otherwise.
 void gemm_set_num_threads(int n);

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "config/memory_size.hpp"
+#include "kernels/attention_fused.hpp"
+#include "kernels/gemm.hpp"
 #include "kernels/memory_capacity.hpp"
 #include "kernels/types.hpp"
 #include "parallel/flat_partition.hpp"
@@ -30,32 +32,52 @@ ActivationShape activation_shape(const TrainConfig& cfg) {
   a.eager_attention = cfg.attn_implementation == "eager";
   a.bf16 = cfg.bf16;
   a.logits_chunk_tokens = cfg.logits_chunk_tokens;
+  // As train/attention_choice.cpp chooses (a failed self-test there makes this an underestimate).
+  const bool fused_allowed = cfg.attn_implementation != "eager" && cfg.attn_implementation != "memory_efficient";
+  a.fused_attention = cfg.bf16 && fused_allowed && fused_attention_built();
+  a.gemm_widening_tile = cfg.bf16 && gemm_widens_bf16() ? gemm_bf16_tile_elements() : 0;
   return a;
 }
 
 namespace {
 
+// bf16 compute through fp32 kernels (ActivationShape): one layer's q, k, v widened, the attention's fp32
+// gradients of q, k, v and o and its per-query deltas; the GEMMs' widened operand tiles and fp32 output
+// tile (the largest operands: gate/up's [tokens, 2I] and the down projection's [tokens, I]).
+double unfused_bf16_scratch(const ModelConfig& m, const ActivationShape& a) {
+  if (!a.bf16) return 0;
+  const double tokens = static_cast<double>(a.batch) * a.seq, hd = m.head_dim(), I = m.intermediate_size;
+  const double qd = m.num_attention_heads * hd, kvd = m.num_key_value_heads * hd;
+  double bytes = 0;
+  if (!a.fused_attention) bytes += 4 * tokens * ((qd + 2 * kvd) + (2 * qd + 2 * kvd) + m.num_attention_heads);
+  if (a.gemm_widening_tile > 0) {
+    const double tile = static_cast<double>(a.gemm_widening_tile);
+    bytes += 4 * (2 * std::min(tile, tokens * 2 * I) + std::min(tile, tokens * I));
+  }
+  return bytes;
+}
+
 // Bytes one micro-batch keeps for backward, and the working set of the layer being computed. Per layer
-// and token, forward keeps the layer input and the post-attention residual (d each, compute dtype), the
-// two norms' outputs (2d), q, k, v (compute dtype), the attention output (q_dim), gate/up (2I, compute
-// dtype) and the SwiGLU product (I), and the attention's per-query statistics (eager: the [seq] row of
-// probabilities per head; memory-efficient: one log-sum-exp per head). With checkpointing only the
-// layer input stays; one layer's set exists at a time while it is recomputed. Backward adds about one
-// layer's set again: the gradients of those activations.
+// and token, forward keeps the layer input and the post-attention residual (d each), the two norms'
+// outputs (2d), q, k, v, the attention output (q_dim), gate/up (2I), one 1 / rms per token of each norm
+// and the attention's per-query statistics (eager: the [seq] row of probabilities per head;
+// memory-efficient: one log-sum-exp per head). In fp32 every tensor is fp32 and the SwiGLU product (I)
+// is kept too; in bf16 the tensors are bf16 and the product is recomputed in backward. With
+// checkpointing only the layer input stays; one layer's set exists at a time while it is recomputed.
+// Backward adds about one layer's set again: the gradients of those activations.
 double activation_estimate(const ModelConfig& m, const ActivationShape& a) {
   const double tokens = static_cast<double>(a.batch) * a.seq, d = m.hidden_size, hd = m.head_dim();
   const double qd = m.num_attention_heads * hd, kvd = m.num_key_value_heads * hd, I = m.intermediate_size;
-  const double c = a.bf16 ? 2 : 4;  // bytes of the compute dtype
   const double stats = a.eager_attention ? static_cast<double>(m.num_attention_heads) * a.seq : m.num_attention_heads;
-  const double layer = tokens * (c * (2 * d + qd + 2 * kvd + 2 * I) + 4 * (2 * d + qd + I + stats));
+  const double tensors = 4 * d + 2 * qd + 2 * kvd + 2 * I;
+  const double layer = a.bf16 ? tokens * (2 * tensors + 4 * (stats + 2)) : tokens * 4 * (tensors + I + stats + 2);
+  const double c = a.bf16 ? 2 : 4;  // bytes of the compute dtype
   const double kept = a.checkpointing ? tokens * c * d * m.num_hidden_layers + layer : layer * m.num_hidden_layers;
   const double backward = layer;
   const double chunk = a.logits_chunk_tokens > 0 ? std::min<double>(a.logits_chunk_tokens, tokens) : tokens;
-  const double head = 4 * (tokens * (2 * d + 1) + chunk * m.vocab_size);  // final norm, its output, logits chunk
-  return kept + backward + head;
-}
-
-}  // namespace
+  const double head = 4 * tokens * (2 * d + 1) + c * chunk * m.vocab_size;  // final norm, its output, logits chunk
+  return kept + backward + head + unfused_bf16_scratch(m, a);
+}}  // namespace
 
 RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLayout& layout, const ZeroConfig& zero,
                                         int shard_size, const ActivationShape& shape) {

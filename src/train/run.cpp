@@ -434,6 +434,9 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       << " B) + transient gathers " << after.peak_gathered << " B (of which NF4 " << after.peak_nf4_transient
       << " B) + gradient units " << after.peak_unit_grads << " B (buffers kept for reuse at the end: " << after.pooled
       << " B)" << std::endl;
+  log << "device memory at its peak: " << describe_device_peak() << "; estimated at start: "
+      << static_cast<std::int64_t>(tr.memory_estimate().total()) << " B" << std::endl;
+  const std::int64_t training_device_peak = device_peak_bytes();  // before the export's buffers
   save_model(tr, cfg, model_path(cfg), writer);
   if (writer) {
     // output_dir is then an HF model directory: transformers and `--model_name_or_path` both load it.
@@ -451,7 +454,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
                          {"world_size", dp},
                          {"zero_stage", cfg.zero_stage},
                          {"peak_memory_bytes", peak_rss_bytes()}};
-  summary["device_peak_memory_bytes"] = device_peak_bytes();  // Kokkos allocations (vendor workspaces not counted)
+  summary["device_peak_memory_bytes"] = training_device_peak;  // Kokkos allocations (vendor workspaces not counted)
   summary.update(step_kernel_fields(last_kernels, cfg.model.num_hidden_layers));
   if (cfg.fp16) {
     summary["skipped_steps"] = tr.loss_scaler().skipped_steps();

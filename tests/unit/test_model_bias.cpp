@@ -151,7 +151,7 @@ TEST_P(BiasExport, ConsolidatedConfigNamesTheArchitecture) {
   batch.targets = {65, 66, 67, 68, 69, 70, 258, -100};
   tr.step({batch});
   std::filesystem::create_directories(cfg.output_dir);
-  const std::string ckpt = save_checkpoint(cfg, tr, {1, 0.0});
+  const std::string ckpt = save_checkpoint(cfg, tr, {1, 0.0, ""});
   ConsolidateOptions opt;
   opt.output_dir = (dir_ / "hf").string();
   consolidate_checkpoint(ckpt, opt, std::cerr);
