@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/bf16_pack.hpp"
 #include "kernels/fp16.hpp"
 #include "kernels/math.hpp"
 
@@ -55,21 +58,62 @@ using Member = Kokkos::TeamPolicy<ExecSpace>::member_type;
 
 // What the update does besides updating: nothing (a run's value is its decay flag), or the compute copy
 // (a run's value is 2 * offset + decay flag, adamw_copy_runs) with cast_runs' element conversions.
+// Four consecutive floats as one 16-byte access on a GPU (p 16-byte aligned); a memcpy on the host.
+struct alignas(16) Four {
+  float v[4];
+};
+KOKKOS_INLINE_FUNCTION Four load4(const float* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const Four*>(p);
+#else
+  Four f;
+  std::memcpy(&f, p, sizeof f);
+  return f;
+#endif
+}
+KOKKOS_INLINE_FUNCTION void store4(float* p, const Four& f) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<Four*>(p) = f;
+#else
+  std::memcpy(static_cast<void*>(p), &f, sizeof f);
+#endif
+}
+
+// groups(value): whether a group of four elements starting at a multiple of four has a destination
+// that is one aligned access too (the copy's offset a multiple of four); group() writes it.
 struct NoCopy {
   KOKKOS_INLINE_FUNCTION static bool decays(std::int64_t value) { return value != 0; }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t, std::int64_t, float) const {}
+  bool aligned() const { return true; }
+  KOKKOS_INLINE_FUNCTION bool groups(std::int64_t) const { return true; }
+  KOKKOS_INLINE_FUNCTION void group(std::int64_t, std::int64_t, const float*) const {}
 };
 struct CopyToBf16 {
   bf16* dst;
   KOKKOS_INLINE_FUNCTION static bool decays(std::int64_t value) { return (value & 1) != 0; }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t value, std::int64_t i, float p) const { dst[i + (value >> 1)] = bf16(p); }
+  bool aligned() const { return reinterpret_cast<std::uintptr_t>(dst) % 8 == 0; }
+  KOKKOS_INLINE_FUNCTION bool groups(std::int64_t value) const { return ((value >> 1) & 3) == 0; }
+  KOKKOS_INLINE_FUNCTION void group(std::int64_t value, std::int64_t i, const float* p) const {
+    Bf16Pack<4> out;
+    for (int e = 0; e < 4; ++e) out.set(e, p[e]);
+    store_pack<4>(dst + i + (value >> 1), out);
+  }
 };
 struct CopyToF32 {
   float* dst;
   RunCast cast;
   KOKKOS_INLINE_FUNCTION static bool decays(std::int64_t value) { return (value & 1) != 0; }
-  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t value, std::int64_t i, float p) const {
-    dst[i + (value >> 1)] = cast == RunCast::round_bf16 ? round_to_bf16(p) : cast == RunCast::round_fp16 ? round_to_fp16(p) : p;
+  KOKKOS_INLINE_FUNCTION float cast_of(float p) const {
+    return cast == RunCast::round_bf16 ? round_to_bf16(p) : cast == RunCast::round_fp16 ? round_to_fp16(p) : p;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t value, std::int64_t i, float p) const { dst[i + (value >> 1)] = cast_of(p); }
+  bool aligned() const { return reinterpret_cast<std::uintptr_t>(dst) % 16 == 0; }
+  KOKKOS_INLINE_FUNCTION bool groups(std::int64_t value) const { return ((value >> 1) & 3) == 0; }
+  KOKKOS_INLINE_FUNCTION void group(std::int64_t value, std::int64_t i, const float* p) const {
+    Four out;
+    for (int e = 0; e < 4; ++e) out.v[e] = cast_of(p[e]);
+    store4(dst + i + (value >> 1), out);
   }
 };
 
@@ -82,32 +126,67 @@ void check_buffers(const FlatRuns& runs, Unmanaged1<float> param, Unmanaged1<con
   }
 }
 
+// A piece [a, b) of a run, its elements in groups of four where the buffers allow: p, g, m and v start
+// 16-byte aligned (checked on the host), so element a4 = a rounded up to a multiple of four starts a
+// group in each; the copy takes a group when Copy::groups says its destination does too. A group is
+// one 16-byte access per buffer on a GPU instead of four; each element's arithmetic is the
+// scalar path's (nvcc may contract it into FMAs differently in either, as it may in adamw_update).
+template <class Copy>
+struct RunPiece {
+  AdamWCoefficients c;
+  float* p;
+  const float* g;
+  float* mm;
+  float* vv;
+  Copy copy;
+  bool grouped;  // the four buffers 16-byte aligned
+
+  KOKKOS_INLINE_FUNCTION void element(std::int64_t value, float decay, float s, std::int64_t i) const {
+    adamw_element(c, decay, g[i] * s, p[i], mm[i], vv[i]);
+    copy(value, i, p[i]);
+  }
+  KOKKOS_INLINE_FUNCTION void group(std::int64_t value, float decay, float s, std::int64_t i) const {
+    Four pp = load4(p + i), m4 = load4(mm + i), v4 = load4(vv + i);
+    const Four g4 = load4(g + i);
+    for (int e = 0; e < 4; ++e) adamw_element(c, decay, g4.v[e] * s, pp.v[e], m4.v[e], v4.v[e]);
+    store4(p + i, pp);
+    store4(mm + i, m4);
+    store4(vv + i, v4);
+    copy.group(value, i, pp.v);
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t value, std::int64_t a, std::int64_t b,
+                                         float s) const {
+    const float decay = Copy::decays(value) ? c.decay : c.no_decay;
+    std::int64_t a4 = (a + 3) / 4 * 4;
+    if (!grouped || !copy.groups(value) || a4 >= b) a4 = b;
+    const std::int64_t groups = (b - a4) / 4, tail = a4 + 4 * groups;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, a, a4), [&](const std::int64_t i) { element(value, decay, s, i); });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, std::int64_t{0}, groups),
+                         [&](const std::int64_t k) { group(value, decay, s, a4 + 4 * k); });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tail, b), [&](const std::int64_t i) { element(value, decay, s, i); });
+  }
+};
+
+inline bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
+
 template <class Copy>
 void update_runs(const char* name, const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
                  Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
                  Unmanaged1<const float> grad_scale, const Copy copy) {
   check_buffers(runs, param, grad, m, v);
-  const AdamWCoefficients c = coefficients(h);
-  float* p = param.data();
-  const float* g = grad.data();
-  float* mm = m.data();
-  float* vv = v.data();
+  // Groups on a GPU only: on the host the compiler vectorises the scalar loop itself, and a vectorised
+  // group could contract multiplies and adds into FMAs where adamw_update does not (the host's results
+  // stay bit for bit those of adamw_update).
+  constexpr bool device = !Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
+  const RunPiece<Copy> piece{coefficients(h), param.data(), grad.data(), m.data(), v.data(), copy,
+                             device && aligned16(param.data()) && aligned16(grad.data()) && aligned16(m.data()) &&
+                                 aligned16(v.data()) && copy.aligned()};
   const float* scale = grad_scale.extent(0) > 0 ? grad_scale.data() : nullptr;
   for_each_run_in_chunks(
       name, runs, KOKKOS_LAMBDA(const Member& team, const std::int64_t value, const std::int64_t a, const std::int64_t b) {
-        const float decay = Copy::decays(value) ? c.decay : c.no_decay;
-        if (scale) {
-          const float s = *scale;  // read once: the stores below could alias it as far as the compiler knows
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, a, b), [&](const std::int64_t i) {
-            adamw_element(c, decay, g[i] * s, p[i], mm[i], vv[i]);
-            copy(value, i, p[i]);
-          });
-        } else {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, a, b), [&](const std::int64_t i) {
-            adamw_element(c, decay, g[i], p[i], mm[i], vv[i]);
-            copy(value, i, p[i]);
-          });
-        }
+        // The clip factor read once (the stores could alias it as far as the compiler knows); without
+        // one, g * 1 is exact, so the unclipped update is unchanged.
+        piece(team, value, a, b, scale ? *scale : 1.f);
       });
 }
 

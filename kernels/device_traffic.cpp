@@ -125,10 +125,20 @@ void count_device_copy(const char* site, std::size_t bytes) {
   note_site(std::string("copy ") + site);
 }
 
+static int g_sync_point_depth = 0;  // HostSyncPoints open (the host thread's; the step runs on one)
+
 void count_host_sync(const char* site) {
+  if (g_sync_point_depth > 0) return;
   ++counters().traffic.syncs;
   note_site(std::string("sync ") + site);
 }
+
+HostSyncPoint::HostSyncPoint(const char* site) {
+  count_host_sync(site);
+  ++g_sync_point_depth;
+}
+
+HostSyncPoint::~HostSyncPoint() { --g_sync_point_depth; }
 
 void count_input_upload(std::size_t bytes) {
   DeviceTraffic& t = counters().traffic;

@@ -39,6 +39,18 @@ DeviceTraffic device_traffic();
 
 void count_device_copy(const char* site, std::size_t bytes);
 void count_host_sync(const char* site);
+
+// A point where the host waits for the device once, however many waits it makes there in a row (the
+// step's end: each group's collectives, then the read-back). Nothing is enqueued between those waits,
+// so the device drains once: counted as one host sync, named by the point; the waits inside it are
+// not counted again.
+class HostSyncPoint {
+ public:
+  explicit HostSyncPoint(const char* site);
+  ~HostSyncPoint();
+  HostSyncPoint(const HostSyncPoint&) = delete;
+  HostSyncPoint& operator=(const HostSyncPoint&) = delete;
+};
 void count_input_upload(std::size_t bytes);
 
 // Sets Kokkos' allocate / deallocate hooks (once per process, after Kokkos is initialized; again is a

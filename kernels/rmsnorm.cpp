@@ -7,11 +7,12 @@
 // as one thread: each row summed j = 0, 1, ... in the one-thread-per-row loop's order (one core: 1.3x
 // faster at d = 2048, as fast at d = 128). Four accumulators within a row would be faster still, but they
 // change the CPU's rounding, and CPU results then move where tests sit close to their bounds.
-// backward: one team per block of kRowsPerTeam rows (64 on the host, 8 on a GPU), its threads over the d columns. Row by row, the
-// team reduces gx = sum_j dy w x, updates the dx row, and adds dy x rstd into the block's own partial
-// dw row (each thread always visits the same columns, so the partial row needs no atomics); then
-// add_column_sums adds the partials block by block. One pass over x and dy and no atomics: for a given
-// team size (one thread on Serial) the order of every sum is fixed, so results are deterministic.
+// backward: one team per block of kRowsPerTeam rows (64 on the host, 8 on a GPU), its threads over the d
+// columns. The team reduces gx_n = sum_j dy w x for all the block's rows at once (one synchronisation
+// per block, not per row); then each thread takes its columns and, row by row, updates dx and sums
+// dy x rstd into a register, stored once as the block's partial dw row (no atomics, no read-modify-write
+// of a partial row per row); add_column_sums adds the partials block by block. For a given team size
+// (one thread on Serial) the order of every sum is fixed, so results are deterministic.
 #include "kernels/rmsnorm.hpp"
 
 #include <algorithm>
@@ -33,19 +34,21 @@ using Member = Team::member_type;
 constexpr std::int64_t kRowsPerTeam = Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible ? 64 : 8;
 constexpr int kForwardRows = 4;
 
-// The sums of squares of a forward block's rows, reduced over the team as one value (Kokkos::Sum).
+// K rows' sums (a forward block's sums of squares, a backward block's sum_j dy w x), reduced over the
+// team as one value (Kokkos::Sum): one team synchronisation for the block instead of one per row.
+template <int K>
 struct RowSums {
-  float v[kForwardRows];
+  float v[K];
   KOKKOS_INLINE_FUNCTION RowSums() {
-    for (int k = 0; k < kForwardRows; ++k) v[k] = 0.f;
+    for (int k = 0; k < K; ++k) v[k] = 0.f;
   }
   KOKKOS_INLINE_FUNCTION RowSums& operator+=(const RowSums& o) {
-    for (int k = 0; k < kForwardRows; ++k) v[k] += o.v[k];
+    for (int k = 0; k < K; ++k) v[k] += o.v[k];
     return *this;
   }
 #if KOKKOS_VERSION < 40000
   KOKKOS_INLINE_FUNCTION void operator+=(const volatile RowSums& o) volatile {  // Kokkos 3's volatile join
-    for (int k = 0; k < kForwardRows; ++k) v[k] += o.v[k];
+    for (int k = 0; k < K; ++k) v[k] += o.v[k];
   }
 #endif
 };
@@ -53,9 +56,9 @@ struct RowSums {
 }  // namespace shardft
 
 namespace Kokkos {
-template <>
-struct reduction_identity<shardft::RowSums> {
-  KOKKOS_FORCEINLINE_FUNCTION static shardft::RowSums sum() { return shardft::RowSums(); }
+template <int K>
+struct reduction_identity<shardft::RowSums<K>> {
+  KOKKOS_FORCEINLINE_FUNCTION static shardft::RowSums<K> sum() { return shardft::RowSums<K>(); }
 };
 }  // namespace Kokkos
 
@@ -96,10 +99,10 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
     const float* xr[kForwardRows];
     for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
     const int threads = m.team_size();
-    RowSums sums;
+    RowSums<kForwardRows> sums;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(m, threads),
-        [&](const int t, RowSums& s) {
+        [&](const int t, RowSums<kForwardRows>& s) {
           float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
           for (int j = t; j < d; j += threads) {
             p0 += xr[0][j] * xr[0][j];
@@ -112,7 +115,7 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
           s.v[2] += p2;
           s.v[3] += p3;
         },
-        Kokkos::Sum<RowSums>(sums));
+        Kokkos::Sum<RowSums<kForwardRows>>(sums));
     for (int k = 0; k < nr; ++k) {
       const float r = 1.f / kmath::sqrt(sums.v[k] / d + eps);
       Kokkos::single(Kokkos::PerTeam(m), [&] { rstd(n0 + k) = r; });
@@ -159,22 +162,19 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
   Kokkos::parallel_for(
       name, Team(blocks, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int blk = m.league_rank(), threads = m.team_size();
-        float* acc = &partial(blk, 0);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) { acc[j] = 0.f; });
-        const std::int64_t n0 = blk * kRowsPerTeam, n1 = n0 + kRowsPerTeam < rows ? n0 + kRowsPerTeam : rows;
-        for (std::int64_t n = n0; n < n1; ++n) {
-          const X* xn = &x(n, 0);
-          const float* dyn = &dy(n, 0);
-          float* dxn = &dx(n, 0);
-          bf16* dx16 = rounded ? &dx_rounded(n, 0) : nullptr;
-          // Each thread sums its strided share of the row (coalesced on a GPU) in four locals: a reduction
-          // straight over TeamThreadRange(m, d) keeps its accumulator in memory on the host backends, and
-          // one float accumulator is a chain of dependent adds. On one core the whole backward then runs
-          // 1.5x faster than the one-thread-per-block loop it replaces at d = 1024 (as fast at d = 128).
-          float gx = 0.f;
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(m, threads),
-              [&](const int t, float& s) {
+        const std::int64_t n0 = blk * kRowsPerTeam;
+        const int nr = rows - n0 < kRowsPerTeam ? static_cast<int>(rows - n0) : static_cast<int>(kRowsPerTeam);
+        // gx_n = sum_j dy w x for every row of the block in one team reduction. Each thread sums its
+        // strided share of a row (coalesced on a GPU) in four locals: a reduction straight over
+        // TeamThreadRange(m, d) keeps its accumulator in memory on the host backends, and one float
+        // accumulator is a chain of dependent adds.
+        RowSums<kRowsPerTeam> gx;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(m, threads),
+            [&](const int t, RowSums<kRowsPerTeam>& s) {
+              for (int k = 0; k < nr; ++k) {
+                const X* xn = &x(n0 + k, 0);
+                const float* dyn = &dy(n0 + k, 0);
                 float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
                 int j = t;
                 for (; j + 3 * threads < d; j += 4 * threads) {
@@ -184,19 +184,26 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
                   p3 += dyn[j + 3 * threads] * w(j + 3 * threads) * static_cast<float>(xn[j + 3 * threads]);
                 }
                 for (; j < d; j += threads) p0 += dyn[j] * w(j) * static_cast<float>(xn[j]);
-                s += (p0 + p1) + (p2 + p3);
-              },
-              gx);
-          const float r = rstd(n);
-          const float c = r * r * r * gx / d;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) {
-            const float xj = static_cast<float>(xn[j]);
-            const float dxj = dxn[j] + (r * dyn[j] * w(j) - c * xj);
-            dxn[j] = dxj;
-            if (dx16 != nullptr) dx16[j] = bf16(dxj);
-            acc[j] += dyn[j] * xj * r;
-          });
-        }
+                s.v[k] += (p0 + p1) + (p2 + p3);
+              }
+            },
+            Kokkos::Sum<RowSums<kRowsPerTeam>>(gx));
+        // Column by column, the block's rows in order: dx, its rounded copy, and the block's partial dw
+        // summed in a register (the same additions, in the same order, as a row-by-row update).
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) {
+          const float wj = w(j);
+          float acc = 0.f;
+          for (int k = 0; k < nr; ++k) {
+            const std::int64_t n = n0 + k;
+            const float r = rstd(n), c = r * r * r * gx.v[k] / d;
+            const float xj = static_cast<float>(x(n, j)), dyj = dy(n, j);
+            const float dxj = dx(n, j) + (r * dyj * wj - c * xj);
+            dx(n, j) = dxj;
+            if (rounded) dx_rounded(n, j) = bf16(dxj);
+            acc += dyj * xj * r;
+          }
+          partial(blk, j) = acc;
+        });
       });
   if (dw.extent(0) > 0) add_column_sums(partial, dw);  // empty: a frozen norm weight (LoRA)
 }

@@ -50,17 +50,55 @@ void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> de
       });
 }
 
-void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out) {
-  if (partial.extent(1) != out.extent(0)) throw std::invalid_argument("add_column_sums: shapes do not match");
+namespace {
+// The host: a column's partials in one thread, b = 0, 1, ... in order.
+void add_column_sums_in_order(Unmanaged2<const float> partial, Unmanaged1<float> out) {
   const std::int64_t blocks = static_cast<std::int64_t>(partial.extent(0));
-  // A column's few partials (rows / block size of them) in one thread: the order is fixed, and the
-  // columns alone fill a GPU at model widths.
   Kokkos::parallel_for(
       "add_column_sums", Range(0, static_cast<std::int64_t>(out.extent(0))), KOKKOS_LAMBDA(const std::int64_t j) {
         float sum = 0.f;
         for (std::int64_t b = 0; b < blocks; ++b) sum += partial(b, j);
         out(j) += sum;
       });
+}
+
+// A GPU: 2048 columns are 2048 threads, too few to hide the latency of 512 dependent loads each. A team
+// per 32 columns: its kSlices warps each sum every kSlices-th partial of the warp's 32 columns (in
+// order: b = s, s + kSlices, ...), then the first warp adds the slices' sums s = 0, 1, ... in order.
+// The order is fixed, so results are deterministic (and differ from the host's in rounding only).
+constexpr int kColumnsPerTeam = 32, kSlices = 8;
+void add_column_sums_sliced(Unmanaged2<const float> partial, Unmanaged1<float> out) {
+  const std::int64_t blocks = static_cast<std::int64_t>(partial.extent(0)), cols = static_cast<std::int64_t>(out.extent(0));
+  const int teams = static_cast<int>((cols + kColumnsPerTeam - 1) / kColumnsPerTeam);
+  const auto shared = Kokkos::PerTeam(static_cast<int>(sizeof(float)) * kColumnsPerTeam * kSlices);
+  Kokkos::parallel_for(
+      "add_column_sums", Team(teams, kColumnsPerTeam * kSlices).set_scratch_size(0, shared),
+      KOKKOS_LAMBDA(const Member& m) {
+        float* sums = static_cast<float*>(m.team_shmem().get_shmem(sizeof(float) * kColumnsPerTeam * kSlices));
+        const int lane = m.team_rank() % kColumnsPerTeam, slice = m.team_rank() / kColumnsPerTeam;
+        const std::int64_t j = static_cast<std::int64_t>(m.league_rank()) * kColumnsPerTeam + lane;
+        float sum = 0.f;
+        if (j < cols) {
+          for (std::int64_t b = slice; b < blocks; b += kSlices) sum += partial(b, j);
+        }
+        sums[slice * kColumnsPerTeam + lane] = sum;
+        m.team_barrier();
+        if (slice == 0 && j < cols) {
+          float total = 0.f;
+          for (int s = 0; s < kSlices; ++s) total += sums[s * kColumnsPerTeam + lane];
+          out(j) += total;
+        }
+      });
+}
+}  // namespace
+
+void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out) {
+  if (partial.extent(1) != out.extent(0)) throw std::invalid_argument("add_column_sums: shapes do not match");
+  if constexpr (Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible) {
+    add_column_sums_in_order(partial, out);
+  } else {
+    add_column_sums_sliced(partial, out);
+  }
 }
 
 }  // namespace shardft

@@ -216,10 +216,10 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   st.learning_rate = schedule_.at(engine_.steps_taken());
   double sums[3] = {0.0, 0.0, 0.0};
   auto read_back = [&](const char* what) {
+    const HostSyncPoint wait_here(what);  // the collectives' waits and the copy: one drain of the device
     waits.synchronize();  // every collective so far, each within the collective timeout
     Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 3), step_sums_);
     count_device_copy(what, sizeof(sums));
-    count_host_sync(what);
   };
   if (loss_scaler_.enabled()) {
     // fp16 reads the norm back before the update (one host sync more than bf16): whether to skip it.

@@ -202,6 +202,26 @@ TEST(DeviceTraffic, CountsReadBacksAndHostReductions) {
   EXPECT_NE(device_traffic().since(before).describe().find("sum_squares"), std::string::npos);
 }
 
+// Waits made one after another at one point drain the device once: one sync, named by the point; a
+// wait after the point is counted again.
+TEST(DeviceTraffic, WaitsAtOneSyncPointCountOnce) {
+  View1<float> x("x", 1000);
+  Kokkos::deep_copy(x, 1.f);
+  DeviceTraffic before = device_traffic();
+  {
+    const HostSyncPoint point("step end");
+    EXPECT_DOUBLE_EQ(sum_squares(x), 1000.0);
+    count_host_sync("collectives");
+  }
+  DeviceTraffic d = device_traffic().since(before);
+  EXPECT_EQ(d.syncs, 1) << d.describe();
+  EXPECT_EQ(d.sites.count("sync step end"), 1u) << d.describe();
+  EXPECT_EQ(d.sites.count("sync collectives"), 0u) << d.describe();
+  before = device_traffic();
+  count_host_sync("after the point");
+  EXPECT_EQ(device_traffic().since(before).syncs, 1);
+}
+
 TEST(DeviceTraffic, EvaluationReadsItsLossBack) {
   Trainer tr(tiny_config(), 10, self());
   const auto batches = micro_batches();
