@@ -1,9 +1,6 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/math.hpp"
 
-#include <cstdint>
-#include <cstring>
-
 #include "kernels/bf16.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/kernel_scratch.hpp"
@@ -54,44 +51,6 @@ KOKKOS_INLINE_FUNCTION double block_lane_sums(const Member& m, const float* p, s
   return sum;
 }
 
-// Four floats moved as one 16-byte access on a GPU (p 16-byte aligned); a memcpy on the host.
-struct alignas(16) Float4 {
-  float v[4];
-};
-KOKKOS_INLINE_FUNCTION Float4 load_float4(const float* p) {
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const Float4*>(p);
-#else
-  Float4 f;
-  std::memcpy(&f, p, sizeof f);
-  return f;
-#endif
-}
-
-// block_lane_sums for a team of several threads over a 16-byte aligned block: thread t reads the
-// 16-byte groups t, t + threads, ... (a warp reads 512 contiguous bytes per access) into four double
-// accumulators, then the team adds the threads' parts. full is a multiple of kLanes, hence of four.
-KOKKOS_INLINE_FUNCTION double block_group_sums(const Member& m, const float* p, std::int64_t full) {
-  const int threads = m.team_size();
-  const std::int64_t groups = full / 4;
-  double sum = 0.0;
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(m, threads),
-      [&](const int t, double& s) {
-        double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-        for (std::int64_t g = t; g < groups; g += threads) {
-          const Float4 f = load_float4(p + 4 * g);
-          a0 += static_cast<double>(f.v[0]) * f.v[0];
-          a1 += static_cast<double>(f.v[1]) * f.v[1];
-          a2 += static_cast<double>(f.v[2]) * f.v[2];
-          a3 += static_cast<double>(f.v[3]) * f.v[3];
-        }
-        s += (a0 + a1) + (a2 + a3);
-      },
-      sum);
-  return sum;
-}
-
 // Threads per block: up to one per lane (a warp on a GPU), a power of two dividing kLanes; one on Serial.
 template <class Body>
 int lane_team_size(int blocks, const Body& body) {
@@ -112,14 +71,12 @@ void sum_squares(Unmanaged1<const float> x, Unmanaged1<double> out) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   const int blocks = static_cast<int>((n + kBlock - 1) / kBlock);
   const float* data = x.data();
-  // Every block then starts 16-byte aligned too (kBlock is a multiple of four).
-  const bool aligned = reinterpret_cast<std::uintptr_t>(data) % 16 == 0;
   const auto body = KOKKOS_LAMBDA(const Member& m, double& acc) {
     const std::int64_t b = m.league_rank();
     const float* p = data + b * kBlock;
     const std::int64_t len = n - b * kBlock < kBlock ? n - b * kBlock : kBlock;
     const std::int64_t full = len - len % kLanes;
-    double sum = m.team_size() > 1 && aligned ? block_group_sums(m, p, full) : block_lane_sums(m, p, full);
+    double sum = block_lane_sums(m, p, full);
     Kokkos::single(Kokkos::PerTeam(m), [&]() {
       for (std::int64_t i = full; i < len; ++i) sum += static_cast<double>(p[i]) * p[i];
       acc += sum;

@@ -64,7 +64,8 @@ double unfused_bf16_scratch(const ModelConfig& m, const ActivationShape& a) {
 // memory-efficient: one log-sum-exp per head). In fp32 every tensor is fp32 and the SwiGLU product (I)
 // is kept too; in bf16 the tensors are bf16 and the product is recomputed in backward. With
 // checkpointing only the layer input stays; one layer's set exists at a time while it is recomputed.
-// Backward adds about one layer's set again: the gradients of those activations.
+// Backward adds about one layer's set again: the gradients of those activations (in bf16, the buffers
+// it holds counted one by one).
 double activation_estimate(const ModelConfig& m, const ActivationShape& a) {
   const double tokens = static_cast<double>(a.batch) * a.seq, d = m.hidden_size, hd = m.head_dim();
   const double qd = m.num_attention_heads * hd, kvd = m.num_key_value_heads * hd, I = m.intermediate_size;
@@ -73,7 +74,11 @@ double activation_estimate(const ModelConfig& m, const ActivationShape& a) {
   const double layer = a.bf16 ? tokens * (2 * tensors + 4 * (stats + 2)) : tokens * 4 * (tensors + I + stats + 2);
   const double c = a.bf16 ? 2 : 4;  // bytes of the compute dtype
   const double kept = a.checkpointing ? tokens * c * d * m.num_hidden_layers + layer : layer * m.num_hidden_layers;
-  const double backward = layer;
+  // bf16: the residual stream's gradient (fp32 dh and dx, its bf16 copy), gate/up's bf16 dy, SwiGLU's
+  // recomputed product and its gradient, the fp32 staging of a GEMM input ([tokens, I] at most) and of
+  // a layer input, the attention's bf16 dq, dk, dv and d o.
+  const double bf16_backward = tokens * (4 * 2 * d + 2 * d + 2 * 2 * I + 2 * 2 * I + 4 * I + 4 * d + 2 * (2 * qd + 2 * kvd));
+  const double backward = a.bf16 ? bf16_backward : layer;
   const double chunk = a.logits_chunk_tokens > 0 ? std::min<double>(a.logits_chunk_tokens, tokens) : tokens;
   const double head = 4 * tokens * (2 * d + 1) + c * chunk * m.vocab_size;  // final norm, its output, logits chunk
   return kept + backward + head + unfused_bf16_scratch(m, a);
@@ -123,7 +128,8 @@ RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLay
   // Stage 3 gathers the block it computes and prefetches the next; stages 1-3 hold a unit's gradient
   // whole until its reduce-scatter. (qwZ gathers dequantize into fp32.)
   if (zero.stage == 3) e.gathered = 2 * weight_bytes * largest_weights;
-  if (zero.stage >= 1) e.gathered += 4 * largest_grads;
+  // (And the fp32 receive buffer of a unit's reduce-scattered shard.)
+  if (zero.stage >= 1) e.gathered += 4 * largest_grads * (1.0 + 1.0 / shards);
   // QLoRA: the block computing's NF4 matrices dequantized (every stage) and, at stage 3, its gathered
   // NF4 bytes and the prefetched block's.
   if (lora) {

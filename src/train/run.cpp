@@ -434,8 +434,11 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       << " B) + transient gathers " << after.peak_gathered << " B (of which NF4 " << after.peak_nf4_transient
       << " B) + gradient units " << after.peak_unit_grads << " B (buffers kept for reuse at the end: " << after.pooled
       << " B)" << std::endl;
+  // The capacity now beside the peak: on a GPU, what the process holds outside Kokkos' allocations
+  // (the CUDA context, cuBLAS / cuDNN workspaces, NCCL's buffers) is the rest of what nvidia-smi shows.
   log << "device memory at its peak: " << describe_device_peak() << "; estimated at start: "
-      << static_cast<std::int64_t>(tr.memory_estimate().total()) << " B" << std::endl;
+      << static_cast<std::int64_t>(tr.memory_estimate().total()) << " B; now " << compute_memory_capacity().source
+      << std::endl;
   const std::int64_t training_device_peak = device_peak_bytes();  // before the export's buffers
   save_model(tr, cfg, model_path(cfg), writer);
   if (writer) {
