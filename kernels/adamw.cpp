@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -58,26 +57,10 @@ using Member = Kokkos::TeamPolicy<ExecSpace>::member_type;
 
 // What the update does besides updating: nothing (a run's value is its decay flag), or the compute copy
 // (a run's value is 2 * offset + decay flag, adamw_copy_runs) with cast_runs' element conversions.
-// Four consecutive floats as one 16-byte access on a GPU (p 16-byte aligned); a memcpy on the host.
-struct alignas(16) Four {
-  float v[4];
-};
-KOKKOS_INLINE_FUNCTION Four load4(const float* p) {
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const Four*>(p);
-#else
-  Four f;
-  std::memcpy(&f, p, sizeof f);
-  return f;
-#endif
-}
-KOKKOS_INLINE_FUNCTION void store4(float* p, const Four& f) {
-#if defined(__CUDA_ARCH__)
-  *reinterpret_cast<Four*>(p) = f;
-#else
-  std::memcpy(static_cast<void*>(p), &f, sizeof f);
-#endif
-}
+// Four consecutive floats as one 16-byte access on a GPU (bf16_pack.hpp).
+using Four = F32Pack<4>;
+KOKKOS_INLINE_FUNCTION Four load4(const float* p) { return load_f32_pack<4>(p); }
+KOKKOS_INLINE_FUNCTION void store4(float* p, const Four& f) { store_f32_pack<4>(p, f); }
 
 // groups(value): whether a group of four elements starting at a multiple of four has a destination
 // that is one aligned access too (the copy's offset a multiple of four); group() writes it.

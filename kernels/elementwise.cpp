@@ -2,6 +2,7 @@
 #include "kernels/math.hpp"
 
 #include "kernels/bf16.hpp"
+#include "kernels/bf16_pack.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/kernel_scratch.hpp"
 
@@ -137,12 +138,28 @@ void to_bf16(Unmanaged1<const float> src, Unmanaged1<bf16> dst) {
       "to_bf16", Range(0, src.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = bf16(src(i)); });
 }
 
+// Groups of four where both buffers allow (16-byte fp32 and 8-byte bf16 accesses: on a GPU a quarter of
+// the memory instructions), then the tail element by element; each element rounded alike either way.
 void round_and_copy_to_bf16(Unmanaged1<float> x, Unmanaged1<bf16> kept) {
+  constexpr int W = 4;
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+  const std::int64_t groups = packs_fit<W>(W, {{x.data(), 4}, {kept.data(), 2}}) ? n / W : 0;
+  float* xp = x.data();
+  bf16* kp = kept.data();
   Kokkos::parallel_for(
-      "round_and_copy_to_bf16", Range(0, x.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
-        const bf16 b(x(i));
-        kept(i) = b;
-        x(i) = static_cast<float>(b);
+      "round_and_copy_to_bf16", Range(0, groups + (n - groups * W)), KOKKOS_LAMBDA(const std::int64_t t) {
+        if (t < groups) {
+          float v[W];
+          load_floats<W>(xp + t * W, v);
+          for (int e = 0; e < W; ++e) v[e] = round_to_bf16(v[e]);
+          store_floats<W>(kp + t * W, v);  // exact: the values are bf16 already
+          store_floats<W>(xp + t * W, v);
+          return;
+        }
+        const std::int64_t i = groups * W + (t - groups);
+        const bf16 b(xp[i]);
+        kp[i] = b;
+        xp[i] = static_cast<float>(b);
       });
 }
 

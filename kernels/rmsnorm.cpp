@@ -12,14 +12,15 @@
 // dw row (each thread always visits the same columns, so the partial row needs no atomics); then
 // add_column_sums adds the partials block by block. One pass over x and dy and no atomics: for a given
 // team size (one thread on Serial) the order of every sum is fixed, so results are deterministic.
-// On a GPU both directions give each row a warp instead (forward_warp_rows, backward_warp_rows below):
-// the row's sum is a shuffle reduction, not a synchronisation of the whole team per row.
+// On a GPU the rows move in 16-byte packs (forward_packed_rows), and backward gives each row a warp
+// (backward_warp_rows): the row's sum is a shuffle reduction, not a synchronisation of the team per row.
 #include "kernels/rmsnorm.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/bf16_pack.hpp"
 #include "kernels/math.hpp"
 #include "kernels/kernel_scratch.hpp"
 #include "kernels/rows.hpp"
@@ -75,45 +76,81 @@ int forward_team_size(int blocks, int d, const Body& body) {
 }  // namespace
 
 namespace {
-// A GPU: one warp per row (vector lanes over its columns), kWarpRows rows per team. The row's sum is a
-// warp reduction (shuffles): no team synchronisation, no shared memory. One team per block of rows
-// with its threads over the columns (the host's layout) synchronised the team for every reduction.
+// A GPU reads and writes the rows in packs of W (4: 16-byte fp32 and 8-byte bf16 accesses) where every
+// pointer allows (packs_fit), else W = 1: the memory-level parallelism one access per element lacks.
 constexpr bool kOnDevice = !Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
-constexpr int kWarpRows = 8, kLanes = 32;
+constexpr int kPack = 4, kWarpRows = 8, kLanes = 32;
 
-template <class Out>
-void forward_warp_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
-                       Unmanaged2<Out> y, Unmanaged1<float> rstd) {
-  const int d = static_cast<int>(x.extent(1));
+// Forward on a GPU: the host's team per block of kForwardRows rows, each thread over packs of columns.
+template <class Out, int W>
+void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
+                         Unmanaged2<Out> y, Unmanaged1<float> rstd) {
+  const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
-  const int blocks = static_cast<int>((rows + kWarpRows - 1) / kWarpRows);
-  Kokkos::parallel_for(
-      name, Team(blocks, kWarpRows, kLanes), KOKKOS_LAMBDA(const Member& m) {
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, kWarpRows), [&](const int k) {
-          const std::int64_t n = static_cast<std::int64_t>(m.league_rank()) * kWarpRows + k;
-          if (n >= rows) return;
-          const float* xn = &x(n, 0);
-          float sq = 0.f;
-          Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(m, d), [&](const int j, float& acc) { acc += xn[j] * xn[j]; }, sq);
-          const float r = 1.f / kmath::sqrt(sq / d + eps);
-          Kokkos::single(Kokkos::PerThread(m), [&] { rstd(n) = r; });
-          Out* yn = &y(n, 0);
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, d), [&](const int j) { yn[j] = Out(w(j) * (xn[j] * r)); });
-        });
+  const int blocks = static_cast<int>((rows + kForwardRows - 1) / kForwardRows);
+  const float* wp = w.data();
+  const auto body = KOKKOS_LAMBDA(const Member& m) {
+    const std::int64_t n0 = static_cast<std::int64_t>(m.league_rank()) * kForwardRows;
+    const int nr = rows - n0 < kForwardRows ? static_cast<int>(rows - n0) : kForwardRows;
+    const float* xr[kForwardRows];
+    for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
+    const int threads = m.team_size();
+    RowSums sums;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(m, threads),
+        [&](const int t, RowSums& s) {
+          float p[kForwardRows] = {0.f, 0.f, 0.f, 0.f};
+          for (int g = t; g < groups; g += threads) {
+            for (int k = 0; k < kForwardRows; ++k) {
+              float v[W];
+              load_floats<W>(xr[k] + g * W, v);
+              for (int e = 0; e < W; ++e) p[k] += v[e] * v[e];
+            }
+          }
+          for (int k = 0; k < kForwardRows; ++k) s.v[k] += p[k];
+        },
+        Kokkos::Sum<RowSums>(sums));
+    for (int k = 0; k < nr; ++k) {
+      const float r = 1.f / kmath::sqrt(sums.v[k] / d + eps);
+      Kokkos::single(Kokkos::PerTeam(m), [&] { rstd(n0 + k) = r; });
+      const float* xn = xr[k];
+      Out* yn = &y(n0 + k, 0);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(m, groups), [&](const int g) {
+        float v[W], wv[W];
+        load_floats<W>(xn + g * W, v);
+        load_floats<W>(wp + g * W, wv);
+        for (int e = 0; e < W; ++e) v[e] = wv[e] * (v[e] * r);
+        store_floats<W>(yn + g * W, v);
       });
+    }
+  };
+  // Packs of four: two or more per thread and row (forward_team_size keeps four columns per thread).
+  Kokkos::parallel_for(name, Team(blocks, forward_team_size(blocks, W == 1 ? d : 2 * groups, body)), body);
 }
 
-// Backward on a GPU: a warp per row reduces gx = sum_j dy w x by shuffles and updates its dx row; then,
-// after one team barrier, the team's threads and lanes over the columns sum the block's rows in order
-// into the partial dw row (reading dy and x again, from cache).
-template <class X>
+template <class Out>
+void forward_on_device(const char* name, Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
+                       Unmanaged2<Out> y, Unmanaged1<float> rstd) {
+  const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
+  if (packs_fit<kPack>(d, {{x.data(), 4}, {w.data(), 4}, {y.data(), static_cast<int>(sizeof(Out))}})) {
+    forward_packed_rows<Out, kPack>(name, x, w, eps, y, rstd);
+  } else {
+    forward_packed_rows<Out, 1>(name, x, w, eps, y, rstd);
+  }
+}
+
+// Backward on a GPU: one warp per row (vector lanes over its packs), kWarpRows rows per team. The row's
+// gx = sum_j dy w x is a warp reduction (shuffles, no team synchronisation) and the warp updates its dx
+// row; after one team barrier the team's threads and lanes take the packs of columns and sum the
+// block's rows in order into its partial dw row (reading dy and x again, from cache).
+template <class X, int W>
 void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const float> w,
                         Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
                         Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial) {
-  const int d = static_cast<int>(x.extent(1));
+  const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const bool rounded = dx_rounded.extent(0) > 0;
+  const float* wp = w.data();
   Kokkos::parallel_for(
       name, Team(static_cast<int>(partial.extent(0)), kWarpRows, kLanes), KOKKOS_LAMBDA(const Member& m) {
         const std::int64_t n0 = static_cast<std::int64_t>(m.league_rank()) * kWarpRows;
@@ -124,25 +161,58 @@ void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<cons
           const float* dyn = &dy(n, 0);
           float gx = 0.f;
           Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(m, d),
-              [&](const int j, float& acc) { acc += dyn[j] * w(j) * static_cast<float>(xn[j]); }, gx);
+              Kokkos::ThreadVectorRange(m, groups),
+              [&](const int g, float& acc) {
+                float xv[W], dv[W], wv[W];
+                load_floats<W>(xn + g * W, xv);
+                load_floats<W>(dyn + g * W, dv);
+                load_floats<W>(wp + g * W, wv);
+                for (int e = 0; e < W; ++e) acc += dv[e] * wv[e] * xv[e];
+              },
+              gx);
           const float r = rstd(n), c = r * r * r * gx / d;
           float* dxn = &dx(n, 0);
           bf16* dx16 = rounded ? &dx_rounded(n, 0) : nullptr;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, d), [&](const int j) {
-            const float dxj = dxn[j] + (r * dyn[j] * w(j) - c * static_cast<float>(xn[j]));
-            dxn[j] = dxj;
-            if (dx16 != nullptr) dx16[j] = bf16(dxj);
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, groups), [&](const int g) {
+            float xv[W], dv[W], wv[W], out[W];
+            load_floats<W>(xn + g * W, xv);
+            load_floats<W>(dyn + g * W, dv);
+            load_floats<W>(wp + g * W, wv);
+            load_floats<W>(dxn + g * W, out);
+            for (int e = 0; e < W; ++e) out[e] += r * dv[e] * wv[e] - c * xv[e];
+            store_floats<W>(dxn + g * W, out);
+            if (dx16 != nullptr) store_floats<W>(dx16 + g * W, out);
           });
         });
         m.team_barrier();
         float* acc = &partial(m.league_rank(), 0);
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, d), [&](const int j) {
-          float sum = 0.f;
-          for (int k = 0; k < nr; ++k) sum += dy(n0 + k, j) * static_cast<float>(x(n0 + k, j)) * rstd(n0 + k);
-          acc[j] = sum;
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, groups), [&](const int g) {
+          float sum[W];
+          for (int e = 0; e < W; ++e) sum[e] = 0.f;
+          for (int k = 0; k < nr; ++k) {
+            float xv[W], dv[W];
+            load_floats<W>(&x(n0 + k, 0) + g * W, xv);
+            load_floats<W>(&dy(n0 + k, 0) + g * W, dv);
+            const float r = rstd(n0 + k);
+            for (int e = 0; e < W; ++e) sum[e] += dv[e] * xv[e] * r;
+          }
+          store_floats<W>(acc + g * W, sum);
         });
       });
+}
+
+template <class X>
+void backward_on_device(const char* name, Unmanaged2<const X> x, Unmanaged1<const float> w,
+                        Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
+                        Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial) {
+  const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
+  const bool fits = packs_fit<kPack>(d, {{x.data(), static_cast<int>(sizeof(X))}, {w.data(), 4}, {dy.data(), 4},
+                                         {dx.data(), 4}, {dx_rounded.data(), 2}, {partial.data(), 4}});
+  if (fits) {
+    backward_warp_rows<X, kPack>(name, x, w, rstd, dy, dx, dx_rounded, partial);
+  } else {
+    backward_warp_rows<X, 1>(name, x, w, rstd, dy, dx, dx_rounded, partial);
+  }
 }
 
 // y in fp32 or, for a bf16 GEMM input, in bf16: each element w x rstd in fp32, then stored (rounded once).
@@ -156,7 +226,7 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
     throw std::invalid_argument(std::string(name) + ": shapes do not match");
   }
   if (rows == 0) return;
-  if constexpr (kOnDevice) return forward_warp_rows(name, x, w, eps, y, rstd);
+  if constexpr (kOnDevice) return forward_on_device(name, x, w, eps, y, rstd);
   static_assert(kForwardRows == 4, "the accumulators below are written out for four rows");
   const int blocks = static_cast<int>((rows + kForwardRows - 1) / kForwardRows);
   const auto body = KOKKOS_LAMBDA(const Member& m) {
@@ -227,7 +297,7 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
   if (rows == 0) return;
   if constexpr (kOnDevice) {
     const auto partial = kernel_scratch<float>("rmsnorm_dw_partial", (rows + kWarpRows - 1) / kWarpRows, d);
-    backward_warp_rows(name, x, w, rstd, dy, dx, dx_rounded, partial);
+    backward_on_device(name, x, w, rstd, dy, dx, dx_rounded, partial);
     if (dw.extent(0) > 0) add_column_sums(partial, dw);  // empty: a frozen norm weight (LoRA)
     return;
   }

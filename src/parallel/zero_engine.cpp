@@ -389,28 +389,45 @@ void ZeroEngine::block_done(int block) {
 
 // ---- inspection ------------------------------------------------------------------------------------
 
+// The owned region in layout order, through the host unit by unit: the device holds no second copy of
+// the model (an export used to: a full fp32 buffer, 4.6 GiB beside a 1B model's state), only, at stages
+// 1-3, the one unit being gathered.
 std::vector<float> ZeroEngine::owned_to_layout(View1<float> owned) {
-  View1<float> full("zero_full_view", part_.full_numel());
-  for (const OwnedSegment& o : owned_) Kokkos::deep_copy(slice(full, o.full_offset, o.length), slice(owned, o.owned_offset, o.length));
-  if (cfg_.stage >= 1) {
-    for (const FlatUnit& u : part_.units()) {
-      if (u.padded == 0) continue;
-      float* unit = full.data() + u.full_offset;
-      group_.all_gather(unit + rank_ * u.shard, unit, static_cast<std::size_t>(u.shard), DType::f32);
+  using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  std::vector<float> host(static_cast<std::size_t>(part_.full_numel()), 0.f);
+  if (cfg_.stage == 0) {
+    for (const OwnedSegment& o : owned_) {
+      Kokkos::deep_copy(HostSlice(host.data() + o.full_offset, o.length), slice(owned, o.owned_offset, o.length));
     }
+    return host_full_to_layout(host.data());
   }
-  return full_to_layout(full);
+  std::int64_t largest = 0;
+  for (const FlatUnit& u : part_.units()) largest = std::max(largest, u.padded);
+  View1<float> unit("zero_export_unit", static_cast<std::size_t>(largest));
+  for (const FlatUnit& u : part_.units()) {
+    if (u.padded == 0) continue;
+    for (const OwnedSegment& o : owned_) {  // this rank's pieces of the unit: its shard
+      if (o.full_offset < u.full_offset || o.full_offset >= u.full_offset + u.padded) continue;
+      Kokkos::deep_copy(slice(unit, o.full_offset - u.full_offset, o.length), slice(owned, o.owned_offset, o.length));
+    }
+    group_.all_gather(unit.data() + rank_ * u.shard, unit.data(), static_cast<std::size_t>(u.shard), DType::f32);
+    Kokkos::deep_copy(HostSlice(host.data() + u.full_offset, u.padded), slice(unit, 0, u.padded));
+  }
+  return host_full_to_layout(host.data());
 }
 
 // The flat buffer of every unit -> layout order (parameters of other sets stay zero).
 std::vector<float> ZeroEngine::full_to_layout(View1<float> full) {
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), full);
+  return host_full_to_layout(host.data());
+}
+
+std::vector<float> ZeroEngine::host_full_to_layout(const float* full) {
   std::vector<float> out(layout_.total_numel());
   for (const FlatUnit& u : part_.units()) {
     for (std::size_t k = 0; k < u.params.size(); ++k) {
       const int p = u.params[k];
-      std::copy_n(host.data() + u.full_offset + u.param_offset[k], layout_.params()[p].numel(),
-                  out.begin() + layout_.offset(p));
+      std::copy_n(full + u.full_offset + u.param_offset[k], layout_.params()[p].numel(), out.begin() + layout_.offset(p));
     }
   }
   return out;

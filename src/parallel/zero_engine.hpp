@@ -185,6 +185,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   template <class Fn>
   void for_each_owned_slice(Fn&& fn) const;
   std::vector<float> full_to_layout(View1<float> full);
+  std::vector<float> host_full_to_layout(const float* full);  // full: the flat units on the host
   std::vector<float> frozen_weights_to_layout();
   bool holds(int param) const { return part_.unit_of(param) >= 0; }
   void make_runs();
