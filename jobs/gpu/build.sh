@@ -140,9 +140,19 @@ if ! cmake --build "$build" -j"$jobs" "${targets[@]}" > "$build.build.log" 2>&1;
 fi
 echo "gpu/build: ${SHARDFT_GPU_TARGETS:-every shardft target} built with Kokkos $kk_version ($tag) in $build"
 # What the binaries were built from, for jobs/gpu/pack.sh --prebuilt's manifest: the commit, and the
-# changes to it (git status --porcelain: modified and untracked files alike, as CMake globs sources).
+# changes to it (git status --porcelain: modified and untracked files alike, as CMake globs sources),
+# and the git tree of the working tree as built (a scratch index, the real one untouched): when those
+# changes are committed afterwards, pack.sh finds that commit's tree equal and names the commit.
+worktree_tree() {
+  local index
+  index=$(mktemp)
+  cp "$(git -C "$root" rev-parse --absolute-git-dir)/index" "$index" 2>/dev/null || true
+  GIT_INDEX_FILE=$index git -C "$root" add -A >/dev/null 2>&1 && GIT_INDEX_FILE=$index git -C "$root" write-tree 2>/dev/null
+  rm -f "$index"
+}
 {
   echo "commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "tree=$(worktree_tree || echo unknown)"
   echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "targets=${SHARDFT_GPU_TARGETS:-all}"
   git -C "$root" status --porcelain 2>/dev/null | sed 's/^/changed=/' || true

@@ -88,6 +88,12 @@ if [ -f "$build/build-source.txt" ] && [ ! "${binaries[0]}" -nt "$build/build-so
   changes=$(sed -n 's/^changed=//p' "$build/build-source.txt")
   if [ -n "$changes" ]; then dirty=true; else dirty=false; fi
   provenance="build-source.txt of $build"
+  # Built from uncommitted changes that HEAD has committed since, exactly: the binaries are HEAD's.
+  built_tree=$(sed -n 's/^tree=//p' "$build/build-source.txt")
+  if [ "$dirty" = true ] && [ -n "$built_tree" ] && [ "$built_tree" = "$(git -C "$source_dir" rev-parse 'HEAD^{tree}' 2>/dev/null)" ]; then
+    provenance="$provenance (built from $commit with changes that commit $(git -C "$source_dir" rev-parse --short HEAD) holds, tree for tree)"
+    commit=$(git -C "$source_dir" rev-parse HEAD) dirty=false changes=""
+  fi
 else
   provenance="unknown: $build has no build-source.txt as new as its binaries; its source tree $source_dir is at $(git -C "$source_dir" rev-parse --short HEAD 2>/dev/null || echo '?') with $(git -C "$source_dir" status --porcelain 2>/dev/null | wc -l) changed files now"
 fi
