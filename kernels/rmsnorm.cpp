@@ -81,7 +81,9 @@ namespace {
 constexpr bool kOnDevice = !Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
 constexpr int kPack = 4, kWarpRows = 8, kLanes = 32;
 
-// Forward on a GPU: the host's team per block of kForwardRows rows, each thread over packs of columns.
+// Forward: one team per block of kForwardRows rows, each thread over packs of W columns of every row of
+// the block. A last block of fewer rows reads its last row again in the missing slots (and stores
+// nothing for them): no branch in the loop.
 template <class Out, int W>
 void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
                          Unmanaged2<Out> y, Unmanaged1<float> rstd) {
@@ -126,17 +128,6 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
   };
   // Packs of four: two or more per thread and row (forward_team_size keeps four columns per thread).
   Kokkos::parallel_for(name, Team(blocks, forward_team_size(blocks, W == 1 ? d : 2 * groups, body)), body);
-}
-
-template <class Out>
-void forward_on_device(const char* name, Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
-                       Unmanaged2<Out> y, Unmanaged1<float> rstd) {
-  const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
-  if (packs_fit<kPack>(d, {{x.data(), 4}, {w.data(), 4}, {y.data(), static_cast<int>(sizeof(Out))}})) {
-    forward_packed_rows<Out, kPack>(name, x, w, eps, y, rstd);
-  } else {
-    forward_packed_rows<Out, 1>(name, x, w, eps, y, rstd);
-  }
 }
 
 // Backward on a GPU: one warp per row (vector lanes over its packs), kWarpRows rows per team. The row's
@@ -226,43 +217,15 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
     throw std::invalid_argument(std::string(name) + ": shapes do not match");
   }
   if (rows == 0) return;
-  if constexpr (kOnDevice) return forward_on_device(name, x, w, eps, y, rstd);
-  static_assert(kForwardRows == 4, "the accumulators below are written out for four rows");
-  const int blocks = static_cast<int>((rows + kForwardRows - 1) / kForwardRows);
-  const auto body = KOKKOS_LAMBDA(const Member& m) {
-    const std::int64_t n0 = static_cast<std::int64_t>(m.league_rank()) * kForwardRows;
-    const int nr = rows - n0 < kForwardRows ? static_cast<int>(rows - n0) : kForwardRows;
-    // A last block of fewer rows reads its last row again in the missing slots (and stores nothing for
-    // them): no branch in the loop.
-    const float* xr[kForwardRows];
-    for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
-    const int threads = m.team_size();
-    RowSums sums;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(m, threads),
-        [&](const int t, RowSums& s) {
-          float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
-          for (int j = t; j < d; j += threads) {
-            p0 += xr[0][j] * xr[0][j];
-            p1 += xr[1][j] * xr[1][j];
-            p2 += xr[2][j] * xr[2][j];
-            p3 += xr[3][j] * xr[3][j];
-          }
-          s.v[0] += p0;
-          s.v[1] += p1;
-          s.v[2] += p2;
-          s.v[3] += p3;
-        },
-        Kokkos::Sum<RowSums>(sums));
-    for (int k = 0; k < nr; ++k) {
-      const float r = 1.f / kmath::sqrt(sums.v[k] / d + eps);
-      Kokkos::single(Kokkos::PerTeam(m), [&] { rstd(n0 + k) = r; });
-      const float* xn = xr[k];
-      Out* yn = &y(n0 + k, 0);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) { yn[j] = Out(w(j) * (xn[j] * r)); });
-    }
-  };
-  Kokkos::parallel_for(name, Team(blocks, forward_team_size(blocks, d, body)), body);
+  // Packs of four on a GPU where the rows allow; the host reads element by element (W = 1: each row
+  // summed j = 0, 1, ... per thread, as it always was).
+  const bool packed = kOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d), {{x.data(), 4}, {w.data(), 4},
+                                                                                  {y.data(), static_cast<int>(sizeof(Out))}});
+  if (packed) {
+    forward_packed_rows<Out, kPack>(name, x, w, eps, y, rstd);
+  } else {
+    forward_packed_rows<Out, 1>(name, x, w, eps, y, rstd);
+  }
 }
 }  // namespace
 
