@@ -57,11 +57,6 @@ using Member = Kokkos::TeamPolicy<ExecSpace>::member_type;
 
 // What the update does besides updating: nothing (a run's value is its decay flag), or the compute copy
 // (a run's value is 2 * offset + decay flag, adamw_copy_runs) with cast_runs' element conversions.
-// Four consecutive floats as one 16-byte access on a GPU (bf16_pack.hpp).
-using Four = F32Pack<4>;
-KOKKOS_INLINE_FUNCTION Four load4(const float* p) { return load_f32_pack<4>(p); }
-KOKKOS_INLINE_FUNCTION void store4(float* p, const Four& f) { store_f32_pack<4>(p, f); }
-
 // groups(value): whether a group of four elements starting at a multiple of four has a destination
 // that is one aligned access too (the copy's offset a multiple of four); group() writes it.
 struct NoCopy {
@@ -75,7 +70,7 @@ struct CopyToBf16 {
   bf16* dst;
   KOKKOS_INLINE_FUNCTION static bool decays(std::int64_t value) { return (value & 1) != 0; }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t value, std::int64_t i, float p) const { dst[i + (value >> 1)] = bf16(p); }
-  bool aligned() const { return reinterpret_cast<std::uintptr_t>(dst) % 8 == 0; }
+  bool aligned() const { return packs_fit<4>(4, {{dst, 2}}); }
   KOKKOS_INLINE_FUNCTION bool groups(std::int64_t value) const { return ((value >> 1) & 3) == 0; }
   KOKKOS_INLINE_FUNCTION void group(std::int64_t value, std::int64_t i, const float* p) const {
     Bf16Pack<4> out;
@@ -91,12 +86,12 @@ struct CopyToF32 {
     return cast == RunCast::round_bf16 ? round_to_bf16(p) : cast == RunCast::round_fp16 ? round_to_fp16(p) : p;
   }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t value, std::int64_t i, float p) const { dst[i + (value >> 1)] = cast_of(p); }
-  bool aligned() const { return reinterpret_cast<std::uintptr_t>(dst) % 16 == 0; }
+  bool aligned() const { return packs_fit<4>(4, {{dst, 4}}); }
   KOKKOS_INLINE_FUNCTION bool groups(std::int64_t value) const { return ((value >> 1) & 3) == 0; }
   KOKKOS_INLINE_FUNCTION void group(std::int64_t value, std::int64_t i, const float* p) const {
-    Four out;
+    F32Pack<4> out;
     for (int e = 0; e < 4; ++e) out.v[e] = cast_of(p[e]);
-    store4(dst + i + (value >> 1), out);
+    store_f32_pack<4>(dst + i + (value >> 1), out);
   }
 };
 
@@ -129,12 +124,12 @@ struct RunPiece {
     copy(value, i, p[i]);
   }
   KOKKOS_INLINE_FUNCTION void group(std::int64_t value, float decay, float s, std::int64_t i) const {
-    Four pp = load4(p + i), m4 = load4(mm + i), v4 = load4(vv + i);
-    const Four g4 = load4(g + i);
+    F32Pack<4> pp = load_f32_pack<4>(p + i), m4 = load_f32_pack<4>(mm + i), v4 = load_f32_pack<4>(vv + i);
+    const F32Pack<4> g4 = load_f32_pack<4>(g + i);
     for (int e = 0; e < 4; ++e) adamw_element(c, decay, g4.v[e] * s, pp.v[e], m4.v[e], v4.v[e]);
-    store4(p + i, pp);
-    store4(mm + i, m4);
-    store4(vv + i, v4);
+    store_f32_pack<4>(p + i, pp);
+    store_f32_pack<4>(mm + i, m4);
+    store_f32_pack<4>(vv + i, v4);
     copy.group(value, i, pp.v);
   }
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t value, std::int64_t a, std::int64_t b,
@@ -150,8 +145,6 @@ struct RunPiece {
   }
 };
 
-inline bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
-
 template <class Copy>
 void update_runs(const char* name, const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
                  Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
@@ -162,8 +155,8 @@ void update_runs(const char* name, const AdamWHyper& h, const FlatRuns& runs, Un
   // stay bit for bit those of adamw_update).
   constexpr bool device = !Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
   const RunPiece<Copy> piece{coefficients(h), param.data(), grad.data(), m.data(), v.data(), copy,
-                             device && aligned16(param.data()) && aligned16(grad.data()) && aligned16(m.data()) &&
-                                 aligned16(v.data()) && copy.aligned()};
+                             device && copy.aligned() &&
+                                 packs_fit<4>(4, {{param.data(), 4}, {grad.data(), 4}, {m.data(), 4}, {v.data(), 4}})};
   const float* scale = grad_scale.extent(0) > 0 ? grad_scale.data() : nullptr;
   for_each_run_in_chunks(
       name, runs, KOKKOS_LAMBDA(const Member& team, const std::int64_t value, const std::int64_t a, const std::int64_t b) {

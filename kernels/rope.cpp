@@ -102,11 +102,9 @@ int rope_lanes(int half) {
 // With plain RoPE's table, the same float operations as rope_forward / rope_backward, so the two paths
 // agree bit for bit.
 namespace {
-// q and k in fp32 or bf16 (a bf16 step's kept q and k): each pair read into fp32, rotated with the same
-// float operations either way, and stored (rounded once in bf16).
 // A GPU, where every row and the table allow it: each lane rotates W = 4 consecutive pairs of a head,
 // its x1, x2, cos and sin read in packs (8-byte bf16, 16-byte fp32 accesses), a quarter of the memory
-// instructions; the same float operations per pair. Positions beyond the table keep the general kernel.
+// instructions; the same float operations per pair, positions beyond the table included.
 constexpr int kRopePack = 4;
 template <class T>
 void rope_rotate_packed(const char* name, Unmanaged2<T> q, Unmanaged2<T> k, Unmanaged1<const std::int32_t> pos,
@@ -166,6 +164,8 @@ bool rope_packs_fit(Unmanaged2<T> q, Unmanaged2<T> k, const RopeTable& table) {
                                      {table.cos.data(), 4}, {table.sin.data(), 4}});
 }
 
+// q and k in fp32 or bf16 (a bf16 step's kept q and k): each pair read into fp32, rotated with the same
+// float operations either way, and stored (rounded once in bf16).
 template <class T>
 void rope_rotate_qk_of(const char* name, Unmanaged2<T> q, Unmanaged2<T> k, Unmanaged1<const std::int32_t> pos,
                        const RopeTable& table, bool inverse) {

@@ -82,7 +82,9 @@ double activation_estimate(const ModelConfig& m, const ActivationShape& a) {
   const double chunk = a.logits_chunk_tokens > 0 ? std::min<double>(a.logits_chunk_tokens, tokens) : tokens;
   const double head = 4 * tokens * (2 * d + 1) + c * chunk * m.vocab_size;  // final norm, its output, logits chunk
   return kept + backward + head + unfused_bf16_scratch(m, a);
-}}  // namespace
+}
+
+}  // namespace
 
 RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLayout& layout, const ZeroConfig& zero,
                                         int shard_size, const ActivationShape& shape) {
