@@ -20,6 +20,7 @@
 // attention_forward_lse / attention_backward_lse pick the tiled kernel when the memory space is
 // host-accessible and the flash kernel otherwise.
 #include "kernels/attention.hpp"
+#include "kernels/bf16.hpp"
 
 namespace shardft {
 
@@ -51,7 +52,24 @@ struct AttentionTiles {
   int key_cols = 128;
 };
 
-// Host memory only: the views' data must be host-accessible (the dispatchers above check it).
+// bf16 q, k, v, o, dout (a bf16 step's activations) and bf16 outputs: the values the fp32 kernels give on
+// the widened inputs, each output rounded once (kernels/attention_lse_bf16.cpp). On the host, fp32 scratch
+// of a few [T, heads / kv_heads * head_dim] blocks instead of fp32 copies of every operand. Backward's dq,
+// dk, dv may be q's, k's and v's own buffers (each kv-head group's operands are read before its gradients
+// are written).
+void attention_forward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
+                                Unmanaged2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o,
+                                Unmanaged1<float> lse);
+void attention_backward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
+                                 Unmanaged2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids,
+                                 Unmanaged2<const bf16> o, Unmanaged1<const float> lse, Unmanaged2<const bf16> dout,
+                                 Unmanaged2<bf16> dq, Unmanaged2<bf16> dk, Unmanaged2<bf16> dv,
+                                 Unmanaged1<float> delta);
+
+// Host memory only: the views' data must be host-accessible (the dispatchers above check it). The tiled
+// backward also takes an empty o, with delta holding D on entry; add_into_dkv adds into dk and dv instead
+// of overwriting them (in the order the whole group's call would: one query head's call after another
+// gives the same bits).
 void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                                  Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                                  Unmanaged2<float> o, Unmanaged1<float> lse, AttentionTiles tiles = {});
@@ -59,6 +77,7 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
                                   Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                                   Unmanaged2<const float> o, Unmanaged1<const float> lse,
                                   Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
-                                  Unmanaged2<float> dv, Unmanaged1<float> delta, AttentionTiles tiles = {});
+                                  Unmanaged2<float> dv, Unmanaged1<float> delta, AttentionTiles tiles = {},
+                                  bool add_into_dkv = false);
 
 }  // namespace shardft

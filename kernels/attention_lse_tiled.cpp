@@ -201,14 +201,16 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
                                   Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                                   Unmanaged2<const float> o, Unmanaged1<const float> lse,
                                   Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
-                                  Unmanaged2<float> dv, Unmanaged1<float> delta, AttentionTiles tiles) {
+                                  Unmanaged2<float> dv, Unmanaged1<float> delta, AttentionTiles tiles,
+                                  bool add_into_dkv) {
   const int T = s.seq, H = s.heads, G = s.kv_heads, hd = s.head_dim, group = s.heads / s.kv_heads;
   const int Bq = tile_or_one(tiles.query_rows), Bk = tile_or_one(tiles.key_cols);
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const std::int64_t ldq = q.stride_0(), ldk = k.stride_0(), ldv = v.stride_0(), ldo = o.stride_0(),
                      ldd = dout.stride_0(), lddq = dq.stride_0(), lddk = dk.stride_0(), lddv = dv.stride_0();
-  // D_i = dO_i . O_i per (b, h, i); dq, dk, dv accumulate from zero.
-  for (int b = 0; b < s.batch; ++b) {
+  // D_i = dO_i . O_i per (b, h, i) (an empty o: delta holds it already); dq, dk, dv accumulate from zero
+  // (dk and dv from their values on entry with add_into_dkv).
+  for (int b = 0; b < (o.extent(0) > 0 ? s.batch : 0); ++b) {
     for (int h = 0; h < H; ++h) {
       for (int i = 0; i < T; ++i) {
         const std::int64_t row = static_cast<std::int64_t>(b) * T + i;
@@ -221,8 +223,10 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
     }
   }
   zero_rows(dq);
-  zero_rows(dk);
-  zero_rows(dv);
+  if (!add_into_dkv) {
+    zero_rows(dk);
+    zero_rows(dv);
+  }
   float* Pt = host_scratch("attention_lse_backward_tiles", 2 * static_cast<std::size_t>(Bk) * Bq);
   float* dSt = Pt + static_cast<std::size_t>(Bk) * Bq;
   for (int b = 0; b < s.batch; ++b) {

@@ -19,6 +19,7 @@ void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s);
 // gradient (bf16, as autocast hands it back). s receives forward's s again, computed by the same
 // expression from the same bf16 inputs (the same bits), for the down projection's weight gradient: forward
 // need not keep s, and its I columns per token cost one extra write here instead of a buffer per layer.
+// s may be ds's own buffer: each pack of ds is read before s's pack is written over it, by the same thread.
 void swiglu_backward_packed_bf16(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s);
 
 }  // namespace shardft

@@ -117,15 +117,22 @@ void project_qkv_bf16(const AttentionWeights& w, const AttentionTokens& t, Atten
   rope_rotate_qk(q, k, t.positions, *t.rope, false);
 }
 
-// The bf16 path without the fused kernels (a CPU build): o = attention(q, k, v) on the Kokkos kernels,
-// which read q, k, v widened and write o in fp32, kept (rounded) as the o projection's input. A GPU build
-// runs the fused kernel here, one launch reading and writing bf16; the widening and rounding passes
-// are the CPU's and are not counted, so the step's launch count is what the GPU path launches.
+// The bf16 path without the fused kernels (a CPU build): o = attention(q, k, v) on the Kokkos kernels.
+// Memory-efficient attention reads q, k, v and writes o in bf16 itself (kernels/attention_lse.hpp, fp32
+// inside, one kv-head group at a time on the host); eager attention reads them widened and writes o in
+// fp32, kept (rounded) as the o projection's input. A GPU build runs the fused kernel here, one launch
+// reading and writing bf16; the widening and rounding passes are the CPU's and are not counted, so the
+// step's launch count is what the GPU path launches.
 void attend_unfused_bf16(const AttentionTokens& t, AttentionActivations& a, std::int64_t qd, std::int64_t kvd,
                          ActivationScratch& scratch) {
   const std::int64_t N = t.num_tokens();
   const VendorKernel launch("attention forward (host kernels for the fused one)");
   const UncountedLaunches host_only;
+  if (t.memory_efficient) {
+    attention_forward_lse_bf16(t.shape, a.q.kept_bf16(N, qd), a.k.kept_bf16(N, kvd), a.v.kept_bf16(N, kvd), t.seq_ids,
+                               a.o.bf16_output(N, qd), a.lse.vec(rows_times_heads(t.shape)));
+    return;
+  }
   const Qkv qkv = qkv_of(a, N, qd, kvd, false, Kept::bf16, scratch.kept, true);
   const auto o = a.o.staging(N, qd, ComputeDtype::bf16, scratch.gemm_input);
   attend(t, qkv.q, qkv.k, qkv.v, a, o, nullptr);
@@ -182,36 +189,48 @@ void unfused_attention_backward(const AttentionTokens& t, const Qkv& qkv, Attent
   }
 }
 
-// The bf16 path (bf16_qkv): dattn in bf16 for the fused kernels (the o projection's GEMM writes it), their
-// bf16 gradients rotated back in place; the unfused kernels' fp32 gradients rounded to bf16 first.
+// The bf16 path (bf16_qkv): dattn in bf16 (autocast's gradient of the bf16 o; the o projection's GEMM
+// writes it), dq, dk, dv in bf16 from the fused kernels or the memory-efficient ones, rotated back in place;
+// eager attention's fp32 gradients (from dattn widened) rounded to bf16 first.
 QkvGrads attention_grads_bf16(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a,
                               const LinearGrad& dout, AttentionGradBuffers& b, ActivationScratch& scratch) {
   const std::int64_t N = t.num_tokens(), qd = w.q.out_features(), kvd = w.k.out_features();
-  const auto dq = kernel_scratch<bf16>("attn_dq_bf16", N, qd);
-  const auto dk = kernel_scratch<bf16>("attn_dk_bf16", N, kvd), dv = kernel_scratch<bf16>("attn_dv_bf16", N, kvd);
+  // The memory-efficient kernels write dq, dk, dv over q, k, v, which backward reads for the last time
+  // there; the fused ones (cuDNN) read all of q, k, v while writing, so theirs go into scratch.
+  const bool over_qkv = !t.fused && t.memory_efficient;
+  const auto dq = over_qkv ? a.q.bf16_output(N, qd) : kernel_scratch<bf16>("attn_dq_bf16", N, qd);
+  const auto dk = over_qkv ? a.k.bf16_output(N, kvd) : kernel_scratch<bf16>("attn_dk_bf16", N, kvd);
+  const auto dv = over_qkv ? a.v.bf16_output(N, kvd) : kernel_scratch<bf16>("attn_dv_bf16", N, kvd);
+  const auto dattn = kernel_scratch<bf16>("attn_dout_bf16", N, qd);
+  if (w.o.plain()) {
+    w.o.backward_input_bf16(dout, dattn);
+  } else {
+    const auto dattn32 = b.dattn.mat(N, qd);
+    w.o.backward_input(dout, dattn32, 0.f);
+    to_bf16(flat(Unmanaged2<const float>(dattn32)), flat(dattn));
+  }
   if (t.fused) {
-    const auto dattn = kernel_scratch<bf16>("attn_dout_bf16", N, qd);
-    if (w.o.plain()) {
-      w.o.backward_input_bf16(dout, dattn);
-    } else {
-      const auto dattn32 = b.dattn.mat(N, qd);
-      w.o.backward_input(dout, dattn32, 0.f);
-      to_bf16(flat(Unmanaged2<const float>(dattn32)), flat(dattn));
-    }
     fused_attention_backward(t.shape, t.segments, a.q.kept_bf16(N, qd), a.k.kept_bf16(N, kvd), a.v.kept_bf16(N, kvd),
                              a.o.bf16_output(N, qd), dattn, a.lse.vec(fused_attention_stats_size(t.shape, t.segments)),
                              dq, dk, dv);
   } else {
-    const auto dattn = b.dattn.mat(N, qd), dq32 = b.dq.mat(N, qd), dk32 = b.dk.mat(N, kvd), dv32 = b.dv.mat(N, kvd);
-    w.o.backward_input(dout, dattn, 0.f);
     // As in attend_unfused_bf16: one launch on a GPU, the CPU's widening and rounding passes uncounted.
     const VendorKernel launch("attention backward (host kernels for the fused one)");
     const UncountedLaunches host_only;
-    const Qkv qkv = qkv_of(a, N, qd, kvd, false, Kept::bf16, scratch.kept, true);
-    unfused_attention_backward(t, qkv, a, ComputeDtype::bf16, dattn, dq32, dk32, dv32, b, scratch);
-    to_bf16(flat(Unmanaged2<const float>(dq32)), flat(dq));
-    to_bf16(flat(Unmanaged2<const float>(dk32)), flat(dk));
-    to_bf16(flat(Unmanaged2<const float>(dv32)), flat(dv));
+    const std::int64_t rows = rows_times_heads(t.shape);
+    if (t.memory_efficient) {
+      attention_backward_lse_bf16(t.shape, a.q.kept_bf16(N, qd), a.k.kept_bf16(N, kvd), a.v.kept_bf16(N, kvd),
+                                  t.seq_ids, a.o.bf16_output(N, qd), a.lse.vec(rows), dattn, dq, dk, dv,
+                                  b.delta.vec(rows));
+    } else {
+      const auto dattn32 = b.dattn.mat(N, qd), dq32 = b.dq.mat(N, qd), dk32 = b.dk.mat(N, kvd), dv32 = b.dv.mat(N, kvd);
+      to_f32(flat(Unmanaged2<const bf16>(dattn)), flat(dattn32));
+      const Qkv qkv = qkv_of(a, N, qd, kvd, false, Kept::bf16, scratch.kept, true);
+      unfused_attention_backward(t, qkv, a, ComputeDtype::bf16, dattn32, dq32, dk32, dv32, b, scratch);
+      to_bf16(flat(Unmanaged2<const float>(dq32)), flat(dq));
+      to_bf16(flat(Unmanaged2<const float>(dk32)), flat(dk));
+      to_bf16(flat(Unmanaged2<const float>(dv32)), flat(dv));
+    }
   }
   rope_rotate_qk(dq, dk, t.positions, *t.rope, true);
   const auto grad = [](Unmanaged2<bf16> g) { return LinearGrad{Unmanaged2<const float>(), Unmanaged2<const bf16>(g)}; };
@@ -235,6 +254,7 @@ QkvGrads attention_grads(const AttentionWeights& w, const AttentionGrads& g, con
   if (t.fused) {
     attend_fused_backward(t, qkv, a, how, dattn, dq, dk, dv);
   } else {
+    if (dt == ComputeDtype::bf16) round_activation(dattn, dt);  // as the fused kernels and the bf16 path read it
     unfused_attention_backward(t, qkv, a, dt, dattn, dq, dk, dv, b, scratch);
   }
   if (dt == ComputeDtype::bf16 && !w.qk_norm()) {

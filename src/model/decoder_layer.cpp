@@ -46,7 +46,10 @@ void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unma
   const Kept how = kept_as(dt, a.every_layer);
   const bool in_place = out.data() != nullptr && out.data() == x.data();
   const bool keep_x_mid = !in_place || how == Kept::bf16;
-  const Unmanaged2<float> x_mid = keep_x_mid ? a.x_mid.staging(N, d, how, s.x_mid) : out;
+  // In place with x_mid kept as bf16, the stream buffer holds x_mid too: backward reads x and x_mid from
+  // their bf16 copies, so x's fp32 values are not needed once the attention block has read them.
+  const Unmanaged2<float> x_mid =
+      keep_x_mid && !(in_place && how == Kept::bf16) ? a.x_mid.staging(N, d, how, s.x_mid) : out;
   attention_block_forward(w.attention, t, x, a.attention, x_mid, s.blocks, cache);
   if (keep_x_mid) {
     a.x_mid.keep(x_mid, how);

@@ -42,8 +42,9 @@ struct LayerActivations {
 };
 
 // fp32 scratch shared by every layer, used only in bf16 compute: the blocks' (model/linear.hpp
-// ActivationScratch), x_mid's when it is held as bf16, and the decoder's for the layer inputs it keeps
-// as bf16 (the residual stream, updated there in place by each layer).
+// ActivationScratch), x_mid's when it is held as bf16 by a layer that does not run in place (one that
+// does writes x_mid into the stream itself), and the decoder's for the layer inputs it keeps as bf16 (the
+// residual stream, updated there in place by each layer).
 struct LayerStaging {
   ActivationScratch blocks;
   GrowingBuffer x_mid{"x_mid_staging"}, input{"layer_input_staging"};

@@ -37,8 +37,14 @@ Unmanaged2<float> normed(const HeadWeights& w, Unmanaged2<const float> x, HeadBu
   return h;
 }
 
+// h as the head's GEMMs read it; in bf16 compute the norm writes it in bf16 itself (the same values as
+// normed() rounded, without an fp32 [tokens, hidden] copy or a rounding pass).
 GemmOperand final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuffers& b) {
-  return head_input(normed(w, x, b), w.lm_head.dtype(), b.h16);
+  if (w.lm_head.dtype() != ComputeDtype::bf16) return head_input(normed(w, x, b), w.lm_head.dtype(), b.h16);
+  const std::int64_t N = x.extent(0);
+  const auto h = b.h16.mat(N, x.extent(1));
+  rmsnorm_forward(x, w.norm, w.norm_eps, h, b.rstd.vec(N));
+  return Unmanaged2<const bf16>(h);
 }
 
 // One chunk in bf16 compute with a plain head: the GEMM writes the logits in bf16 (autocast's lm_head

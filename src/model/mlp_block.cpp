@@ -34,9 +34,10 @@ bool bf16_activations(const MlpWeights& w, const MlpActivations& a) {
 Unmanaged2<bf16> s_scratch(std::int64_t N, std::int64_t I) { return kernel_scratch<bf16>("mlp_s_bf16", N, I); }
 
 // ds = d loss / d s as SwiGLU's backward reads it: rounded to bf16 once (autocast's gradient of the bf16
-// s), by the GEMM itself where the down projection is plain.
-Unmanaged2<const bf16> down_input_grad_bf16(const Linear& down, const LinearGrad& dy, std::int64_t N, std::int64_t I) {
-  const auto ds = kernel_scratch<bf16>("mlp_ds_bf16", N, I);
+// s), by the GEMM itself where the down projection is plain. Written into s's scratch, which SwiGLU's
+// backward then fills with s again, pack by pack after reading ds there (one [tokens, I] buffer, not two).
+Unmanaged2<bf16> down_input_grad_bf16(const Linear& down, const LinearGrad& dy, std::int64_t N, std::int64_t I) {
+  const auto ds = s_scratch(N, I);
   if (down.plain()) {
     down.backward_input_bf16(dy, ds);
   } else {
@@ -52,9 +53,9 @@ LinearGrad down_and_swiglu_backward(const MlpWeights& w, const MlpGrads& g, MlpA
                                     std::int64_t N, std::int64_t I, ActivationScratch& scratch) {
   const ComputeDtype dt = w.down.dtype();
   if (bf16_activations(w, a)) {
-    const Unmanaged2<const bf16> ds = down_input_grad_bf16(w.down, dy, N, I);
-    const auto gu = a.gu.bf16_output(N, 2 * I), s = s_scratch(N, I);
-    swiglu_backward_packed_bf16(gu, ds, s);  // gu now holds [dg | du], s forward's s again
+    const Unmanaged2<bf16> s = down_input_grad_bf16(w.down, dy, N, I);  // ds, until SwiGLU's backward
+    const auto gu = a.gu.bf16_output(N, 2 * I);
+    swiglu_backward_packed_bf16(gu, s, s);  // gu now holds [dg | du], s forward's s again
     w.down.backward_weight(Unmanaged2<const bf16>(s), dy, g.down);
     return {Unmanaged2<const float>(), Unmanaged2<const bf16>(gu)};
   }

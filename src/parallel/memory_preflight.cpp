@@ -41,15 +41,21 @@ ActivationShape activation_shape(const TrainConfig& cfg) {
 
 namespace {
 
-// bf16 compute through fp32 kernels (ActivationShape): one layer's q, k, v widened, the attention's fp32
-// gradients of q, k, v and o and its per-query deltas; the GEMMs' widened operand tiles and fp32 output
-// tile (the largest operands: gate/up's [tokens, 2I] and the down projection's [tokens, I]).
+// bf16 compute through fp32 kernels (ActivationShape): eager attention's widened q, k, v and fp32
+// gradients of q, k, v and o, or memory-efficient attention's seven fp32 [seq, head_dim] blocks of one
+// sequence's head (backward's q, dO, dq, k, v, dk, dv); the per-query deltas; the GEMMs' widened operand
+// tiles and fp32 output tile (the largest operands: gate/up's [tokens, 2I] and the down projection's
+// [tokens, I]).
 double unfused_bf16_scratch(const ModelConfig& m, const ActivationShape& a) {
   if (!a.bf16) return 0;
   const double tokens = static_cast<double>(a.batch) * a.seq, hd = m.head_dim(), I = m.intermediate_size;
   const double qd = m.num_attention_heads * hd, kvd = m.num_key_value_heads * hd;
   double bytes = 0;
-  if (!a.fused_attention) bytes += 4 * tokens * ((qd + 2 * kvd) + (2 * qd + 2 * kvd) + m.num_attention_heads);
+  if (!a.fused_attention) {
+    const double fp32_copies = a.eager_attention ? tokens * ((qd + 2 * kvd) + (2 * qd + 2 * kvd))
+                                                 : 7 * static_cast<double>(a.seq) * hd;
+    bytes += 4 * (fp32_copies + tokens * m.num_attention_heads);
+  }
   if (a.gemm_widening_tile > 0) {
     const double tile = static_cast<double>(a.gemm_widening_tile);
     bytes += 4 * (2 * std::min(tile, tokens * 2 * I) + std::min(tile, tokens * I));
@@ -75,12 +81,13 @@ double activation_estimate(const ModelConfig& m, const ActivationShape& a) {
   const double c = a.bf16 ? 2 : 4;  // bytes of the compute dtype
   const double kept = a.checkpointing ? tokens * c * d * m.num_hidden_layers + layer : layer * m.num_hidden_layers;
   // bf16: the residual stream's gradient (fp32 dh and dx, its bf16 copy), gate/up's bf16 dy, SwiGLU's
-  // recomputed product and its gradient, the fp32 staging of a GEMM input ([tokens, I] at most) and of
-  // a layer input, the attention's bf16 dq, dk, dv and d o.
-  const double bf16_backward = tokens * (4 * 2 * d + 2 * d + 2 * 2 * I + 2 * 2 * I + 4 * I + 4 * d + 2 * (2 * qd + 2 * kvd));
+  // recomputed product and its gradient (one buffer), the fp32 staging of a GEMM input ([tokens, I] at
+  // most) and of a layer input, the attention's bf16 dq, dk, dv and d o.
+  const double bf16_backward = tokens * (4 * 2 * d + 2 * d + 2 * 2 * I + 2 * I + 4 * I + 4 * d + 2 * (2 * qd + 2 * kvd));
   const double backward = a.bf16 ? bf16_backward : layer;
   const double chunk = a.logits_chunk_tokens > 0 ? std::min<double>(a.logits_chunk_tokens, tokens) : tokens;
-  const double head = 4 * tokens * (2 * d + 1) + c * chunk * m.vocab_size;  // final norm, its output, logits chunk
+  // the final norm's fp32 input and its output (in bf16 compute written in bf16), the logits chunk
+  const double head = tokens * (4 * d + c * d + 4) + c * chunk * m.vocab_size;
   return kept + backward + head + unfused_bf16_scratch(m, a);
 }
 

@@ -31,9 +31,9 @@ struct ActivationShape {
   int batch = 1, seq = 1;
   bool checkpointing = false, eager_attention = false, bf16 = false;
   int logits_chunk_tokens = 0;  // 0: the whole micro-batch's logits at once
-  // bf16 compute on a build without the fused kernels (the CPU): attention reads q, k, v widened to fp32
-  // and writes fp32 gradients; bf16 GEMMs widen their operands a tile of this many elements at a time
-  // (0: the GEMMs read bf16 themselves).
+  // bf16 compute on a build without the fused kernels (the CPU): attention widens q, k, v to fp32 (eager:
+  // all of them, with fp32 gradients; memory-efficient: one sequence's head at a time); bf16
+  // GEMMs widen their operands a tile of this many elements at a time (0: the GEMMs read bf16 themselves).
   bool fused_attention = false;
   std::int64_t gemm_widening_tile = 0;
 };

@@ -133,6 +133,13 @@ TEST(KernelBf16Outputs, SwiGluBackwardInPlaceRecomputesForwardsOutput) {
     swiglu_backward_packed_bf16(gu16, ds16, s_again);
     const auto s_a = widened(s_forward), s_b = widened(s_again);
     for (std::size_t i = 0; i < s_a.size(); ++i) ASSERT_EQ(s_a[i], s_b[i]) << "s " << i;
+    // s written over ds itself (the MLP's one scratch): the same [dg | du] and s.
+    auto gu_alias = to_device_bf16(gu0, rows, 2 * inter, "gu_alias");
+    auto ds_then_s = to_device_bf16(ds0, rows, inter, "ds_then_s");
+    swiglu_backward_packed_bf16(gu_alias, ds_then_s, ds_then_s);
+    const auto s_c = widened(ds_then_s), dgu_a = widened(gu16), dgu_c = widened(gu_alias);
+    for (std::size_t i = 0; i < s_a.size(); ++i) ASSERT_EQ(s_a[i], s_c[i]) << "s over ds " << i;
+    for (std::size_t i = 0; i < dgu_a.size(); ++i) ASSERT_EQ(dgu_a[i], dgu_c[i]) << "dgu with s over ds " << i;
     View2<float> s32("s32", rows, inter);
     swiglu_forward_packed(to_device(gu0, rows, 2 * inter, "gu32_forward"), s32);
     expect_rounded("s", s_a, to_host(s32));

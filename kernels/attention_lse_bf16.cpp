@@ -1,0 +1,159 @@
+// The memory-efficient attention of kernels/attention_lse.hpp on bf16 q, k, v and o (a bf16 step's kept
+// activations, the fused kernels' operands), for the builds without the fused kernels: every value is
+// what widening the bf16 inputs, running the fp32 kernel and rounding each output once gives.
+//
+// On the host, one (sequence, query head) at a time: its q and its kv head's k and v ([T, hd] blocks, the
+// head's columns) are widened into fp32 scratch and the tiled kernel runs on them as an attention of one
+// sequence and one head (the same tile products in the same order as on the whole batch, where each
+// (sequence, head) is independent too), its outputs rounded into the head's columns. Backward adds each
+// query head's share into its kv head's fp32 dk and dv in the order the whole group's call adds them.
+// Scratch: seven [T, hd] blocks instead of fp32 copies of q, k, v, o and their gradients. Elsewhere (a GPU
+// build without cuDNN) whole widened copies around the fp32 kernels.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/attention_lse.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/kernel_scratch.hpp"
+
+namespace shardft {
+
+namespace {
+
+constexpr bool kHostAttention = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+
+// dst [rows, cols] (row-major, contiguous) = src[r0 .., c0 ..] widened; src has row stride ld.
+void widen_rows(const bf16* src, std::int64_t ld, std::int64_t r0, std::int64_t c0, std::int64_t rows,
+                std::int64_t cols, float* dst) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const bf16* in = src + (r0 + r) * ld + c0;
+    float* out = dst + r * cols;
+    for (std::int64_t c = 0; c < cols; ++c) out[c] = bf16::to_float(in[c].bits);
+  }
+}
+
+// dst[r0 .., c0 ..] = src [rows, cols] rounded to bf16.
+void round_rows(const float* src, std::int64_t rows, std::int64_t cols, bf16* dst, std::int64_t ld, std::int64_t r0,
+                std::int64_t c0) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* in = src + r * cols;
+    bf16* out = dst + (r0 + r) * ld + c0;
+    for (std::int64_t c = 0; c < cols; ++c) out[c].bits = bf16::round_bits(in[c]);
+  }
+}
+
+Unmanaged2<const float> block(const float* p, std::int64_t rows, std::int64_t cols) {
+  return Unmanaged2<const float>(p, rows, cols);
+}
+
+void check_bf16_shapes(const AttentionShape& s, std::size_t q_cols, std::size_t k_cols, const char* what) {
+  if (s.kv_heads <= 0 || s.heads % s.kv_heads != 0 ||
+      q_cols != static_cast<std::size_t>(s.heads) * static_cast<std::size_t>(s.head_dim) ||
+      k_cols != static_cast<std::size_t>(s.kv_heads) * static_cast<std::size_t>(s.head_dim)) {
+    throw std::invalid_argument(std::string(what) + ": q or k columns do not match the attention shape");
+  }
+}
+
+Unmanaged2<float> widened_copy(Unmanaged2<const bf16> x, const char* name) {
+  const auto out = kernel_scratch<float>(name, x.extent(0), x.extent(1));
+  to_f32(flat(x), flat(out));
+  return out;
+}
+
+}  // namespace
+
+void attention_forward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
+                                Unmanaged2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o,
+                                Unmanaged1<float> lse) {
+  check_bf16_shapes(s, q.extent(1), k.extent(1), "attention_forward_lse_bf16");
+  if constexpr (!kHostAttention) {
+    const auto o32 = kernel_scratch<float>("attention_bf16_o", o.extent(0), o.extent(1));
+    attention_forward_lse(s, widened_copy(q, "attention_bf16_q"), widened_copy(k, "attention_bf16_k"),
+                          widened_copy(v, "attention_bf16_v"), seq_ids, o32, lse);
+    to_bf16(flat(Unmanaged2<const float>(o32)), flat(o));
+    return;
+  }
+  const std::int64_t T = s.seq, H = s.heads, hd = s.head_dim, group = s.heads / s.kv_heads;
+  float* qb = kernel_scratch<float, HostSpace>("attention_bf16_blocks", static_cast<std::size_t>(4 * T * hd)).data();
+  float *ob = qb + T * hd, *kb = ob + T * hd, *vb = kb + T * hd;
+  const AttentionShape one_head{1, s.seq, 1, 1, s.head_dim};
+  for (int b = 0; b < s.batch; ++b) {
+    const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
+    const Unmanaged1<const std::int32_t> sid(seq_ids.data() + row0, T);
+    for (int g = 0; g < s.kv_heads; ++g) {
+      widen_rows(k.data(), k.stride_0(), row0, g * hd, T, hd, kb);
+      widen_rows(v.data(), v.stride_0(), row0, g * hd, T, hd, vb);
+      for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+        widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
+        const Unmanaged1<float> lse_h(lse.data() + (row0 * H + h * T), T);  // lse [(b * H + h) * T + i]
+        attention_forward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
+                                    Unmanaged2<float>(ob, T, hd), lse_h);
+        round_rows(ob, T, hd, o.data(), o.stride_0(), row0, h * hd);
+      }
+    }
+  }
+}
+
+void attention_backward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
+                                 Unmanaged2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids,
+                                 Unmanaged2<const bf16> o, Unmanaged1<const float> lse, Unmanaged2<const bf16> dout,
+                                 Unmanaged2<bf16> dq, Unmanaged2<bf16> dk, Unmanaged2<bf16> dv,
+                                 Unmanaged1<float> delta) {
+  check_bf16_shapes(s, q.extent(1), k.extent(1), "attention_backward_lse_bf16");
+  if constexpr (!kHostAttention) {
+    const auto dq32 = kernel_scratch<float>("attention_bf16_dq", dq.extent(0), dq.extent(1));
+    const auto dk32 = kernel_scratch<float>("attention_bf16_dk", dk.extent(0), dk.extent(1));
+    const auto dv32 = kernel_scratch<float>("attention_bf16_dv", dv.extent(0), dv.extent(1));
+    attention_backward_lse(s, widened_copy(q, "attention_bf16_q"), widened_copy(k, "attention_bf16_k"),
+                           widened_copy(v, "attention_bf16_v"), seq_ids, widened_copy(o, "attention_bf16_o"), lse,
+                           widened_copy(dout, "attention_bf16_dout"), dq32, dk32, dv32, delta);
+    to_bf16(flat(Unmanaged2<const float>(dq32)), flat(dq));
+    to_bf16(flat(Unmanaged2<const float>(dk32)), flat(dk));
+    to_bf16(flat(Unmanaged2<const float>(dv32)), flat(dv));
+    return;
+  }
+  const std::int64_t T = s.seq, H = s.heads, hd = s.head_dim, group = s.heads / s.kv_heads;
+  float* qb = kernel_scratch<float, HostSpace>("attention_bf16_blocks", static_cast<std::size_t>(7 * T * hd)).data();
+  float *dob = qb + T * hd, *dqb = dob + T * hd, *kb = dqb + T * hd, *vb = kb + T * hd, *dkb = vb + T * hd,
+        *dvb = dkb + T * hd;
+  // D_i = dO_i . O_i from the widened values, summed in the order the fp32 kernel sums them; the tiled
+  // kernel then reads it instead of O (an empty o), so O is never widened.
+  for (std::int64_t row = 0; row < static_cast<std::int64_t>(s.batch) * T; ++row) {
+    const std::int64_t b = row / T, i = row - b * T;
+    for (std::int64_t h = 0; h < H; ++h) {
+      const bf16* doi = dout.data() + row * dout.stride_0() + h * hd;
+      const bf16* oi = o.data() + row * o.stride_0() + h * hd;
+      float d = 0.f;
+      for (std::int64_t e = 0; e < hd; ++e) d += bf16::to_float(doi[e].bits) * bf16::to_float(oi[e].bits);
+      delta((b * H + h) * T + i) = d;
+    }
+  }
+  // One query head at a time, adding into its kv head's dk and dv: the additions the whole group's call
+  // makes, in the same order (kernels/attention_lse.hpp add_into_dkv).
+  const AttentionShape one_head{1, s.seq, 1, 1, s.head_dim};
+  for (int b = 0; b < s.batch; ++b) {
+    const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
+    const Unmanaged1<const std::int32_t> sid(seq_ids.data() + row0, T);
+    for (int g = 0; g < s.kv_heads; ++g) {
+      widen_rows(k.data(), k.stride_0(), row0, g * hd, T, hd, kb);
+      widen_rows(v.data(), v.stride_0(), row0, g * hd, T, hd, vb);
+      std::fill_n(dkb, 2 * T * hd, 0.f);  // dk, dv
+      for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+        widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
+        widen_rows(dout.data(), dout.stride_0(), row0, h * hd, T, hd, dob);
+        const std::int64_t first = (row0 * H + h * T);  // the head's run of lse and D entries
+        attention_backward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
+                                     Unmanaged2<const float>(), Unmanaged1<const float>(lse.data() + first, T),
+                                     block(dob, T, hd), Unmanaged2<float>(dqb, T, hd), Unmanaged2<float>(dkb, T, hd),
+                                     Unmanaged2<float>(dvb, T, hd), Unmanaged1<float>(delta.data() + first, T), {},
+                                     /*add_into_dkv=*/true);
+        round_rows(dqb, T, hd, dq.data(), dq.stride_0(), row0, h * hd);
+      }
+      round_rows(dkb, T, hd, dk.data(), dk.stride_0(), row0, g * hd);
+      round_rows(dvb, T, hd, dv.data(), dv.stride_0(), row0, g * hd);
+    }
+  }
+}
+
+}  // namespace shardft

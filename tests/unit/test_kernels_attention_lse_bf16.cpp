@@ -1,0 +1,82 @@
+// Memory-efficient attention on bf16 operands (kernels/attention_lse.hpp's _bf16 entry points) against
+// the fp32 kernel on the same values: o, lse, dq, dk, dv, D bit for bit, each bf16 output the fp32 one
+// rounded once. Shapes with GQA groups 1, 2 and 4, batch 2, packed samples and more than one query and
+// key tile; and backward writing its gradients over q, k, v themselves (the CPU step's buffers).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "finite_difference.hpp"
+#include "tests/common/bf16_values.hpp"
+#include "kernels/attention_lse.hpp"
+
+namespace shardft {
+namespace {
+using namespace kernel_test;
+using namespace testing_util;
+
+void expect_same_bits(const std::string& what, const std::vector<float>& got, const std::vector<float>& expected) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], expected[i]) << what << " " << i;
+}
+
+std::vector<float> rounded(const View2<float>& x) { return rounded_to_bf16(to_host(x)); }
+
+TEST(KernelAttentionLseBf16, IsTheFp32KernelOnTheSameValuesRoundedOnce) {
+  const int T = 150, B = 2, hd = 16;
+  for (const auto& [H, G] : {std::pair<int, int>{4, 4}, {8, 4}, {8, 2}}) {
+    SCOPED_TRACE("heads " + std::to_string(H) + " kv heads " + std::to_string(G));
+    const AttentionShape s{B, T, H, G, hd};
+    const std::size_t N = B * T, qd = H * hd, kvd = G * hd;
+    const auto q0 = rounded_to_bf16(random_vector(N * qd, 501)), k0 = rounded_to_bf16(random_vector(N * kvd, 502));
+    const auto v0 = rounded_to_bf16(random_vector(N * kvd, 503)), do0 = rounded_to_bf16(random_vector(N * qd, 504));
+    std::vector<std::int32_t> seq(N, 0);
+    for (std::size_t i = T + 70; i < N; ++i) seq[i] = 1;  // the second row holds two samples
+    const auto sid = to_device(seq, "seq");
+    const auto q32 = to_device(q0, N, qd, "q32"), k32 = to_device(k0, N, kvd, "k32"), v32 = to_device(v0, N, kvd, "v32");
+    const auto q16 = to_device_bf16(q0, N, qd, "q16"), k16 = to_device_bf16(k0, N, kvd, "k16");
+    const auto v16 = to_device_bf16(v0, N, kvd, "v16"), do16 = to_device_bf16(do0, N, qd, "do16");
+
+    View2<float> o32("o32", N, qd);
+    View2<bf16> o16("o16", N, qd);
+    View1<float> lse32("lse32", B * H * T), lse16("lse16", B * H * T);
+    attention_forward_lse(s, q32, k32, v32, sid, o32, lse32);
+    attention_forward_lse_bf16(s, q16, k16, v16, sid, o16, lse16);
+    expect_same_bits("o", widened(o16), rounded(o32));
+    expect_same_bits("lse", to_host(lse16), to_host(lse32));
+
+    // backward from the bf16 o, as a step keeps it
+    const auto o_kept = to_device(widened(o16), N, qd, "o_kept");
+    View2<float> dq32("dq32", N, qd), dk32("dk32", N, kvd), dv32("dv32", N, kvd);
+    View1<float> d32("d32", B * H * T), d16("d16", B * H * T);
+    attention_backward_lse(s, q32, k32, v32, sid, o_kept, lse32, to_device(do0, N, qd, "do32"), dq32, dk32, dv32, d32);
+    View2<bf16> dq16("dq16", N, qd), dk16("dk16", N, kvd), dv16("dv16", N, kvd);
+    attention_backward_lse_bf16(s, q16, k16, v16, sid, o16, lse16, do16, dq16, dk16, dv16, d16);
+    expect_same_bits("dq", widened(dq16), rounded(dq32));
+    expect_same_bits("dk", widened(dk16), rounded(dk32));
+    expect_same_bits("dv", widened(dv16), rounded(dv32));
+    expect_same_bits("D", to_host(d16), to_host(d32));
+
+    // dq, dk, dv written over q, k, v: every group's operands are read before its gradients are written
+    auto q_then_dq = to_device_bf16(q0, N, qd, "q_then_dq"), k_then_dk = to_device_bf16(k0, N, kvd, "k_then_dk");
+    auto v_then_dv = to_device_bf16(v0, N, kvd, "v_then_dv");
+    attention_backward_lse_bf16(s, q_then_dq, k_then_dk, v_then_dv, sid, o16, lse16, do16, q_then_dq, k_then_dk,
+                                v_then_dv, d16);
+    expect_same_bits("dq over q", widened(q_then_dq), widened(dq16));
+    expect_same_bits("dk over k", widened(k_then_dk), widened(dk16));
+    expect_same_bits("dv over v", widened(v_then_dv), widened(dv16));
+  }
+}
+
+TEST(KernelAttentionLseBf16, ColumnsThatDoNotMatchTheShapeAreRefused) {
+  const AttentionShape s{1, 4, 4, 2, 8};
+  View2<bf16> q("q", 4, 32), k("k", 4, 24), v("v", 4, 16), o("o", 4, 32);
+  View1<std::int32_t> sid("sid", 4);
+  View1<float> lse("lse", 16);
+  EXPECT_THROW(attention_forward_lse_bf16(s, q, k, v, sid, o, lse), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace shardft
