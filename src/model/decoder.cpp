@@ -6,6 +6,7 @@
 
 #include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/kernel_timer.hpp"
 #include "kernels/rows.hpp"
 #include "model/decoder_layer.hpp"
 #include "model/lm_head.hpp"
@@ -147,6 +148,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
 
   embed(in, params, input_of(0));
   A.inputs[0].keep(input_of(0), inputs_as);
+  std::int64_t launches_before = kernel_launches();
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1);
     const bool kept = l + 1 < L;  // the last layer's output goes to the LM head, rounded by the layer
@@ -154,6 +156,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
     if (kept) A.inputs[l + 1].keep(input_of(l + 1), inputs_as);
     params.release(l + 1);
   }
+  layer_launches_ += kernel_launches() - launches_before;
 
   const auto dx = A.dx.mat(N, d);
   params.acquire(head);
@@ -164,6 +167,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   grads.block_done(head);
   params.release(head);
 
+  launches_before = kernel_launches();
   for (int l = L - 1; l >= 0; --l) {
     params.acquire(l + 1);
     const LayerWeights w = weights_of(l);
@@ -175,6 +179,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
     grads.block_done(l + 1);
     params.release(l + 1);
   }
+  layer_launches_ += kernel_launches() - launches_before;
   // The embedding's backward is a scatter-add of dx: it needs no weights, so block 0 is not acquired.
   const Unmanaged2<float> embed_grad = grad_matrix(grads, layout_, layout_.embed_tokens());
   if (embed_grad.extent(0) > 0) embedding_backward(in.input_ids, dx, embed_grad);  // empty: frozen

@@ -121,6 +121,10 @@ class Decoder {
                         Unmanaged1<double> loss_sum);
   // The same, with the loss sum and target count read back to the host (tests; two host syncs).
   LossSums forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads, double loss_normalizer);
+  // Kernel launches (kernels/kernel_timer.hpp, when a counter is installed) inside the decoder layers over
+  // every forward_backward so far: each layer's weights acquired and read, its forward, checkpointing's
+  // recompute and its backward; not the embedding, the LM head or anything after backward.
+  std::int64_t layer_launches() const { return layer_launches_; }
 
   // Forward only: the summed loss, nothing kept for backward.
   LossSums forward_loss(const ModelInputs& in, ParamSource& params);
@@ -158,6 +162,7 @@ class Decoder {
   float lora_dropout_ = 0.f;
   std::uint64_t dropout_seed_ = 0;
   std::int64_t dropout_step_ = 0, dropout_calls_ = 0;
+  std::int64_t layer_launches_ = 0;
   std::unique_ptr<Activations> acts_;
 };
 

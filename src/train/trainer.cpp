@@ -165,7 +165,7 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   const LedgerTotals before = ledger_totals();
   const DeviceTraffic traffic_before = device_traffic();
   const GemmCounters gemm_before = gemm_counters();
-  const std::int64_t launches_before = kernel_launches();
+  const std::int64_t launches_before = kernel_launches(), layer_launches_before = model_.layer_launches();
   StepStats st;
   std::int64_t counts[2] = {0, 0};  // targets, tokens: known before any backward, summed over ranks
   for (const auto& mb : micro_batches) {
@@ -246,7 +246,8 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
 
   read_back("step loss and gradient norm");
   last_step_kernels_ = {gemm_counters().since(gemm_before), kernel_launches() - launches_before,
-                        device_traffic().since(traffic_before)};
+                        model_.layer_launches() - layer_launches_before,
+                        std::max(1, static_cast<int>(micro_batches.size())), device_traffic().since(traffic_before)};
   if (sums[2] > 0 && !st.skipped) {  // a skipped fp16 step discards its gradients, inf or NaN included
     throw std::runtime_error("step " + std::to_string(engine_.steps_taken()) + ": ZeRO++ quantization met " +
                              std::to_string(static_cast<std::int64_t>(sums[2])) +

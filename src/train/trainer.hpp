@@ -40,7 +40,9 @@ struct StepStats {
 // allocates nothing ..."): its GEMMs by path, its kernel launches, and its host<->device traffic.
 struct StepKernels {
   GemmCounters gemm;
-  std::int64_t launches = 0;
+  std::int64_t launches = 0;        // the whole step
+  std::int64_t layer_launches = 0;  // of those, inside the decoder layers (Decoder::layer_launches)
+  int micro_batches = 1;
   DeviceTraffic traffic;  // the whole step, read-back included
 };
 

@@ -15,6 +15,7 @@
 #include "kernels/device_traffic.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/kernel_scratch.hpp"
+#include "train/step_kernels_report.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -152,10 +153,19 @@ TEST_P(StepKernelCounts, BfloatGemmsStayOnTensorCores) {
   }
   EXPECT_EQ(k.traffic.allocations, 0) << k.traffic.describe();
   EXPECT_EQ(k.traffic.syncs, 1) << k.traffic.describe();
-  const double per_layer = static_cast<double>(k.launches) / cfg.model.num_hidden_layers;
+  const double per_layer = launches_per_layer(k, cfg.model.num_hidden_layers);
   EXPECT_GT(per_layer, 0);
-  std::printf("[ counts   ] %s: %.1f kernel launches per layer, %lld GEMMs\n", v.name, per_layer,
-              static_cast<long long>(k.gemm.calls));
+  EXPECT_GT(k.launches, k.layer_launches) << "the embedding, LM head and optimizer launch outside the layers";
+  if (v.bf16 && !v.checkpointing && v.stage == 0) {
+    // What one bf16 layer launches today, as a GPU build would: 18 GEMMs (forward q, k, v, o, [gate; up],
+    // down; each one's dgrad and wgrad), attention forward and backward, two RMSNorms forward and
+    // backward with their weight-gradient column sums, RoPE forward and backward, SwiGLU forward and
+    // backward, the two residual-stream roundings and the two norm weights widened. Fewer is progress
+    // (issue: <= 20); more is a regression.
+    EXPECT_LE(per_layer, 34.0);
+  }
+  std::printf("[ counts   ] %s: %.1f kernel launches per decoder layer (%lld in all), %lld GEMMs\n", v.name,
+              per_layer, static_cast<long long>(k.launches), static_cast<long long>(k.gemm.calls));
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, StepKernelCounts,
