@@ -43,10 +43,20 @@ bool is_white_space(char32_t c);  // White_Space
 bool is_word_char(char32_t c);    // Alphabetic, marks, Nd, Pc, Join_Control
 
 // ---- NFC -------------------------------------------------------------------------------------
+// HF's alignment of a normalized text to its input (tokenizers' NormalizedString): begin[x] is where in
+// the input a span of the normalized text that starts at x starts, end[x] where one that ends at x
+// (exclusive) ends; x in [0, normalized size]. A character NFC composed from several code points aligns
+// to its first one: the combining marks it absorbed belong to no span. Elsewhere begin and end are the
+// tiling map itself.
+struct Alignment {
+  std::vector<std::uint32_t> begin, end;
+};
+
 // False when `in` is already NFC (out and map untouched). Otherwise out = NFC(in) and map holds
 // out.size() + 1 offsets into `in`: map[k] for each byte k of out, map[out.size()] == in.size(). Inside a
-// run that NFC rewrote, every offset but the run's first maps to the end of the run in `in`.
-bool nfc(std::string_view in, std::string& out, std::vector<std::uint32_t>& map);
+// run that NFC rewrote, every offset but the run's first maps to the end of the run in `in` (spans tile
+// the input). `hf`, when given, receives HF's alignment.
+bool nfc(std::string_view in, std::string& out, std::vector<std::uint32_t>& map, Alignment* hf = nullptr);
 
 // ---- regex splitting (PCRE2) -------------------------------------------------------------------
 struct Range {
@@ -185,14 +195,16 @@ struct NormalizerStep {
 struct NormalizeScratch {
   std::string text;
   std::vector<std::uint32_t> map;
+  Alignment hf;
 };
 
 // The steps in order, as HF's normalizer Sequence applies them. False when the text comes out as it went
 // in (out and map untouched). Otherwise out and map as nfc() makes them: map[k] is the offset in `in` of
 // byte k of out (map[out.size()] == in.size()); text a step inserted maps to where it was inserted, and
-// inside text a step rewrote every offset but the first maps to the end of what it rewrote.
+// inside text a step rewrote every offset but the first maps to the end of what it rewrote. `hf`, when
+// given, receives HF's alignment of out to `in` through every step (nfc()'s; the other steps' is their map).
 bool normalize(const std::vector<NormalizerStep>& steps, std::string_view in, std::string& out,
-               std::vector<std::uint32_t>& map, NormalizeScratch& scratch);
+               std::vector<std::uint32_t>& map, NormalizeScratch& scratch, Alignment* hf = nullptr);
 
 // HF's Metaspace pre-tokenizer: every space becomes the replacement, which is prepended (always; first:
 // only to the piece that starts the input; never) unless the piece starts with it; with split, each

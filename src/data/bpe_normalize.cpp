@@ -40,33 +40,47 @@ bool replace(std::string_view pattern, std::string_view content, std::string_vie
   return true;
 }
 
-bool apply(const NormalizerStep& step, std::string_view in, std::string& out, std::vector<std::uint32_t>& map) {
+// One step; `hf` (when given) receives its HF alignment: nfc()'s, or for the other steps their map.
+bool apply(const NormalizerStep& step, std::string_view in, std::string& out, std::vector<std::uint32_t>& map,
+           Alignment* hf) {
+  bool changed = false;
   switch (step.kind) {
     case NormalizerStep::Kind::nfc:
-      return nfc(in, out, map);
+      return nfc(in, out, map, hf);
     case NormalizerStep::Kind::prepend:
       if (in.empty()) return false;  // HF prepends to non-empty text only
       prepend(step.content, in, out, map);
-      return true;
+      changed = true;
+      break;
     case NormalizerStep::Kind::replace:
-      return replace(step.pattern, step.content, in, out, map);
+      changed = replace(step.pattern, step.content, in, out, map);
+      break;
   }
-  return false;
+  if (changed && hf) hf->begin = hf->end = map;
+  return changed;
 }
 
 }  // namespace
 
 bool normalize(const std::vector<NormalizerStep>& steps, std::string_view in, std::string& out,
-               std::vector<std::uint32_t>& map, NormalizeScratch& scratch) {
+               std::vector<std::uint32_t>& map, NormalizeScratch& scratch, Alignment* hf) {
   bool changed = false;
   for (const NormalizerStep& step : steps) {
     const std::string_view cur = changed ? std::string_view(out) : in;
-    if (!apply(step, cur, scratch.text, scratch.map)) continue;
+    if (!apply(step, cur, scratch.text, scratch.map, hf ? &scratch.hf : nullptr)) continue;
     if (changed) {
       for (std::uint32_t& m : scratch.map) m = map[m];  // through the earlier steps' map, back to `in`
+      if (hf) {  // each end of the alignment through the earlier steps' same end
+        for (std::uint32_t& m : scratch.hf.begin) m = hf->begin[m];
+        for (std::uint32_t& m : scratch.hf.end) m = hf->end[m];
+      }
     }
     out.swap(scratch.text);
     map.swap(scratch.map);
+    if (hf) {
+      hf->begin.swap(scratch.hf.begin);
+      hf->end.swap(scratch.hf.end);
+    }
     changed = true;
   }
   return changed;

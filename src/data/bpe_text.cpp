@@ -199,7 +199,30 @@ bool is_word_char(char32_t c) {
 
 // ---- NFC -------------------------------------------------------------------------------------
 
-bool nfc(std::string_view in, std::string& out, std::vector<std::uint32_t>& map) {
+namespace {
+bool utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+// HF's alignment of one rewritten run: old [ss, ss + ol) of `in` became new [ds, ds + nl) of `out`. The
+// i-th new code point aligns to the i-th old one (the last old one when there are fewer): a composed
+// character to the code point it starts with, the marks it absorbed to nothing.
+void align_rewritten_run(std::string_view in, std::string_view out, std::uint32_t ss, std::uint32_t ol,
+                         std::uint32_t ds, std::uint32_t nl, Alignment& hf) {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> old_points;  // [start, end) in `in`
+  for (std::uint32_t k = ss; k < ss + ol; ++k) {
+    if (!utf8_continuation(in[k]) || old_points.empty()) old_points.push_back({k, k + 1});
+    else old_points.back().second = k + 1;
+  }
+  if (old_points.empty()) old_points.push_back({ss, ss});  // an insertion: it aligns to where it went
+  std::size_t point = 0;
+  for (std::uint32_t k = ds; k < ds + nl; ++k) {
+    if (k > ds && !utf8_continuation(out[k]) && point + 1 < old_points.size()) ++point;
+    hf.begin[k] = old_points[point].first;
+    hf.end[k + 1] = old_points[point].second;
+  }
+}
+}  // namespace
+
+bool nfc(std::string_view in, std::string& out, std::vector<std::uint32_t>& map, Alignment* hf) {
   // Code points below U+0300 are NFC in any context (nothing below U+0300 composes with what precedes
   // it, and what follows would be a later code point); their UTF-8 bytes are all below 0xCC.
   bool maybe = false;
@@ -221,14 +244,28 @@ bool nfc(std::string_view in, std::string& out, std::vector<std::uint32_t>& map)
   norm->normalizeUTF8(0, src, sink, &edits, ec);
   if (U_FAILURE(ec)) throw DataError(std::string("NFC normalization failed: ") + u_errorName(ec));
   map.assign(out.size() + 1, 0);
+  if (hf) {
+    hf->begin.assign(out.size() + 1, 0);
+    hf->end.assign(out.size() + 1, 0);
+  }
   icu::Edits::Iterator it = edits.getFineIterator();
   while (it.next(ec)) {
     const auto ss = static_cast<std::uint32_t>(it.sourceIndex()),
                ds = static_cast<std::uint32_t>(it.destinationIndex());
     const auto ol = static_cast<std::uint32_t>(it.oldLength()), nl = static_cast<std::uint32_t>(it.newLength());
     for (std::uint32_t k = 0; k < nl; ++k) map[ds + k] = it.hasChange() ? (k == 0 ? ss : ss + ol) : ss + k;
+    if (!hf) continue;
+    if (it.hasChange()) {
+      align_rewritten_run(in, out, ss, ol, ds, nl, *hf);
+    } else {
+      for (std::uint32_t k = 0; k < nl; ++k) {
+        hf->begin[ds + k] = ss + k;
+        hf->end[ds + k + 1] = ss + k + 1;
+      }
+    }
   }
   map[out.size()] = static_cast<std::uint32_t>(in.size());
+  if (hf) hf->begin[out.size()] = static_cast<std::uint32_t>(in.size());
   return true;
 }
 

@@ -29,6 +29,7 @@ struct EncodeScratch {
   std::vector<AddedTokenMatcher::Segment> raw_segments, norm_segments;
   std::string normalized;
   std::vector<std::uint32_t> norm_map;
+  bpe::Alignment norm_hf;
   bpe::NormalizeScratch norm_scratch;
   std::vector<Range> pieces, next_pieces, words;
   std::string prefixed;
@@ -57,21 +58,36 @@ class BpeTokenizer : public Tokenizer {
   std::string fingerprint() const override { return fingerprint_; }
 
  private:
+  // An offset of the working (normalized) text in the original: where spans tile it (at), and where HF's
+  // alignment puts a span that starts (hf_begin) or ends (hf_end) there (bpe::Alignment).
+  struct Offset {
+    std::size_t at, hf_begin, hf_end;
+  };
   // One call's state: the output and where the cache is (null when another thread holds it).
   struct Run {
     std::vector<std::int32_t>& ids;
     std::vector<TokenSpan>* spans;
     bpe::WordCache* cache;
     EncodeScratch& scratch;
+    std::string_view text;  // the original
     std::size_t last_end = 0;
     std::size_t max_tokens = SIZE_MAX;  // encode_prefix: stop at the next word boundary once this many
     bool full() const { return ids.size() >= max_tokens; }
-    void emit(std::int32_t id, std::size_t begin, std::size_t end) {
+    bool inside_char(std::size_t x) const {
+      return x > 0 && x < text.size() && (static_cast<unsigned char>(text[x]) & 0xC0) == 0x80;
+    }
+    void emit(std::int32_t id, std::size_t begin, std::size_t end) { emit(id, {begin, begin, begin}, {end, end, end}); }
+    void emit(std::int32_t id, Offset b, Offset e) {
       ids.push_back(id);
       if (!spans) return;
-      begin = std::max(begin, last_end);  // overlapping HF segments (rstrip into a match) stay ordered
-      end = std::max(end, begin);
-      spans->push_back({begin, end});
+      const std::size_t begin = std::max(b.at, last_end);  // overlapping HF segments (rstrip into a match) stay ordered
+      const std::size_t end = std::max(e.at, begin);
+      // HF's offsets: widened to whole characters (a byte-level token inside a character covers all of it)
+      std::size_t hb = b.hf_begin, he = std::max(e.hf_end, b.hf_begin);
+      const bool empty = he == hb;
+      while (inside_char(hb)) --hb;
+      while (!empty && inside_char(he)) ++he;
+      spans->push_back({begin, end, hb, empty ? hb : he});
       last_end = end;
     }
   };
@@ -134,7 +150,7 @@ std::vector<std::int32_t> BpeTokenizer::encode_prefix(const std::string& text, s
   }
   std::unique_lock<std::mutex> lock(cache_mutex_, std::try_to_lock);
   EncodeScratch& sc = scratch();
-  Run run{ids, spans, lock.owns_lock() ? &cache_ : nullptr, sc};
+  Run run{ids, spans, lock.owns_lock() ? &cache_ : nullptr, sc, text};
   run.max_tokens = max_tokens;
   if (raw_matcher_.empty()) {
     encode_text(run, text, 0);
@@ -157,11 +173,16 @@ void BpeTokenizer::encode_text(Run& run, std::string_view piece, std::size_t bas
   EncodeScratch& sc = run.scratch;
   std::string_view work = piece;
   const std::uint32_t* map = nullptr;
-  if (bpe::normalize(spec_.normalizer, piece, sc.normalized, sc.norm_map, sc.norm_scratch)) {
+  const bpe::Alignment* hf = nullptr;
+  if (bpe::normalize(spec_.normalizer, piece, sc.normalized, sc.norm_map, sc.norm_scratch,
+                     run.spans ? &sc.norm_hf : nullptr)) {
     work = sc.normalized;
     map = sc.norm_map.data();
+    if (run.spans) hf = &sc.norm_hf;
   }
-  const auto orig = [base, map](std::size_t x) { return base + (map ? map[x] : x); };
+  const auto orig = [base, map, hf](std::size_t x) {
+    return Offset{base + (map ? map[x] : x), base + (hf ? hf->begin[x] : x), base + (hf ? hf->end[x] : x)};
+  };
   if (norm_matcher_.empty()) {
     if (!work.empty()) pre_tokenize(run, work, {0, work.size()}, orig);
     return;
@@ -239,7 +260,7 @@ void BpeTokenizer::pre_tokenize_chars(Run& run, std::string_view work, Range p, 
   }
   EncodeScratch& sc = run.scratch;
   // HF's prepend_scheme "first" asks whether the piece begins the input: after an added token it does not.
-  bpe::metaspace(spec_.metaspace, s, orig(p.begin) == 0, p.begin, sc.meta, sc.meta_map, sc.meta_ends);
+  bpe::metaspace(spec_.metaspace, s, orig(p.begin).at == 0, p.begin, sc.meta, sc.meta_map, sc.meta_ends);
   std::size_t begin = 0;
   for (const std::size_t end : sc.meta_ends) {
     if (run.full()) break;

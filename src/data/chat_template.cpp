@@ -71,12 +71,16 @@ bool python_space(char32_t c) {
 
 // transformers' assistant mask (apply_chat_template with return_assistant_tokens_mask): for each loss
 // range [a, b) of the text, the tokens from char_to_token(a) to char_to_token(b - 1), where
-// char_to_token is the first token whose offsets hold the byte. Kept as it is, quirks included: a range
-// whose first byte no token holds ends the marking; one whose last byte no token holds (or token 0)
-// marks up to the end. A token that covers no bytes (the "▁" a Metaspace pre-tokenizer puts before a
-// word) has, in HF's offsets, the span of the token that follows it at the same place.
+// char_to_token is the first token whose HF offsets (TokenSpan::hf_begin / hf_end: whole characters; a
+// composed character's first code point) hold the byte. Kept as it is, quirks included: a range whose
+// first byte no token holds ends the marking; one whose last byte no token holds (a combining mark NFC
+// absorbed, say) or token 0 marks up to the end. A token that covers no bytes (the "▁" a Metaspace
+// pre-tokenizer puts before a word) has, in HF's offsets, the span of the token that follows it at the
+// same place.
 std::vector<char> transformers_mask(const std::vector<std::pair<std::size_t, bool>>& parts, std::size_t text_size,
-                                    std::vector<TokenSpan> spans) {
+                                    const std::vector<TokenSpan>& token_spans) {
+  std::vector<TokenSpan> spans(token_spans.size());
+  for (std::size_t k = 0; k < spans.size(); ++k) spans[k] = {token_spans[k].hf_begin, token_spans[k].hf_end};
   for (std::size_t k = spans.size(); k-- > 0;) {
     if (spans[k].begin == spans[k].end && k + 1 < spans.size() && spans[k + 1].begin == spans[k].begin) {
       spans[k].end = spans[k + 1].end;

@@ -10,9 +10,14 @@
 
 namespace shardft {
 
-// The bytes [begin, end) of the encoded text that one token covers.
+// The bytes [begin, end) of the encoded text that one token covers: the spans of a text's tokens tile it.
+// [hf_begin, hf_end) is the token's offsets as HF's tokenizers reports them (in bytes): whole characters
+// (every token inside a character covers all of it) and, where a normalizer composed a character, the
+// code point it starts with (the absorbed marks belong to no token). transformers' assistant masks are
+// computed from these. Given only begin and end, they are the same.
 struct TokenSpan {
   std::size_t begin = 0, end = 0;
+  std::size_t hf_begin = begin, hf_end = end;
 };
 
 class Tokenizer {

@@ -340,6 +340,13 @@ CONVERSATIONS = [
                            {"role": "user", "content": "upper: cd "}]),
     ("roles_not_alternating", [{"role": "user", "content": "one"}, {"role": "user", "content": "two"},
                                {"role": "assistant", "content": "three"}]),
+    # NFC (qwen2_style's normalizer) composes these: a token's offsets are those of the composed
+    # character's first original code point, so an answer ending in combining marks ends in bytes that
+    # no token holds (transformers' mask then runs to the end of the text).
+    ("decomposed_accents", [{"role": "user", "content": "Spell u\u0308\u0304 and e\u0301 please"},
+                            {"role": "assistant", "content": "Noted: e\u0301 then u\u0308\u0304"}]),
+    ("composed_accents", [{"role": "user", "content": "Spell \u01d6 and \u00e9"},
+                          {"role": "assistant", "content": "Noted: \u00e9 then \u01d6"}]),
 ]
 
 

@@ -477,6 +477,41 @@ TEST(BpeInternals, NfcMapsOffsetsBackToTheOriginal) {
   ASSERT_TRUE(bpe::nfc("cafe\u0301!", out, map));  // "cafe" + U+0301 (2 bytes) + "!" = 7 bytes
   EXPECT_EQ(out, "caf\u00e9!");                    // "caf" + é (2 bytes) + "!" = 6 bytes
   EXPECT_EQ(map, (std::vector<std::uint32_t>{0, 1, 2, 3, 6, 6, 7}));
+  // HF's alignment: é (both bytes) is the "e" it was composed from; U+0301's bytes 4-5 belong to nothing.
+  bpe::Alignment hf;
+  ASSERT_TRUE(bpe::nfc("cafe\u0301!", out, map, &hf));
+  EXPECT_EQ(hf.begin, (std::vector<std::uint32_t>{0, 1, 2, 3, 3, 6, 7}));
+  EXPECT_EQ(hf.end, (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 4, 7}));
+  // three code points composed into one, then an unchanged two-byte character
+  ASSERT_TRUE(bpe::nfc("u\u0308\u0304\u00e9", out, map, &hf));
+  EXPECT_EQ(out, "\u01d6\u00e9");
+  EXPECT_EQ(hf.begin, (std::vector<std::uint32_t>{0, 0, 5, 6, 7}));
+  EXPECT_EQ(hf.end, (std::vector<std::uint32_t>{0, 1, 1, 6, 7}));
+}
+
+// A token's HF offsets (TokenSpan::hf_begin / hf_end) are what tokenizers reports, in bytes: transformers'
+// assistant masks are computed from them. Byte-level tokens inside a character cover all of it; a
+// character NFC composed covers the code point it starts with; the spans themselves still tile the text.
+// Expected: tokenizers 0.20.3's offsets for this text with qwen2_style, converted from characters to bytes.
+TEST(BpeTokenizer, HfOffsetsFollowTokenizersAlignment) {
+  const Tokenizer& tok = tokenizer_of("qwen2_style");
+  const std::string text = "Noted: e\u0301 then u\u0308\u0304 \u732b";
+  std::vector<TokenSpan> spans;
+  const Ids ids = tok.encode(text, &spans);
+  ASSERT_EQ(spans.size(), ids.size());
+  std::vector<std::pair<std::size_t, std::size_t>> hf;
+  std::size_t at = 0;
+  for (const TokenSpan& s : spans) {
+    hf.push_back({s.hf_begin, s.hf_end});
+    EXPECT_EQ(s.begin, at);
+    at = s.end;
+  }
+  EXPECT_EQ(at, text.size());
+  // N o ted : Ġ é(from e + U+0301) Ġt h en Ġ ǖ(2 byte tokens, from u + U+0308 + U+0304) Ġ 猫(3 byte tokens)
+  const std::vector<std::pair<std::size_t, std::size_t>> expected = {
+      {0, 1},   {1, 2},   {2, 5},   {5, 6},   {6, 7},   {7, 8},   {10, 12}, {12, 13},
+      {13, 15}, {15, 16}, {16, 17}, {16, 17}, {21, 22}, {22, 25}, {22, 25}, {22, 25}};
+  EXPECT_EQ(hf, expected);
 }
 
 TEST(BpeInternals, MergesFollowRankThenPosition) {

@@ -40,8 +40,12 @@ void expect_prefix_of_whole(const Tokenizer& tok, const std::string& text, const
       ASSERT_EQ(ids[k], all[k]) << "id " << k;
       ASSERT_EQ(spans[k].begin, all_spans[k].begin) << "span " << k;
       ASSERT_EQ(spans[k].end, all_spans[k].end) << "span " << k;
+      ASSERT_EQ(spans[k].hf_begin, all_spans[k].hf_begin) << "span " << k;
+      ASSERT_EQ(spans[k].hf_end, all_spans[k].hf_end) << "span " << k;
     }
-    if (max_tokens <= 64) EXPECT_LT(ids.size(), all.size() / 2) << "it did not stop early";
+    if (max_tokens <= 64) {
+      EXPECT_LT(ids.size(), all.size() / 2) << "it did not stop early";
+    }
   }
 }
 
