@@ -83,14 +83,17 @@ constexpr int kPack = 4, kWarpRows = 8, kLanes = 32;
 
 // Forward: one team per block of kForwardRows rows, each thread over packs of W columns of every row of
 // the block. A last block of fewer rows reads its last row again in the missing slots (and stores
-// nothing for them): no branch in the loop.
-template <class Out, int W>
-void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
-                         Unmanaged2<Out> y, Unmanaged1<float> rstd) {
+// nothing for them): no branch in the loop. Keep: x is first rounded to bf16 (the residual stream's
+// keep): the first pass writes the rounded values back into x (x_round) and into x_kept, and both passes
+// use the rounded values (the second rounds what it reads again, which changes nothing once rounded).
+template <class Out, class WT, int W, bool Keep = false>
+void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const WT> w, float eps,
+                         Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round = nullptr,
+                         bf16* x_kept = nullptr) {
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const int blocks = static_cast<int>((rows + kForwardRows - 1) / kForwardRows);
-  const float* wp = w.data();
+  const WT* wp = w.data();
   const auto body = KOKKOS_LAMBDA(const Member& m) {
     const std::int64_t n0 = static_cast<std::int64_t>(m.league_rank()) * kForwardRows;
     const int nr = rows - n0 < kForwardRows ? static_cast<int>(rows - n0) : kForwardRows;
@@ -106,6 +109,14 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
             for (int k = 0; k < kForwardRows; ++k) {
               float v[W];
               load_floats<W>(xr[k] + g * W, v);
+              if constexpr (Keep) {
+                for (int e = 0; e < W; ++e) v[e] = round_to_bf16(v[e]);
+                if (k < nr) {
+                  const std::int64_t at = (n0 + k) * d + g * W;
+                  store_floats<W>(x_round + at, v);
+                  store_floats<W>(x_kept + at, v);
+                }
+              }
               for (int e = 0; e < W; ++e) p[k] += v[e] * v[e];
             }
           }
@@ -121,7 +132,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
         float v[W], wv[W];
         load_floats<W>(xn + g * W, v);
         load_floats<W>(wp + g * W, wv);
-        for (int e = 0; e < W; ++e) v[e] = wv[e] * (v[e] * r);
+        for (int e = 0; e < W; ++e) v[e] = wv[e] * ((Keep ? round_to_bf16(v[e]) : v[e]) * r);
         store_floats<W>(yn + g * W, v);
       });
     }
@@ -134,14 +145,14 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
 // gx = sum_j dy w x is a warp reduction (shuffles, no team synchronisation) and the warp updates its dx
 // row; after one team barrier the team's threads and lanes take the packs of columns and sum the
 // block's rows in order into its partial dw row (reading dy and x again, from cache).
-template <class X, int W>
-void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const float> w,
+template <class X, class WT, int W>
+void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
                         Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
                         Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial) {
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const bool rounded = dx_rounded.extent(0) > 0;
-  const float* wp = w.data();
+  const WT* wp = w.data();
   Kokkos::parallel_for(
       name, Team(static_cast<int>(partial.extent(0)), kWarpRows, kLanes), KOKKOS_LAMBDA(const Member& m) {
         const std::int64_t n0 = static_cast<std::int64_t>(m.league_rank()) * kWarpRows;
@@ -192,23 +203,24 @@ void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<cons
       });
 }
 
-template <class X>
-void backward_on_device(const char* name, Unmanaged2<const X> x, Unmanaged1<const float> w,
+template <class X, class WT>
+void backward_on_device(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
                         Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
                         Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial) {
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
-  const bool fits = packs_fit<kPack>(d, {{x.data(), static_cast<int>(sizeof(X))}, {w.data(), 4}, {dy.data(), 4},
-                                         {dx.data(), 4}, {dx_rounded.data(), 2}, {partial.data(), 4}});
+  const bool fits =
+      packs_fit<kPack>(d, {{x.data(), static_cast<int>(sizeof(X))}, {w.data(), static_cast<int>(sizeof(WT))},
+                           {dy.data(), 4}, {dx.data(), 4}, {dx_rounded.data(), 2}, {partial.data(), 4}});
   if (fits) {
-    backward_warp_rows<X, kPack>(name, x, w, rstd, dy, dx, dx_rounded, partial);
+    backward_warp_rows<X, WT, kPack>(name, x, w, rstd, dy, dx, dx_rounded, partial);
   } else {
-    backward_warp_rows<X, 1>(name, x, w, rstd, dy, dx, dx_rounded, partial);
+    backward_warp_rows<X, WT, 1>(name, x, w, rstd, dy, dx, dx_rounded, partial);
   }
 }
 
 // y in fp32 or, for a bf16 GEMM input, in bf16: each element w x rstd in fp32, then stored (rounded once).
-template <class Out>
-void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
+template <class Out, class WT>
+void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const WT> w, float eps,
                           Unmanaged2<Out> y, Unmanaged1<float> rstd) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
@@ -219,31 +231,58 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
   if (rows == 0) return;
   // Packs of four on a GPU where the rows allow; the host reads element by element (W = 1: each row
   // summed j = 0, 1, ... per thread, as it always was).
-  const bool packed = kOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d), {{x.data(), 4}, {w.data(), 4},
-                                                                                  {y.data(), static_cast<int>(sizeof(Out))}});
+  const bool packed = kOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d),
+                                                    {{x.data(), 4}, {w.data(), static_cast<int>(sizeof(WT))},
+                                                     {y.data(), static_cast<int>(sizeof(Out))}});
   if (packed) {
-    forward_packed_rows<Out, kPack>(name, x, w, eps, y, rstd);
+    forward_packed_rows<Out, WT, kPack>(name, x, w, eps, y, rstd);
   } else {
-    forward_packed_rows<Out, 1>(name, x, w, eps, y, rstd);
+    forward_packed_rows<Out, WT, 1>(name, x, w, eps, y, rstd);
+  }
+}
+
+template <class WT>
+void forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, Unmanaged1<const WT> w, float eps,
+                     Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
+  const int d = static_cast<int>(x.extent(1));
+  const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
+  if (w.extent(0) != x.extent(1) || y.extent(0) != x.extent(0) || y.extent(1) != x.extent(1) ||
+      x_kept.extent(0) != x.extent(0) || x_kept.extent(1) != x.extent(1) || rstd.extent(0) != x.extent(0)) {
+    throw std::invalid_argument("rmsnorm_forward_keeping: shapes do not match");
+  }
+  if (rows == 0) return;
+  const Unmanaged2<const float> xc = x;
+  const bool packed = kOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d),
+                                                    {{x.data(), 4}, {w.data(), static_cast<int>(sizeof(WT))},
+                                                     {y.data(), 2}, {x_kept.data(), 2}});
+  if (packed) {
+    forward_packed_rows<bf16, WT, kPack, true>("rmsnorm_forward_keeping", xc, w, eps, y, rstd, x.data(), x_kept.data());
+  } else {
+    forward_packed_rows<bf16, WT, 1, true>("rmsnorm_forward_keeping", xc, w, eps, y, rstd, x.data(), x_kept.data());
   }
 }
 }  // namespace
 
-void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<float> y,
-                     Unmanaged1<float> rstd) {
-  rmsnorm_forward_rows("rmsnorm_forward", x, w, eps, y, rstd);
+void rmsnorm_forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
+                             Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
+  w.visit([&](auto wv) { forward_keeping(x, x_kept, wv, eps, y, rstd); });
 }
 
-void rmsnorm_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged2<bf16> y,
+void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, Unmanaged2<float> y,
                      Unmanaged1<float> rstd) {
-  rmsnorm_forward_rows("rmsnorm_forward_bf16", x, w, eps, y, rstd);
+  w.visit([&](auto wv) { rmsnorm_forward_rows("rmsnorm_forward", x, wv, eps, y, rstd); });
+}
+
+void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, Unmanaged2<bf16> y,
+                     Unmanaged1<float> rstd) {
+  w.visit([&](auto wv) { rmsnorm_forward_rows("rmsnorm_forward_bf16", x, wv, eps, y, rstd); });
 }
 
 namespace {
 // x in fp32 or bf16 (a bf16 step's kept residual stream), read into fp32 registers: the same float
 // operations either way, so a bf16 x gives what its fp32 widening gives.
-template <class X>
-void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const float> w,
+template <class X, class WT>
+void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
                            Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
                            Unmanaged1<float> dw, Unmanaged2<bf16> dx_rounded) {
   const int d = static_cast<int>(x.extent(1));
@@ -288,12 +327,12 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
                 float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
                 int j = t;
                 for (; j + 3 * threads < d; j += 4 * threads) {
-                  p0 += dyn[j] * w(j) * static_cast<float>(xn[j]);
-                  p1 += dyn[j + threads] * w(j + threads) * static_cast<float>(xn[j + threads]);
-                  p2 += dyn[j + 2 * threads] * w(j + 2 * threads) * static_cast<float>(xn[j + 2 * threads]);
-                  p3 += dyn[j + 3 * threads] * w(j + 3 * threads) * static_cast<float>(xn[j + 3 * threads]);
+                  p0 += dyn[j] * static_cast<float>(w(j)) * static_cast<float>(xn[j]);
+                  p1 += dyn[j + threads] * static_cast<float>(w(j + threads)) * static_cast<float>(xn[j + threads]);
+                  p2 += dyn[j + 2 * threads] * static_cast<float>(w(j + 2 * threads)) * static_cast<float>(xn[j + 2 * threads]);
+                  p3 += dyn[j + 3 * threads] * static_cast<float>(w(j + 3 * threads)) * static_cast<float>(xn[j + 3 * threads]);
                 }
-                for (; j < d; j += threads) p0 += dyn[j] * w(j) * static_cast<float>(xn[j]);
+                for (; j < d; j += threads) p0 += dyn[j] * static_cast<float>(w(j)) * static_cast<float>(xn[j]);
                 s += (p0 + p1) + (p2 + p3);
               },
               gx);
@@ -301,7 +340,7 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
           const float c = r * r * r * gx / d;
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) {
             const float xj = static_cast<float>(xn[j]);
-            const float dxj = dxn[j] + (r * dyn[j] * w(j) - c * xj);
+            const float dxj = dxn[j] + (r * dyn[j] * static_cast<float>(w(j)) - c * xj);
             dxn[j] = dxj;
             if (dx16 != nullptr) dx16[j] = bf16(dxj);
             acc[j] += dyn[j] * xj * r;
@@ -312,16 +351,37 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
 }
 }  // namespace
 
-void rmsnorm_backward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+namespace {
+// The host's backward reads w(j) inside its row sums, where a bf16 conversion changes how the compiler
+// contracts and vectorizes them (1-ulp differences from fp32 weights of the same values): on the host a
+// bf16 weight is widened by a plain loop (no launch: host memory) into scratch and the fp32 code runs, so
+// both give the same bits. A GPU reads the weights through load_floats into registers either way.
+template <class F>
+void with_backward_weight(const NormWeight& w, F&& f) {
+  if constexpr (!kOnDevice) {
+    if (w.is_bf16) {
+      const auto wide = kernel_scratch<float>("rmsnorm_weight_widened", w.size());
+      for (std::size_t j = 0; j < w.size(); ++j) wide(j) = static_cast<float>(w.b16(j));
+      f(Unmanaged1<const float>(wide));
+      return;
+    }
+  }
+  w.visit(f);
+}
+}  // namespace
+
+void rmsnorm_backward(Unmanaged2<const float> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
                       Unmanaged2<bf16> dx_rounded) {
-  rmsnorm_backward_rows("rmsnorm_backward_rows", x, w, rstd, dy, dx, dw, dx_rounded);
+  with_backward_weight(w, [&](auto wv) { rmsnorm_backward_rows("rmsnorm_backward_rows", x, wv, rstd, dy, dx, dw, dx_rounded); });
 }
 
-void rmsnorm_backward(Unmanaged2<const bf16> x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+void rmsnorm_backward(Unmanaged2<const bf16> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
                       Unmanaged2<bf16> dx_rounded) {
-  rmsnorm_backward_rows("rmsnorm_backward_rows_bf16", x, w, rstd, dy, dx, dw, dx_rounded);
+  with_backward_weight(w, [&](auto wv) {
+    rmsnorm_backward_rows("rmsnorm_backward_rows_bf16", x, wv, rstd, dy, dx, dw, dx_rounded);
+  });
 }
 
 }  // namespace shardft

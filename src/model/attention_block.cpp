@@ -283,7 +283,7 @@ QkvGrads attention_grads(const AttentionWeights& w, const AttentionGrads& g, con
 AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& layout, const LayerParams& P,
                                       float norm_eps, ComputeDtype dtype) {
   using M = LoraModule;
-  AttentionWeights w{params.weight(P.input_layernorm), norm_eps,
+  AttentionWeights w{norm_weight_of(params, P.input_layernorm), norm_eps,
                      linear_of(params, layout, P.q_proj, P.q_bias, dtype, P.lora_of(M::q_proj)),
                      linear_of(params, layout, P.k_proj, P.k_bias, dtype, P.lora_of(M::k_proj)),
                      linear_of(params, layout, P.v_proj, P.v_bias, dtype, P.lora_of(M::v_proj)),
@@ -311,12 +311,12 @@ AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, co
 
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                              AttentionActivations& a, Unmanaged2<float> out, ActivationScratch& scratch,
-                             const LayerKvCache* cache) {
+                             const LayerKvCache* cache, const StreamKeep& keep_x) {
   const std::int64_t N = t.num_tokens();
   const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
   const ComputeDtype dt = w.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  const GemmOperand h = a.h.keep_rmsnorm(x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
+  const GemmOperand h = a.h.keep_rmsnorm(keep_x, x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
   if (cache == nullptr && bf16_qkv(w, how)) {
     project_qkv_bf16(w, t, a, h, N, qd, kvd);
     if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);

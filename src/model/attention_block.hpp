@@ -17,7 +17,7 @@
 namespace shardft {
 
 struct AttentionWeights {
-  Unmanaged1<const float> norm;  // input_layernorm
+  NormWeight norm;  // input_layernorm
   float norm_eps = 0.f;
   Linear q, k, v, o;
   Unmanaged1<const float> q_norm, k_norm;  // [head_dim] each; empty without qk_norm
@@ -85,10 +85,10 @@ struct AttentionGradBuffers {
 
 // out = x + Attention(RMSNorm(x)); out may be x's own buffer. With a cache, the step's keys and values
 // are appended to it first (rounded as q, k, v are kept, into the fp32 cache). scratch: shared by the
-// layers, here and in backward.
+// layers, here and in backward. keep_x: x is kept for backward first, by the norm (model/linear.hpp).
 void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                              AttentionActivations& a, Unmanaged2<float> out, ActivationScratch& scratch,
-                             const LayerKvCache* cache = nullptr);
+                             const LayerKvCache* cache = nullptr, const StreamKeep& keep_x = {});
 
 // dx holds d loss / d out on entry and d loss / d x on return (the residual passes dx through and the
 // branch adds to it); the weights' gradients are added into g. dh is [tokens, hidden] scratch.

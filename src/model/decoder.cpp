@@ -147,13 +147,14 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   };
 
   embed(in, params, input_of(0));
-  A.inputs[0].keep(input_of(0), inputs_as);
   std::int64_t launches_before = kernel_launches();
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1);
-    const bool kept = l + 1 < L;  // the last layer's output goes to the LM head, rounded by the layer
-    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging, nullptr, kept);
-    if (kept) A.inputs[l + 1].keep(input_of(l + 1), inputs_as);
+    // Each layer's input is kept by the layer's first norm as it reads it; the last layer's output goes
+    // to the LM head, rounded by the layer.
+    const bool kept = l + 1 < L;
+    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging, nullptr, kept,
+                          StreamKeep{&A.inputs[l], input_of(l), inputs_as});
     params.release(l + 1);
   }
   layer_launches_ += kernel_launches() - launches_before;

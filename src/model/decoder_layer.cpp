@@ -40,7 +40,7 @@ LayerActivations::LayerActivations(bool every_layer_in) : every_layer(every_laye
 
 void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                            LayerActivations& a, Unmanaged2<float> out, LayerStaging& s, const LayerKvCache* cache,
-                           bool out_kept) {
+                           bool out_kept, const StreamKeep& keep_x) {
   const std::int64_t N = x.extent(0), d = x.extent(1);
   const ComputeDtype dt = w.attention.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
@@ -50,13 +50,10 @@ void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unma
   // their bf16 copies, so x's fp32 values are not needed once the attention block has read them.
   const Unmanaged2<float> x_mid =
       keep_x_mid && !(in_place && how == Kept::bf16) ? a.x_mid.staging(N, d, how, s.x_mid) : out;
-  attention_block_forward(w.attention, t, x, a.attention, x_mid, s.blocks, cache);
-  if (keep_x_mid) {
-    a.x_mid.keep(x_mid, how);
-  } else {
-    round_activation(x_mid, dt);
-  }
-  mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.blocks);
+  attention_block_forward(w.attention, t, x, a.attention, x_mid, s.blocks, cache, keep_x);
+  if (!keep_x_mid) round_activation(x_mid, dt);
+  // x_mid kept by the MLP's norm as it reads it
+  mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.blocks, keep_x_mid ? StreamKeep{&a.x_mid, x_mid, how} : StreamKeep{});
   if (out.extent(0) > 0 && !out_kept) round_activation(out, dt);
 }
 

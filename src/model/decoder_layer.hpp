@@ -61,13 +61,15 @@ struct LayerGradBuffers {
 };
 
 // out = layer(x), rounded in bf16 compute like every activation kept for backward, unless the caller keeps
-// it itself (out_kept: KeptActivation::keep rounds it as it keeps it, in one pass). out may be x's own
+// it itself (out_kept: KeptActivation::keep rounds it as it keeps it, in one pass, or the next layer's
+// keep_x does). keep_x: x is kept for backward by the layer's first norm as it reads it (model/linear.hpp). out may be x's own
 // buffer: the residual stream is then updated in place, and x_mid is not kept unless a holds every
 // layer's as bf16 (with fp32 buffers, in place means that no backward follows: forward-only runs,
 // checkpointing's forward). An empty out rebuilds only what backward needs (checkpointing).
 void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
                            LayerActivations& a, Unmanaged2<float> out, LayerStaging& s,
-                           const LayerKvCache* cache = nullptr, bool out_kept = false);
+                           const LayerKvCache* cache = nullptr, bool out_kept = false,
+                           const StreamKeep& keep_x = {});
 
 // dx holds d loss / d out on entry and d loss / d x on return, and in bf16 compute b.dx_rounded holds it
 // rounded to bf16 on entry and on return; the weights' gradients are added into g.

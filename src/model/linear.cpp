@@ -188,7 +188,7 @@ GemmOperand LinearInput::keep(Unmanaged2<float> staged, ComputeDtype dtype) {
   return Unmanaged2<const bf16>(kept);
 }
 
-GemmOperand LinearInput::keep_rmsnorm(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps,
+GemmOperand LinearInput::keep_rmsnorm(Unmanaged2<const float> x, const NormWeight& w, float eps,
                                       Unmanaged1<float> rstd, ComputeDtype dtype, GrowingBuffer& scratch) {
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0)), cols = static_cast<std::int64_t>(x.extent(1));
   if (dtype == ComputeDtype::bf16) {
@@ -199,6 +199,20 @@ GemmOperand LinearInput::keep_rmsnorm(Unmanaged2<const float> x, Unmanaged1<cons
   const auto staged = staging(rows, cols, dtype, scratch);
   rmsnorm_forward(x, w, eps, staged, rstd);
   return keep(staged, dtype);
+}
+
+GemmOperand LinearInput::keep_rmsnorm(const StreamKeep& keep, Unmanaged2<const float> x, const NormWeight& w,
+                                      float eps, Unmanaged1<float> rstd, ComputeDtype dtype, GrowingBuffer& scratch) {
+  if (keep.kept == nullptr) return keep_rmsnorm(x, w, eps, rstd, dtype, scratch);
+  if (keep.stream.data() != x.data()) throw std::logic_error("keep_rmsnorm: the stream to keep is not the norm's input");
+  if (dtype == ComputeDtype::bf16 && keep.how == Kept::bf16) {
+    const std::int64_t rows = static_cast<std::int64_t>(x.extent(0)), cols = static_cast<std::int64_t>(x.extent(1));
+    const auto h = bf16_.mat(rows, cols);
+    rmsnorm_forward_keeping(keep.stream, keep.kept->bf16_output(rows, cols), w, eps, h, rstd);
+    return Unmanaged2<const bf16>(h);
+  }
+  keep.kept->keep(keep.stream, keep.how);
+  return keep_rmsnorm(x, w, eps, rstd, dtype, scratch);
 }
 
 GemmOperand LinearInput::kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype) {
@@ -219,7 +233,7 @@ Unmanaged2<float> LinearInput::reusable(std::int64_t rows, std::int64_t cols, Co
   return dtype == ComputeDtype::bf16 ? scratch.mat(rows, cols) : f32_.mat(rows, cols);
 }
 
-void rmsnorm_backward_kept(const GemmOperand& x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+void rmsnorm_backward_kept(const GemmOperand& x, const NormWeight& w, Unmanaged1<const float> rstd,
                            Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
                            Unmanaged2<bf16> dx_rounded) {
   if (x.is_bf16) {
@@ -266,6 +280,12 @@ GemmOperand matrix_operand(ParamSource& params, const ParamLayout& layout, int p
   return weight_matrix(params, layout, param);
 }
 }  // namespace
+
+NormWeight norm_weight_of(ParamSource& params, int param) {
+  const Unmanaged1<const bf16> w16 = params.weight_bf16(param);
+  if (w16.extent(0) > 0) return w16;
+  return params.weight(param);
+}
 
 LoraTerm lora_term_of(ParamSource& params, const ParamLayout& layout, const LoraParams& lora, std::int64_t col0) {
   return {matrix_operand(params, layout, lora.a), matrix_operand(params, layout, lora.b),

@@ -18,6 +18,7 @@
 // overflows (above 65504) or underflows, which the trainer's loss scale (train/loss_scaler.hpp) is for.
 #include "kernels/dropout_mask.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/rmsnorm.hpp"
 #include "kernels/types.hpp"
 #include "model/growing_buffer.hpp"
 #include "model/param_layout.hpp"
@@ -130,6 +131,8 @@ class Linear {
 // Whatever produces the input (a norm, attention, SwiGLU) writes it in fp32 into staging(); keep() turns
 // that into the GEMM input. In bf16 the staging is `scratch`, shared by every layer and needed only
 // until keep(). Each buffer is asked for one shape per step (model/growing_buffer.hpp).
+struct StreamKeep;
+
 class LinearInput {
  public:
   explicit LinearInput(const char* name) : f32_(name), bf16_(name) {}
@@ -138,8 +141,13 @@ class LinearInput {
   GemmOperand keep(Unmanaged2<float> staged, ComputeDtype dtype);
   // RMSNorm's output y = w x rstd (kernels/rmsnorm.hpp) as the GEMM input: what staging + keep() make,
   // but in bf16 compute the norm writes the kept bf16 buffer itself (no fp32 staging, no rounding pass).
-  GemmOperand keep_rmsnorm(Unmanaged2<const float> x, Unmanaged1<const float> w, float eps, Unmanaged1<float> rstd,
+  GemmOperand keep_rmsnorm(Unmanaged2<const float> x, const NormWeight& w, float eps, Unmanaged1<float> rstd,
                            ComputeDtype dtype, GrowingBuffer& scratch);
+  // The same from the residual stream x that `keep` says to keep first (KeptActivation::keep): in a bf16
+  // step (Kept::bf16) the norm rounds the stream in place and writes its kept copy in the same pass
+  // (kernels/rmsnorm.hpp rmsnorm_forward_keeping); otherwise keep(), then the norm.
+  GemmOperand keep_rmsnorm(const StreamKeep& keep, Unmanaged2<const float> x, const NormWeight& w, float eps,
+                           Unmanaged1<float> rstd, ComputeDtype dtype, GrowingBuffer& scratch);
   // The kept input again (backward): rows x cols as forward kept it.
   GemmOperand kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype);
   // bf16 compute: the kept bf16 buffer itself, for a producer that writes its output in bf16 (the fused
@@ -169,7 +177,7 @@ Kept kept_as(ComputeDtype dtype, bool every_layer);
 
 // RMSNorm's backward (kernels/rmsnorm.hpp) on its input x as it was kept: fp32, or bf16 in a bf16 step
 // (GemmOperand is the tagged fp32-or-bf16 view), read without widening it into scratch.
-void rmsnorm_backward_kept(const GemmOperand& x, Unmanaged1<const float> w, Unmanaged1<const float> rstd,
+void rmsnorm_backward_kept(const GemmOperand& x, const NormWeight& w, Unmanaged1<const float> rstd,
                            Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
                            Unmanaged2<bf16> dx_rounded = {});
 
@@ -204,6 +212,15 @@ class KeptActivation {
   GrowingBufferBf16 bf16_;
 };
 
+// The residual stream a block reads and the activation that keeps it for backward, when the block is to
+// keep it before reading it (its norm then does both in one pass, LinearInput::keep_rmsnorm). `stream` is
+// the block's input itself; an empty `kept`: the caller keeps it, or nothing does.
+struct StreamKeep {
+  KeptActivation* kept = nullptr;
+  Unmanaged2<float> stream;
+  Kept how = Kept::fp32;
+};
+
 // An activation forward goes on with but does not keep, rounded in place as KeptActivation::keep would.
 void round_activation(Unmanaged2<float> x, ComputeDtype dtype);
 
@@ -213,6 +230,10 @@ void round_activation(Unmanaged2<float> x, ComputeDtype dtype);
 struct ActivationScratch {
   GrowingBuffer gemm_input{"gemm_input_staging"}, kept{"kept_activation_staging"};
 };
+
+// A norm weight of an acquired block as the source holds it: its bf16 compute copy where the source keeps
+// one (read widened by the kernels, no fp32 copy), else fp32.
+NormWeight norm_weight_of(ParamSource& params, int param);
 
 // The linear layer of parameter `weight` (and `bias`, -1: none) of an acquired block, with its LoRA term
 // when `lora` is on, and where its gradients go.

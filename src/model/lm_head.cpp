@@ -100,7 +100,7 @@ Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* grads, Un
 
 HeadWeights head_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg,
                             ComputeDtype dtype) {
-  return {params.weight(layout.final_norm()), static_cast<float>(cfg.rms_norm_eps),
+  return {norm_weight_of(params, layout.final_norm()), static_cast<float>(cfg.rms_norm_eps),
           linear_of(params, layout, layout.lm_head(), -1, dtype)};
 }
 

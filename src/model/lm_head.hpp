@@ -13,7 +13,7 @@
 namespace shardft {
 
 struct HeadWeights {
-  Unmanaged1<const float> norm;
+  NormWeight norm;
   float norm_eps = 0.f;
   Linear lm_head;
 };

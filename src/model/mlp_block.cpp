@@ -75,7 +75,7 @@ MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const 
                           ComputeDtype dtype, GateUpCopy& gate_up_copy) {
   const auto& shape = layout.params()[P.gate_proj].shape;
   const std::int64_t I = shape[0], d = shape[1];
-  const Unmanaged1<const float> norm = params.weight(P.post_attention_layernorm);
+  const NormWeight norm = norm_weight_of(params, P.post_attention_layernorm);
   const Linear down = linear_of(params, layout, P.down_proj, -1, dtype, P.lora_of(LoraModule::down_proj));
   const auto gate16 = params.weight_bf16(P.gate_proj);
   MlpWeights w{norm, norm_eps, {}, down};
@@ -103,11 +103,11 @@ MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerPar
 }
 
 void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
-                       ActivationScratch& scratch) {
+                       ActivationScratch& scratch, const StreamKeep& keep_x) {
   const std::int64_t N = x.extent(0), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  const GemmOperand h = a.h.keep_rmsnorm(x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
+  const GemmOperand h = a.h.keep_rmsnorm(keep_x, x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
   GemmOperand s = Unmanaged2<const float>();  // the down projection's input (kept, or recomputed by backward)
   if (bf16_activations(w, a)) {
     const auto gu = a.gu.bf16_output(N, 2 * I);

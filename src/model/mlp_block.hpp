@@ -12,7 +12,7 @@
 namespace shardft {
 
 struct MlpWeights {
-  Unmanaged1<const float> norm;  // post_attention_layernorm
+  NormWeight norm;  // post_attention_layernorm
   float norm_eps = 0.f;
   Linear gate_up, down;
 };
@@ -54,9 +54,9 @@ MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerPar
 
 // out = x + MLP(RMSNorm(x)); out may be x's own buffer. An empty out (recomputing for backward) stops
 // before the down projection, whose output backward does not need. scratch: shared by the layers, here
-// and in backward.
+// and in backward. keep_x: x is kept for backward first, by the norm (model/linear.hpp).
 void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
-                       ActivationScratch& scratch);
+                       ActivationScratch& scratch, const StreamKeep& keep_x = {});
 
 // dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.
 // gu's fp32 values are overwritten by its gradient, and ds goes over s (fp32) or into scratch (bf16). dh

@@ -17,8 +17,9 @@ class ParamSource {
   virtual Unmanaged1<const float> weight(int param) = 0;
   // The same parameter as bf16 storage, where the source keeps its compute weights as bf16 (the sharding
   // engine with bf16 compute: half the bytes); empty where it keeps them as fp32. Where it is set the
-  // model reads its matrices here, and weight() only for norm weights and biases (a bf16 source widens
-  // those into an fp32 copy).
+  // model reads its matrices and its layer and final norm weights here (model/linear.hpp norm_weight_of),
+  // and weight() only for biases and Qwen3's per-head q/k norms (a bf16 source widens those into an fp32
+  // copy).
   virtual Unmanaged1<const bf16> weight_bf16(int /*param*/) { return {}; }
   virtual void release(int block) = 0;
 };

@@ -74,6 +74,53 @@ TEST(KernelBf16Outputs, RmsNormWithBf16OutputIsTheFp32NormRounded) {
   expect_rounded("rmsnorm y", widened(y16), to_host(y32));
 }
 
+// The residual stream kept and normed in one pass: the stream rounded in place, its bf16 copy, rstd and
+// y equal round_and_copy_to_bf16 followed by rmsnorm_forward, bit for bit; with a last block of rows
+// shorter than the others (rows 11) and rows of 37 (one element at a time) and 96 columns (packs on a GPU).
+TEST(KernelBf16Outputs, RmsNormKeepingTheStreamIsKeepThenNorm) {
+  for (const int d : {37, 96}) {
+    SCOPED_TRACE(d);
+    const int rows = 11;
+    const auto x = random_vector(rows * d, 413, -3.f, 3.f), w = random_vector(d, 414, 0.5f, 1.5f);
+    auto x_two = to_device(x, rows, d, "x_two"), x_one = to_device(x, rows, d, "x_one");
+    View2<bf16> kept_two("kept_two", rows, d), kept_one("kept_one", rows, d), y_two("y_two", rows, d), y_one("y_one", rows, d);
+    View1<float> r_two("r_two", rows), r_one("r_one", rows);
+    round_and_copy_to_bf16(Unmanaged1<float>(x_two.data(), rows * d), Unmanaged1<bf16>(kept_two.data(), rows * d));
+    rmsnorm_forward(x_two, to_device(w, "w"), 1e-5f, y_two, r_two);
+    rmsnorm_forward_keeping(x_one, kept_one, to_device(w, "w"), 1e-5f, y_one, r_one);
+    EXPECT_EQ(to_host(x_one), to_host(x_two));
+    EXPECT_EQ(widened(kept_one), widened(kept_two));
+    EXPECT_EQ(to_host(r_one), to_host(r_two));
+    EXPECT_EQ(widened(y_one), widened(y_two));
+    EXPECT_NE(to_host(x_one), x) << "the stream was not rounded";
+  }
+}
+
+// A norm weight held in bf16 (a bf16 step's compute copy, NormWeight) gives, forward and backward, what its
+// fp32 widening gives, bit for bit: the kernels widen it in registers instead of a widened copy.
+TEST(KernelBf16Outputs, RmsNormReadsBf16WeightsAsTheirWidening) {
+  for (const int d : {37, 96}) {
+    SCOPED_TRACE(d);
+    const int rows = 70;
+    const auto x = random_vector(rows * d, 415, -3.f, 3.f), w = rounded_to_bf16(random_vector(d, 416, 0.5f, 1.5f));
+    const auto dy = random_vector(rows * d, 417), dx0 = random_vector(rows * d, 418);
+    View1<bf16> w16("w16", d);
+    to_bf16(Unmanaged1<const float>(to_device(w, "w_f32").data(), d), w16);
+    View2<bf16> y_a("y_a", rows, d), y_b("y_b", rows, d);
+    View1<float> r_a("r_a", rows), r_b("r_b", rows);
+    rmsnorm_forward(to_device(x, rows, d, "x"), to_device(w, "w"), 1e-5f, y_a, r_a);
+    rmsnorm_forward(to_device(x, rows, d, "x"), w16, 1e-5f, y_b, r_b);
+    EXPECT_EQ(widened(y_b), widened(y_a));
+    EXPECT_EQ(to_host(r_b), to_host(r_a));
+    auto dx_a = to_device(dx0, rows, d, "dx_a"), dx_b = to_device(dx0, rows, d, "dx_b");
+    View1<float> dw_a("dw_a", d), dw_b("dw_b", d);
+    rmsnorm_backward(to_device(x, rows, d, "x"), to_device(w, "w"), r_a, to_device(dy, rows, d, "dy"), dx_a, dw_a);
+    rmsnorm_backward(to_device(x, rows, d, "x"), w16, r_a, to_device(dy, rows, d, "dy"), dx_b, dw_b);
+    EXPECT_EQ(to_host(dx_b), to_host(dx_a));
+    EXPECT_EQ(to_host(dw_b), to_host(dw_a));
+  }
+}
+
 // Backward reading a bf16 x (the kept residual stream) gives what its fp32 widening gives, bit for bit
 // (the same float operations); the rounded dx is the updated dx rounded.
 TEST(KernelBf16Outputs, RmsNormBackwardReadsBf16InputAndRoundsItsOutput) {
