@@ -100,6 +100,11 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
     const float* xr[kForwardRows];
     for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
     const int threads = m.team_size();
+    // Keep's outputs, named before the constexpr branch (nvcc's extended lambdas cannot first capture
+    // a variable inside one)
+    float* const round_out = x_round;
+    bf16* const kept_out = x_kept;
+    const std::int64_t cols = d;
     RowSums sums;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(m, threads),
@@ -112,9 +117,9 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
               if constexpr (Keep) {
                 for (int e = 0; e < W; ++e) v[e] = round_to_bf16(v[e]);
                 if (k < nr) {
-                  const std::int64_t at = (n0 + k) * d + g * W;
-                  store_floats<W>(x_round + at, v);
-                  store_floats<W>(x_kept + at, v);
+                  const std::int64_t at = (n0 + k) * cols + g * W;
+                  store_floats<W>(round_out + at, v);
+                  store_floats<W>(kept_out + at, v);
                 }
               }
               for (int e = 0; e < W; ++e) p[k] += v[e] * v[e];
