@@ -55,6 +55,23 @@ void check_bf16_shapes(const AttentionShape& s, std::size_t q_cols, std::size_t 
   }
 }
 
+// f(row0, sid, g) for every sequence (its first row, its seq ids) and kv head g, with that kv head's k and
+// v of the sequence widened into kb and vb ([T, hd] each).
+template <class F>
+void for_each_kv_head(const AttentionShape& s, Unmanaged2<const bf16> k, Unmanaged2<const bf16> v,
+                      Unmanaged1<const std::int32_t> seq_ids, float* kb, float* vb, F&& f) {
+  const std::int64_t T = s.seq, hd = s.head_dim;
+  for (int b = 0; b < s.batch; ++b) {
+    const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
+    const Unmanaged1<const std::int32_t> sid(seq_ids.data() + row0, T);
+    for (int g = 0; g < s.kv_heads; ++g) {
+      widen_rows(k.data(), k.stride_0(), row0, g * hd, T, hd, kb);
+      widen_rows(v.data(), v.stride_0(), row0, g * hd, T, hd, vb);
+      f(row0, sid, g);
+    }
+  }
+}
+
 Unmanaged2<float> widened_copy(Unmanaged2<const bf16> x, const char* name) {
   const auto out = kernel_scratch<float>(name, x.extent(0), x.extent(1));
   to_f32(flat(x), flat(out));
@@ -78,21 +95,15 @@ void attention_forward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> 
   float* qb = kernel_scratch<float, HostSpace>("attention_bf16_blocks", static_cast<std::size_t>(4 * T * hd)).data();
   float *ob = qb + T * hd, *kb = ob + T * hd, *vb = kb + T * hd;
   const AttentionShape one_head{1, s.seq, 1, 1, s.head_dim};
-  for (int b = 0; b < s.batch; ++b) {
-    const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
-    const Unmanaged1<const std::int32_t> sid(seq_ids.data() + row0, T);
-    for (int g = 0; g < s.kv_heads; ++g) {
-      widen_rows(k.data(), k.stride_0(), row0, g * hd, T, hd, kb);
-      widen_rows(v.data(), v.stride_0(), row0, g * hd, T, hd, vb);
-      for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
-        widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
-        const Unmanaged1<float> lse_h(lse.data() + (row0 * H + h * T), T);  // lse [(b * H + h) * T + i]
-        attention_forward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
-                                    Unmanaged2<float>(ob, T, hd), lse_h);
-        round_rows(ob, T, hd, o.data(), o.stride_0(), row0, h * hd);
-      }
+  for_each_kv_head(s, k, v, seq_ids, kb, vb, [&](std::int64_t row0, Unmanaged1<const std::int32_t> sid, int g) {
+    for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+      widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
+      const Unmanaged1<float> lse_h(lse.data() + (row0 * H + h * T), T);  // lse [(b * H + h) * T + i]
+      attention_forward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
+                                  Unmanaged2<float>(ob, T, hd), lse_h);
+      round_rows(ob, T, hd, o.data(), o.stride_0(), row0, h * hd);
     }
-  }
+  });
 }
 
 void attention_backward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
@@ -132,28 +143,22 @@ void attention_backward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16>
   // One query head at a time, adding into its kv head's dk and dv: the additions the whole group's call
   // makes, in the same order (kernels/attention_lse.hpp add_into_dkv).
   const AttentionShape one_head{1, s.seq, 1, 1, s.head_dim};
-  for (int b = 0; b < s.batch; ++b) {
-    const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
-    const Unmanaged1<const std::int32_t> sid(seq_ids.data() + row0, T);
-    for (int g = 0; g < s.kv_heads; ++g) {
-      widen_rows(k.data(), k.stride_0(), row0, g * hd, T, hd, kb);
-      widen_rows(v.data(), v.stride_0(), row0, g * hd, T, hd, vb);
-      std::fill_n(dkb, 2 * T * hd, 0.f);  // dk, dv
-      for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
-        widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
-        widen_rows(dout.data(), dout.stride_0(), row0, h * hd, T, hd, dob);
-        const std::int64_t first = (row0 * H + h * T);  // the head's run of lse and D entries
-        attention_backward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
-                                     Unmanaged2<const float>(), Unmanaged1<const float>(lse.data() + first, T),
-                                     block(dob, T, hd), Unmanaged2<float>(dqb, T, hd), Unmanaged2<float>(dkb, T, hd),
-                                     Unmanaged2<float>(dvb, T, hd), Unmanaged1<float>(delta.data() + first, T), {},
-                                     /*add_into_dkv=*/true);
-        round_rows(dqb, T, hd, dq.data(), dq.stride_0(), row0, h * hd);
-      }
-      round_rows(dkb, T, hd, dk.data(), dk.stride_0(), row0, g * hd);
-      round_rows(dvb, T, hd, dv.data(), dv.stride_0(), row0, g * hd);
+  for_each_kv_head(s, k, v, seq_ids, kb, vb, [&](std::int64_t row0, Unmanaged1<const std::int32_t> sid, int g) {
+    std::fill_n(dkb, 2 * T * hd, 0.f);  // dk, dv
+    for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+      widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
+      widen_rows(dout.data(), dout.stride_0(), row0, h * hd, T, hd, dob);
+      const std::int64_t first = (row0 * H + h * T);  // the head's run of lse and D entries
+      attention_backward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
+                                   Unmanaged2<const float>(), Unmanaged1<const float>(lse.data() + first, T),
+                                   block(dob, T, hd), Unmanaged2<float>(dqb, T, hd), Unmanaged2<float>(dkb, T, hd),
+                                   Unmanaged2<float>(dvb, T, hd), Unmanaged1<float>(delta.data() + first, T), {},
+                                   /*add_into_dkv=*/true);
+      round_rows(dqb, T, hd, dq.data(), dq.stride_0(), row0, h * hd);
     }
-  }
+    round_rows(dkb, T, hd, dk.data(), dk.stride_0(), row0, g * hd);
+    round_rows(dvb, T, hd, dv.data(), dv.stride_0(), row0, g * hd);
+  });
 }
 
 }  // namespace shardft
