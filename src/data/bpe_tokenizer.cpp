@@ -300,6 +300,10 @@ void BpeTokenizer::encode_word(Run& run, std::string_view word, const At& at) co
     lens = sc.word_lens.data();
     n = sc.word_ids.size();
   }
+  if (!run.spans) {  // ids only: no offsets to map
+    run.ids.insert(run.ids.end(), ids, ids + n);
+    return;
+  }
   std::size_t v = 0;
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t b = v;
