@@ -35,17 +35,22 @@ bool fused_attention_built();
 std::string fused_attention_backend();
 // Forward and backward on small packed GQA problems against kernels/attention_lse.hpp's reference
 // kernel in fp32 on the same bf16 inputs: "" when they agree within bf16 rounding (relative norm
-// 2e-2), else what disagreed or failed. Run once at start-up before a run picks the fused kernels.
+// 2e-2), else what disagreed or failed, with q, k, v dense and as column blocks of one array. Run once
+// at start-up before a run picks the fused kernels.
 std::string fused_attention_self_test();
 
 std::int64_t fused_attention_stats_size(const AttentionShape& s, const AttentionSegments& seg);
-void fused_attention_forward(const AttentionShape& s, const AttentionSegments& seg, Unmanaged2<const bf16> q,
-                             Unmanaged2<const bf16> k, Unmanaged2<const bf16> v, Unmanaged2<bf16> o,
+// q, k, v (and backward's dq, dk, dv) may be column blocks of one wider array (Strided2: the [q | k | v]
+// output of one projection GEMM): each dense, or all with one row stride (k and v then share theirs, and
+// each gradient has its input's layout). Rows contiguous; o and dout dense. Anything else throws
+// std::invalid_argument.
+void fused_attention_forward(const AttentionShape& s, const AttentionSegments& seg, Strided2<const bf16> q,
+                             Strided2<const bf16> k, Strided2<const bf16> v, Unmanaged2<bf16> o,
                              Unmanaged1<float> stats);
 // Overwrites dq, dk, dv.
-void fused_attention_backward(const AttentionShape& s, const AttentionSegments& seg, Unmanaged2<const bf16> q,
-                              Unmanaged2<const bf16> k, Unmanaged2<const bf16> v, Unmanaged2<const bf16> o,
-                              Unmanaged2<const bf16> dout, Unmanaged1<const float> stats, Unmanaged2<bf16> dq,
-                              Unmanaged2<bf16> dk, Unmanaged2<bf16> dv);
+void fused_attention_backward(const AttentionShape& s, const AttentionSegments& seg, Strided2<const bf16> q,
+                              Strided2<const bf16> k, Strided2<const bf16> v, Unmanaged2<const bf16> o,
+                              Unmanaged2<const bf16> dout, Unmanaged1<const float> stats, Strided2<bf16> dq,
+                              Strided2<bf16> dk, Strided2<bf16> dv);
 
 }  // namespace shardft

@@ -1,6 +1,7 @@
 // fused_attention_self_test (kernels/attention_fused.hpp): the fused kernels against the reference
 // log-sum-exp kernel on the same bf16 inputs, forward and backward, on packed GQA problems with a
-// one-token segment and segments longer than one 64-row tile, at head_dim 64 and 128.
+// one-token segment and segments longer than one 64-row tile, at head_dim 64 and 128, with q, k, v (and
+// their gradients) dense and as column blocks of one array (the model's fused q/k/v projection).
 #include <cmath>
 #include <exception>
 #include <random>
@@ -21,6 +22,7 @@ using HostFloats = std::vector<float>;
 struct Case {
   std::vector<int> lengths;  // segments, back to back
   int heads, kv_heads, head_dim;
+  bool qkv_columns = false;  // q, k, v (and dq, dk, dv) as column blocks of one [T, q + 2 kv] array
 };
 
 // bf16-exact random values, so the reference and the fused kernels see the same numbers.
@@ -46,9 +48,9 @@ View2<bf16> to_device_bf16(const View2<float>& x) {
 }
 
 // ||a - ref|| / ||ref|| with a in bf16 on the device and ref in fp32 on the device.
-double relative_error(const View2<bf16>& a, const View2<float>& ref) {
+double relative_error(Strided2<const bf16> a, const View2<float>& ref) {
   View2<float> wide("fused_self_test_wide", a.extent(0), a.extent(1));
-  to_f32(flat(Unmanaged2<const bf16>(a)), flat(Unmanaged2<float>(wide)));
+  to_f32(a, Unmanaged2<float>(wide));
   const auto ha = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), wide);
   const auto hr = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ref);
   double diff = 0, norm = 0;
@@ -89,9 +91,26 @@ std::string check_case(const Case& c, std::mt19937& rng) {
   attention_backward_lse_reference(shape, q, k, v, ids, o, lse, dout, dq, dk, dv, delta);
 
   const AttentionSegments seg{seg_starts, static_cast<int>(c.lengths.size()), longest, 0};
-  const auto q16 = to_device_bf16(q), k16 = to_device_bf16(k), v16 = to_device_bf16(v), dout16 = to_device_bf16(dout);
-  View2<bf16> o16("o16", rows, q_cols), dq16("dq16", rows, q_cols), dk16("dk16", rows, kv_cols),
-      dv16("dv16", rows, kv_cols);
+  const auto dout16 = to_device_bf16(dout);
+  // q, k, v and their gradients: three dense arrays, or column blocks of one [T, qd + 2 kvd] array each.
+  const std::size_t width = q_cols + 2 * kv_cols;
+  View2<bf16> qkv16("qkv16", rows, c.qkv_columns ? width : 0), dqkv16("dqkv16", rows, c.qkv_columns ? width : 0);
+  const auto block = [&](const View2<bf16>& all, const View2<bf16>& dense, std::size_t c0, std::size_t cols) {
+    return c.qkv_columns ? columns_of(Unmanaged2<bf16>(all), static_cast<std::int64_t>(c0), static_cast<std::int64_t>(cols))
+                         : Strided2<bf16>(Unmanaged2<bf16>(dense));
+  };
+  View2<bf16> q_dense("q16", c.qkv_columns ? 0 : rows, q_cols), k_dense("k16", c.qkv_columns ? 0 : rows, kv_cols),
+      v_dense("v16", c.qkv_columns ? 0 : rows, kv_cols);
+  View2<bf16> dq_dense("dq16", c.qkv_columns ? 0 : rows, q_cols), dk_dense("dk16", c.qkv_columns ? 0 : rows, kv_cols),
+      dv_dense("dv16", c.qkv_columns ? 0 : rows, kv_cols);
+  const Strided2<bf16> q16 = block(qkv16, q_dense, 0, q_cols), k16 = block(qkv16, k_dense, q_cols, kv_cols),
+                       v16 = block(qkv16, v_dense, q_cols + kv_cols, kv_cols);
+  const Strided2<bf16> dq16 = block(dqkv16, dq_dense, 0, q_cols), dk16 = block(dqkv16, dk_dense, q_cols, kv_cols),
+                       dv16 = block(dqkv16, dv_dense, q_cols + kv_cols, kv_cols);
+  to_bf16(Unmanaged2<const float>(q), q16);
+  to_bf16(Unmanaged2<const float>(k), k16);
+  to_bf16(Unmanaged2<const float>(v), v16);
+  View2<bf16> o16("o16", rows, q_cols);
   View1<float> stats("stats", static_cast<std::size_t>(fused_attention_stats_size(shape, seg)));
   fused_attention_forward(shape, seg, q16, k16, v16, o16, stats);
   fused_attention_backward(shape, seg, q16, k16, v16, o16, dout16, stats, dq16, dk16, dv16);
@@ -108,7 +127,7 @@ std::string check_case(const Case& c, std::mt19937& rng) {
   if (why.tellp() == 0) return "";
   std::ostringstream s;
   s << why.str() << " at " << c.lengths.size() << " segments, " << c.heads << "/" << c.kv_heads << " heads, head_dim "
-    << c.head_dim;
+    << c.head_dim << (c.qkv_columns ? ", q, k, v as column blocks of one array" : "");
   return s.str();
 }
 
@@ -117,7 +136,7 @@ std::string check_case(const Case& c, std::mt19937& rng) {
 std::string fused_attention_self_test() {
   if (!fused_attention_built()) return "not built: " + fused_attention_backend();
   std::mt19937 rng(20261126);
-  const Case cases[] = {{{1, 70, 33, 130}, 4, 2, 64}, {{96, 1, 64}, 4, 1, 128}};
+  const Case cases[] = {{{1, 70, 33, 130}, 4, 2, 64}, {{96, 1, 64}, 4, 1, 128}, {{1, 70, 33, 130}, 4, 2, 64, true}};
   try {
     for (const Case& c : cases) {
       const std::string failure = check_case(c, rng);

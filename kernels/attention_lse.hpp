@@ -56,15 +56,15 @@ struct AttentionTiles {
 // the widened inputs, each output rounded once (kernels/attention_lse_bf16.cpp). On the host, fp32 scratch
 // of a few [T, heads / kv_heads * head_dim] blocks instead of fp32 copies of every operand. Backward's dq,
 // dk, dv may be q's, k's and v's own buffers (each kv-head group's operands are read before its gradients
-// are written).
-void attention_forward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
-                                Unmanaged2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o,
+// are written). q, k, v and dq, dk, dv may be column blocks of one wider array (Strided2: the [q | k | v]
+// output of one projection GEMM, and its gradient); each row must be contiguous.
+void attention_forward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
+                                Strided2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o,
                                 Unmanaged1<float> lse);
-void attention_backward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
-                                 Unmanaged2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids,
+void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
+                                 Strided2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids,
                                  Unmanaged2<const bf16> o, Unmanaged1<const float> lse, Unmanaged2<const bf16> dout,
-                                 Unmanaged2<bf16> dq, Unmanaged2<bf16> dk, Unmanaged2<bf16> dv,
-                                 Unmanaged1<float> delta);
+                                 Strided2<bf16> dq, Strided2<bf16> dk, Strided2<bf16> dv, Unmanaged1<float> delta);
 
 // Host memory only: the views' data must be host-accessible (the dispatchers above check it). The tiled
 // backward also takes an empty o, with delta holding D on entry; add_into_dkv adds into dk and dv instead

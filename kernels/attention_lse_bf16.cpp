@@ -10,6 +10,7 @@
 // Scratch: seven [T, hd] blocks instead of fp32 copies of q, k, v, o and their gradients. Elsewhere (a GPU
 // build without cuDNN) whole widened copies around the fp32 kernels.
 #include <algorithm>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -58,7 +59,7 @@ void check_bf16_shapes(const AttentionShape& s, std::size_t q_cols, std::size_t 
 // f(row0, sid, g) for every sequence (its first row, its seq ids) and kv head g, with that kv head's k and
 // v of the sequence widened into kb and vb ([T, hd] each).
 template <class F>
-void for_each_kv_head(const AttentionShape& s, Unmanaged2<const bf16> k, Unmanaged2<const bf16> v,
+void for_each_kv_head(const AttentionShape& s, Strided2<const bf16> k, Strided2<const bf16> v,
                       Unmanaged1<const std::int32_t> seq_ids, float* kb, float* vb, F&& f) {
   const std::int64_t T = s.seq, hd = s.head_dim;
   for (int b = 0; b < s.batch; ++b) {
@@ -72,18 +73,25 @@ void for_each_kv_head(const AttentionShape& s, Unmanaged2<const bf16> k, Unmanag
   }
 }
 
-Unmanaged2<float> widened_copy(Unmanaged2<const bf16> x, const char* name) {
+Unmanaged2<float> widened_copy(Strided2<const bf16> x, const char* name) {
   const auto out = kernel_scratch<float>(name, x.extent(0), x.extent(1));
-  to_f32(flat(x), flat(out));
+  to_f32(x, out);
   return out;
+}
+
+void check_rows_contiguous(std::initializer_list<std::size_t> element_strides, const char* what) {
+  for (std::size_t s : element_strides) {
+    if (s != 1) throw std::invalid_argument(std::string(what) + ": each row of q, k, v and their gradients must be contiguous");
+  }
 }
 
 }  // namespace
 
-void attention_forward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
-                                Unmanaged2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o,
+void attention_forward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
+                                Strided2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o,
                                 Unmanaged1<float> lse) {
   check_bf16_shapes(s, q.extent(1), k.extent(1), "attention_forward_lse_bf16");
+  check_rows_contiguous({q.stride_1(), k.stride_1(), v.stride_1()}, "attention_forward_lse_bf16");
   if constexpr (!kHostAttention) {
     const auto o32 = kernel_scratch<float>("attention_bf16_o", o.extent(0), o.extent(1));
     attention_forward_lse(s, widened_copy(q, "attention_bf16_q"), widened_copy(k, "attention_bf16_k"),
@@ -106,12 +114,14 @@ void attention_forward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> 
   });
 }
 
-void attention_backward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16> q, Unmanaged2<const bf16> k,
-                                 Unmanaged2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids,
+void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
+                                 Strided2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids,
                                  Unmanaged2<const bf16> o, Unmanaged1<const float> lse, Unmanaged2<const bf16> dout,
-                                 Unmanaged2<bf16> dq, Unmanaged2<bf16> dk, Unmanaged2<bf16> dv,
+                                 Strided2<bf16> dq, Strided2<bf16> dk, Strided2<bf16> dv,
                                  Unmanaged1<float> delta) {
   check_bf16_shapes(s, q.extent(1), k.extent(1), "attention_backward_lse_bf16");
+  check_rows_contiguous({q.stride_1(), k.stride_1(), v.stride_1(), dq.stride_1(), dk.stride_1(), dv.stride_1()},
+                        "attention_backward_lse_bf16");
   if constexpr (!kHostAttention) {
     const auto dq32 = kernel_scratch<float>("attention_bf16_dq", dq.extent(0), dq.extent(1));
     const auto dk32 = kernel_scratch<float>("attention_bf16_dk", dk.extent(0), dk.extent(1));
@@ -119,9 +129,9 @@ void attention_backward_lse_bf16(const AttentionShape& s, Unmanaged2<const bf16>
     attention_backward_lse(s, widened_copy(q, "attention_bf16_q"), widened_copy(k, "attention_bf16_k"),
                            widened_copy(v, "attention_bf16_v"), seq_ids, widened_copy(o, "attention_bf16_o"), lse,
                            widened_copy(dout, "attention_bf16_dout"), dq32, dk32, dv32, delta);
-    to_bf16(flat(Unmanaged2<const float>(dq32)), flat(dq));
-    to_bf16(flat(Unmanaged2<const float>(dk32)), flat(dk));
-    to_bf16(flat(Unmanaged2<const float>(dv32)), flat(dv));
+    to_bf16(Unmanaged2<const float>(dq32), dq);
+    to_bf16(Unmanaged2<const float>(dk32), dk);
+    to_bf16(Unmanaged2<const float>(dv32), dv);
     return;
   }
   const std::int64_t T = s.seq, H = s.heads, hd = s.head_dim, group = s.heads / s.kv_heads;

@@ -6,6 +6,9 @@
 #include "kernels/device_traffic.hpp"
 #include "kernels/kernel_scratch.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace shardft {
 
 void add_inplace(Unmanaged1<float> y, Unmanaged1<const float> x) {
@@ -166,6 +169,30 @@ void round_and_copy_to_bf16(Unmanaged1<float> x, Unmanaged1<bf16> kept) {
 void to_f32(Unmanaged1<const bf16> src, Unmanaged1<float> dst) {
   Kokkos::parallel_for(
       "to_f32", Range(0, src.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) { dst(i) = static_cast<float>(src(i)); });
+}
+
+namespace {
+void check_same_shape(std::size_t r0, std::size_t c0, std::size_t r1, std::size_t c1, const char* what) {
+  if (r0 != r1 || c0 != c1) throw std::invalid_argument(std::string(what) + ": source and destination shapes differ");
+}
+}  // namespace
+
+void to_f32(Strided2<const bf16> src, Unmanaged2<float> dst) {
+  check_same_shape(src.extent(0), src.extent(1), dst.extent(0), dst.extent(1), "to_f32");
+  const std::int64_t cols = static_cast<std::int64_t>(src.extent(1));
+  Kokkos::parallel_for(
+      "to_f32_strided", Range(0, static_cast<std::int64_t>(src.extent(0)) * cols), KOKKOS_LAMBDA(const std::int64_t t) {
+        dst(t / cols, t % cols) = static_cast<float>(src(t / cols, t % cols));
+      });
+}
+
+void to_bf16(Unmanaged2<const float> src, Strided2<bf16> dst) {
+  check_same_shape(src.extent(0), src.extent(1), dst.extent(0), dst.extent(1), "to_bf16");
+  const std::int64_t cols = static_cast<std::int64_t>(src.extent(1));
+  Kokkos::parallel_for(
+      "to_bf16_strided", Range(0, static_cast<std::int64_t>(src.extent(0)) * cols), KOKKOS_LAMBDA(const std::int64_t t) {
+        dst(t / cols, t % cols) = bf16(src(t / cols, t % cols));
+      });
 }
 
 bool all_finite(Unmanaged1<const float> x) {

@@ -34,6 +34,10 @@ void to_bf16(Unmanaged1<const float> src, Unmanaged1<bf16> dst);
 void round_and_copy_to_bf16(Unmanaged1<float> x, Unmanaged1<bf16> kept);
 // dst[i] = src[i] widened to fp32 (exact)
 void to_f32(Unmanaged1<const bf16> src, Unmanaged1<float> dst);
+// The same two conversions on matrices whose rows need not be back to back (column blocks of a wider
+// array, kernels/types.hpp Strided2); shapes must match.
+void to_f32(Strided2<const bf16> src, Unmanaged2<float> dst);
+void to_bf16(Unmanaged2<const float> src, Strided2<bf16> dst);
 // true when every element is finite
 bool all_finite(Unmanaged1<const float> x);
 

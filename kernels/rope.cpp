@@ -107,7 +107,7 @@ namespace {
 // instructions; the same float operations per pair, positions beyond the table included.
 constexpr int kRopePack = 4;
 template <class T>
-void rope_rotate_packed(const char* name, Unmanaged2<T> q, Unmanaged2<T> k, Unmanaged1<const std::int32_t> pos,
+void rope_rotate_packed(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
                         const RopeTable& table, bool inverse) {
   constexpr int W = kRopePack;
   const int hd = table.head_dim, half = hd / 2, groups = half / W;
@@ -156,10 +156,10 @@ void rope_rotate_packed(const char* name, Unmanaged2<T> q, Unmanaged2<T> k, Unma
 // Whether rope_rotate_packed applies: a GPU, heads of a multiple of 2 W pairs, and every row and table
 // row aligned to W elements.
 template <class T>
-bool rope_packs_fit(Unmanaged2<T> q, Unmanaged2<T> k, const RopeTable& table) {
+bool rope_packs_fit(Strided2<T> q, Strided2<T> k, const RopeTable& table) {
   if (Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible) return false;
   const int half = table.head_dim / 2;
-  return half % kRopePack == 0 && q.extent(1) % kRopePack == 0 && k.extent(1) % kRopePack == 0 &&
+  return half % kRopePack == 0 && q.stride_0() % kRopePack == 0 && k.stride_0() % kRopePack == 0 &&
          packs_fit<kRopePack>(half, {{q.data(), static_cast<int>(sizeof(T))}, {k.data(), static_cast<int>(sizeof(T))},
                                      {table.cos.data(), 4}, {table.sin.data(), 4}});
 }
@@ -167,9 +167,12 @@ bool rope_packs_fit(Unmanaged2<T> q, Unmanaged2<T> k, const RopeTable& table) {
 // q and k in fp32 or bf16 (a bf16 step's kept q and k): each pair read into fp32, rotated with the same
 // float operations either way, and stored (rounded once in bf16).
 template <class T>
-void rope_rotate_qk_of(const char* name, Unmanaged2<T> q, Unmanaged2<T> k, Unmanaged1<const std::int32_t> pos,
+void rope_rotate_qk_of(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
                        const RopeTable& table, bool inverse) {
   const int hd = table.head_dim, half = hd / 2;
+  if (q.stride_1() != 1 || k.stride_1() != 1) {
+    throw std::invalid_argument(std::string(name) + ": each row of q and k must be contiguous");
+  }
   if (hd < 2 || hd % 2 != 0) throw std::invalid_argument(std::string(name) + ": head_dim must be even and positive");
   if (q.extent(1) % hd != 0 || k.extent(1) % hd != 0 || k.extent(0) != q.extent(0) || pos.extent(0) != q.extent(0)) {
     throw std::invalid_argument(std::string(name) + ": q, k must be [N, heads * " + std::to_string(hd) + "], pos [N]");
@@ -227,12 +230,12 @@ void rope_rotate_qk_of(const char* name, Unmanaged2<T> q, Unmanaged2<T> k, Unman
 
 void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const std::int32_t> pos,
                     const RopeTable& table, bool inverse) {
-  rope_rotate_qk_of("rope_rotate_qk", q, k, pos, table, inverse);
+  rope_rotate_qk_of<float>("rope_rotate_qk", q, k, pos, table, inverse);
 }
 
-void rope_rotate_qk(Unmanaged2<bf16> q, Unmanaged2<bf16> k, Unmanaged1<const std::int32_t> pos,
+void rope_rotate_qk(Strided2<bf16> q, Strided2<bf16> k, Unmanaged1<const std::int32_t> pos,
                     const RopeTable& table, bool inverse) {
-  rope_rotate_qk_of("rope_rotate_qk_bf16", q, k, pos, table, inverse);
+  rope_rotate_qk_of<bf16>("rope_rotate_qk_bf16", q, k, pos, table, inverse);
 }
 
 }  // namespace shardft

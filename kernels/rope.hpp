@@ -42,8 +42,9 @@ RopeTable make_rope_table(std::int64_t positions, int head_dim, double theta);  
 void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const std::int32_t> pos,
                     const RopeTable& table, bool inverse);
 // The same rotation of bf16 q and k (a bf16 step's): each pair rotated in fp32 and rounded once, the values
-// the fp32 form gives on the same (bf16) inputs, rounded.
-void rope_rotate_qk(Unmanaged2<bf16> q, Unmanaged2<bf16> k, Unmanaged1<const std::int32_t> pos,
+// the fp32 form gives on the same (bf16) inputs, rounded. q and k may be column blocks of a wider array
+// (the [q | k | v] output of one projection GEMM); each row must be contiguous.
+void rope_rotate_qk(Strided2<bf16> q, Strided2<bf16> k, Unmanaged1<const std::int32_t> pos,
                     const RopeTable& table, bool inverse);
 
 }  // namespace shardft

@@ -23,6 +23,18 @@ template <class T>
 using Unmanaged1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 template <class T>
 using Unmanaged2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+// A borrowed [rows, cols] matrix whose rows need not be back to back: columns [c0, c0 + cols) of a wider
+// row-major array (q, k and v as column blocks of one [tokens, q + k + v] GEMM output). Elements of a row
+// are contiguous (stride_1() == 1); stride_0() is the row stride. An Unmanaged2 converts to it.
+template <class T>
+using Strided2 = Kokkos::View<T**, Kokkos::LayoutStride, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// Columns [c0, c0 + cols) of x as a Strided2.
+template <class T>
+Strided2<T> columns_of(const Unmanaged2<T>& x, std::int64_t c0, std::int64_t cols) {
+  const Kokkos::LayoutStride layout(x.extent(0), x.stride_0(), static_cast<std::size_t>(cols), 1);
+  return Strided2<T>(x.data() + c0, layout);
+}
 
 using Range = Kokkos::RangePolicy<ExecSpace>;
 

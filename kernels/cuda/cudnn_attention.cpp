@@ -57,6 +57,7 @@ std::string describe(const SdpaShape& s) {
   std::ostringstream os;
   os << "tokens=" << s.tokens << " segments=" << s.segments << " max_segment=" << s.max_segment
      << " heads=" << s.heads << " kv_heads=" << s.kv_heads << " head_dim=" << s.head_dim << " scale=" << s.scale;
+  if (s.q_stride > 0 || s.kv_stride > 0) os << " q_stride=" << s.q_row() << " kv_stride=" << s.kv_row();
   return os.str();
 }
 
@@ -79,6 +80,11 @@ void validate_shape(const SdpaShape& s) {
     fail("head_dim " + std::to_string(s.head_dim) +
          " is not a positive multiple of 8, which cuDNN's fused attention needs (16-byte rows)");
   if (!(s.scale > 0.f) || !std::isfinite(s.scale)) fail("scale must be positive and finite");
+  if (s.q_stride < 0 || s.kv_stride < 0) fail("row strides must not be negative");
+  if (s.q_row() < static_cast<std::int64_t>(s.heads) * s.head_dim ||
+      s.kv_row() < static_cast<std::int64_t>(s.kv_heads) * s.head_dim)
+    fail("a row stride is narrower than its rows");
+  if (s.q_row() % 8 != 0 || s.kv_row() % 8 != 0) fail("row strides must be multiples of 8 elements (16-byte rows)");
 }
 
 // cuDNN's tensors are declared 16-byte aligned (the frontend's default); the tables need their own type's.
@@ -93,6 +99,7 @@ void check_segments(const SdpaSegments& seg, const char* call) {
   check_pointer(seg.lengths, alignof(std::int32_t), call, "segments.lengths");
   check_pointer(seg.q_offsets, alignof(std::int64_t), call, "segments.q_offsets");
   check_pointer(seg.kv_offsets, alignof(std::int64_t), call, "segments.kv_offsets");
+  check_pointer(seg.o_offsets, alignof(std::int64_t), call, "segments.o_offsets");
   check_pointer(seg.stats_offsets, alignof(std::int64_t), call, "segments.stats_offsets");
 }
 
@@ -164,11 +171,12 @@ void* workspace_for(State& s, std::int64_t bytes, const GraphDims& dims) {
 
 using VariantPack = std::unordered_map<std::int64_t, void*>;
 
-// Both graphs read the segment tables under the same UIDs; q and o (and k and v) share their offsets.
+// Both graphs read the segment tables under the same UIDs; k and v (and each gradient and its input)
+// share their offsets.
 VariantPack segment_pack(const SdpaSegments& seg) {
   auto p = [](const void* x) { return const_cast<void*>(x); };  // cuDNN's variant pack is void*
   return {{kSeqLenQ, p(seg.lengths)},     {kSeqLenKV, p(seg.lengths)},    {kQOffsets, p(seg.q_offsets)},
-          {kOOffsets, p(seg.q_offsets)},  {kKOffsets, p(seg.kv_offsets)}, {kVOffsets, p(seg.kv_offsets)},
+          {kOOffsets, p(seg.o_offsets)},  {kKOffsets, p(seg.kv_offsets)}, {kVOffsets, p(seg.kv_offsets)},
           {kStatsOffsets, p(seg.stats_offsets)}};
 }
 
@@ -194,8 +202,9 @@ SdpaSegmentTables sdpa_segment_tables(const SdpaShape& shape, const std::vector<
   t.lengths = lengths;
   std::int64_t start = 0;
   for (std::size_t b = 0; b <= lengths.size(); ++b) {
-    t.q_offsets.push_back(start * shape.heads * shape.head_dim);
-    t.kv_offsets.push_back(start * shape.kv_heads * shape.head_dim);
+    t.q_offsets.push_back(start * shape.q_row());
+    t.kv_offsets.push_back(start * shape.kv_row());
+    t.o_offsets.push_back(start * shape.heads * shape.head_dim);
     t.stats_offsets.push_back(start * shape.heads);
     if (b == lengths.size()) break;
     if (lengths[b] < 1 || lengths[b] > shape.max_segment)

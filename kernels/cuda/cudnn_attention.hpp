@@ -10,11 +10,14 @@
 //
 // Layout: one call covers `segments` packed sequences stored back to back, token-major, as the model
 // holds them (bf16 bits as std::uint16_t, row-major):
-//   q, o, d_o, dq   [tokens, heads * head_dim]      element (t, h, d) at (t * heads + h) * head_dim + d
-//   k, v, dk, dv    [tokens, kv_heads * head_dim]   element (t, g, d) at (t * kv_heads + g) * head_dim + d
-// cuDNN sees this as its ragged "THD" layout: per segment a [heads, L, head_dim] tensor with strides
-// (head_dim, heads * head_dim, 1) starting at a ragged offset and masked to the segment's length, L being
-// the graph's sequence length (below).
+//   q, dq           [tokens, heads * head_dim]      element (t, h, d) at t * q_stride + h * head_dim + d
+//   k, v, dk, dv    [tokens, kv_heads * head_dim]   element (t, g, d) at t * kv_stride + g * head_dim + d
+//   o, d_o          [tokens, heads * head_dim]      element (t, h, d) at (t * heads + h) * head_dim + d
+// The row strides q_stride and kv_stride are heads * head_dim and kv_heads * head_dim (dense), or wider:
+// q, k and v as column blocks of one [tokens, (heads + 2 kv_heads) * head_dim] projection output, read and
+// their gradients written in place with no copy. cuDNN sees this as its ragged "THD" layout: per segment a
+// [heads, L, head_dim] tensor with strides (head_dim, row stride, 1) starting at a ragged offset and
+// masked to the segment's length, L being the graph's sequence length (below).
 //
 // Stats (forward output, backward input): fp32 log-sum-exp of each query row's scaled scores,
 // stats[t * heads + h] = ln sum_{j visible from t} exp(S_tj) (natural log, scale included), ragged like q:
@@ -59,6 +62,11 @@ struct SdpaShape {
   int head_dim = 0;         // a multiple of 8, at most 256 (cuDNN's limit for the backward on Hopper)
   float scale = 0.f;        // multiplies q . k before the softmax (1/sqrt(head_dim) for Llama)
   bool deterministic = true;  // bitwise-reproducible backward (see above)
+  // Elements from one token's row to the next in q and dq, and in k, v, dk and dv (see Layout); 0: dense.
+  // Multiples of 8 (16-byte rows), at least the dense width.
+  std::int64_t q_stride = 0, kv_stride = 0;
+  std::int64_t q_row() const { return q_stride > 0 ? q_stride : static_cast<std::int64_t>(heads) * head_dim; }
+  std::int64_t kv_row() const { return kv_stride > 0 ? kv_stride : static_cast<std::int64_t>(kv_heads) * head_dim; }
 };
 
 // Device arrays describing the segments of one call, filled by the caller (see sdpa_segment_tables for
@@ -66,18 +74,19 @@ struct SdpaShape {
 // start_{b+1} = start_b + lengths[b], start_segments = tokens):
 struct SdpaSegments {
   const std::int32_t* lengths = nullptr;        // [segments] int32: tokens in segment b (1..max_segment)
-  const std::int64_t* q_offsets = nullptr;      // [segments+1] int64 ELEMENTS: start_b * heads * head_dim
-                                                //   (q, o, d_o, dq)
-  const std::int64_t* kv_offsets = nullptr;     // [segments+1] int64 ELEMENTS: start_b * kv_heads * head_dim
+  const std::int64_t* q_offsets = nullptr;      // [segments+1] int64 ELEMENTS: start_b * q_row() (q, dq)
+  const std::int64_t* kv_offsets = nullptr;     // [segments+1] int64 ELEMENTS: start_b * kv_row()
                                                 //   (k, v, dk, dv)
+  const std::int64_t* o_offsets = nullptr;      // [segments+1] int64 ELEMENTS: start_b * heads * head_dim
+                                                //   (o, d_o)
   const std::int64_t* stats_offsets = nullptr;  // [segments+1] int64 ELEMENTS: start_b * heads (stats)
 };
 
-// The four arrays of SdpaSegments for the given segment lengths, on the host. Throws unless the lengths
+// The five arrays of SdpaSegments for the given segment lengths, on the host. Throws unless the lengths
 // are `shape.segments` values in 1..max_segment adding up to `shape.tokens`.
 struct SdpaSegmentTables {
   std::vector<std::int32_t> lengths;
-  std::vector<std::int64_t> q_offsets, kv_offsets, stats_offsets;
+  std::vector<std::int64_t> q_offsets, kv_offsets, o_offsets, stats_offsets;
 };
 SdpaSegmentTables sdpa_segment_tables(const SdpaShape& shape, const std::vector<std::int32_t>& lengths);
 

@@ -71,21 +71,22 @@ Tensor lengths(fe::graph::Graph& graph, const char* name, Uid uid, std::int64_t 
                           .set_data_type(fe::DataType_t::INT32));
 }
 
-// A [tokens, heads * d] token-major bf16 tensor seen as ragged [b, heads, s, d]: head stride d, token
-// stride heads * d; the batch stride is superseded by the ragged offsets (given the packed value).
-void describe_thd(fe::graph::Tensor_attributes& t, const GraphDims& dims, std::int64_t heads, Uid uid,
-                  const Tensor& ragged) {
+// A token-major bf16 tensor of `heads` heads whose tokens are `row` elements apart (heads * d when dense)
+// seen as ragged [b, heads, s, d]: head stride d, token stride row; the batch stride is superseded by the
+// ragged offsets (given the packed value).
+void describe_thd(fe::graph::Tensor_attributes& t, const GraphDims& dims, std::int64_t heads, std::int64_t row,
+                  Uid uid, const Tensor& ragged) {
   t.set_uid(uid)
       .set_dim({dims.b, heads, dims.s, dims.d})
-      .set_stride({dims.s * heads * dims.d, dims.d, heads * dims.d, 1})
+      .set_stride({dims.s * row, dims.d, row, 1})
       .set_ragged_offset(ragged);
 }
 
-Tensor thd_input(fe::graph::Graph& graph, const char* name, const GraphDims& dims, std::int64_t heads, Uid uid,
-                 const Tensor& ragged) {
+Tensor thd_input(fe::graph::Graph& graph, const char* name, const GraphDims& dims, std::int64_t heads,
+                 std::int64_t row, Uid uid, const Tensor& ragged) {
   fe::graph::Tensor_attributes t;
   t.set_name(name);
-  describe_thd(t, dims, heads, uid, ragged);
+  describe_thd(t, dims, heads, row, uid, ragged);
   return graph.tensor(t);
 }
 
@@ -103,6 +104,7 @@ void describe_stats(fe::graph::Tensor_attributes& t, const GraphDims& dims, cons
 bool GraphDims::operator==(const GraphDims& o) const {
   // The scale by its bits: the key must tell apart any two values the graph would bake in.
   return b == o.b && s == o.s && h == o.h && g == o.g && d == o.d && max_total == o.max_total &&
+         q_row == o.q_row && kv_row == o.kv_row &&
          std::memcmp(&scale, &o.scale, sizeof scale) == 0 && deterministic == o.deterministic;
 }
 
@@ -110,6 +112,7 @@ std::string GraphDims::describe() const {
   std::ostringstream os;
   os << "B=" << b << " S=" << s << " H=" << h << " G=" << g << " d=" << d << " T<=" << max_total << " scale=" << scale
      << (deterministic ? " deterministic" : " non-deterministic");
+  if (q_row != h * d || kv_row != g * d) os << " q_row=" << q_row << " kv_row=" << kv_row;
   return os.str();
 }
 
@@ -121,6 +124,8 @@ GraphDims graph_dims(const SdpaShape& shape) {
   dims.g = shape.kv_heads;
   dims.d = shape.head_dim;
   dims.max_total = round_up(shape.tokens, 64);
+  dims.q_row = shape.q_row();
+  dims.kv_row = shape.kv_row();
   dims.scale = shape.scale;
   dims.deterministic = shape.deterministic;
   return dims;
@@ -136,9 +141,9 @@ namespace {
 
 GraphPtr make_forward(const GraphDims& dims, int sm_version) {
   GraphPtr graph = new_graph(sm_version);
-  auto q = thd_input(*graph, "Q", dims, dims.h, kQ, offsets(*graph, "Q_offsets", kQOffsets, dims.b));
-  auto k = thd_input(*graph, "K", dims, dims.g, kK, offsets(*graph, "K_offsets", kKOffsets, dims.b));
-  auto v = thd_input(*graph, "V", dims, dims.g, kV, offsets(*graph, "V_offsets", kVOffsets, dims.b));
+  auto q = thd_input(*graph, "Q", dims, dims.h, dims.q_row, kQ, offsets(*graph, "Q_offsets", kQOffsets, dims.b));
+  auto k = thd_input(*graph, "K", dims, dims.g, dims.kv_row, kK, offsets(*graph, "K_offsets", kKOffsets, dims.b));
+  auto v = thd_input(*graph, "V", dims, dims.g, dims.kv_row, kV, offsets(*graph, "V_offsets", kVOffsets, dims.b));
   auto options = fe::graph::SDPA_attributes()
                      .set_name("shardft_sdpa_forward")
                      .set_generate_stats(true)
@@ -153,7 +158,7 @@ GraphPtr make_forward(const GraphDims& dims, int sm_version) {
                      .set_implementation(fe::AttentionImplementation_t::COMPOSITE);
   auto [o, stats] = graph->sdpa(q, k, v, options);
   o->set_output(true);
-  describe_thd(*o, dims, dims.h, kO, offsets(*graph, "O_offsets", kOOffsets, dims.b));
+  describe_thd(*o, dims, dims.h, dims.h * dims.d, kO, offsets(*graph, "O_offsets", kOOffsets, dims.b));
   stats->set_output(true);
   describe_stats(*stats, dims, offsets(*graph, "Stats_offsets", kStatsOffsets, dims.b));
   return graph;
@@ -165,11 +170,11 @@ GraphPtr make_backward(const GraphDims& dims, int sm_version) {
   auto k_off = offsets(*graph, "K_offsets", kKOffsets, dims.b);
   auto v_off = offsets(*graph, "V_offsets", kVOffsets, dims.b);
   auto o_off = offsets(*graph, "O_offsets", kOOffsets, dims.b);
-  auto q = thd_input(*graph, "Q", dims, dims.h, kQ, q_off);
-  auto k = thd_input(*graph, "K", dims, dims.g, kK, k_off);
-  auto v = thd_input(*graph, "V", dims, dims.g, kV, v_off);
-  auto o = thd_input(*graph, "O", dims, dims.h, kO, o_off);
-  auto d_o = thd_input(*graph, "dO", dims, dims.h, kDO, o_off);
+  auto q = thd_input(*graph, "Q", dims, dims.h, dims.q_row, kQ, q_off);
+  auto k = thd_input(*graph, "K", dims, dims.g, dims.kv_row, kK, k_off);
+  auto v = thd_input(*graph, "V", dims, dims.g, dims.kv_row, kV, v_off);
+  auto o = thd_input(*graph, "O", dims, dims.h, dims.h * dims.d, kO, o_off);
+  auto d_o = thd_input(*graph, "dO", dims, dims.h, dims.h * dims.d, kDO, o_off);
   fe::graph::Tensor_attributes stats_attributes;
   stats_attributes.set_name("Stats");
   describe_stats(stats_attributes, dims, offsets(*graph, "Stats_offsets", kStatsOffsets, dims.b));
@@ -189,11 +194,11 @@ GraphPtr make_backward(const GraphDims& dims, int sm_version) {
                      .set_deterministic_algorithm(dims.deterministic);
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, d_o, stats, options);
   dq->set_output(true);
-  describe_thd(*dq, dims, dims.h, kDQ, q_off);
+  describe_thd(*dq, dims, dims.h, dims.q_row, kDQ, q_off);
   dk->set_output(true);
-  describe_thd(*dk, dims, dims.g, kDK, k_off);
+  describe_thd(*dk, dims, dims.g, dims.kv_row, kDK, k_off);
   dv->set_output(true);
-  describe_thd(*dv, dims, dims.g, kDV, v_off);
+  describe_thd(*dv, dims, dims.g, dims.kv_row, kDV, v_off);
   return graph;
 }
 

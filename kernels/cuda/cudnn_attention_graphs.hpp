@@ -40,14 +40,15 @@ enum Uid : std::int64_t {
 
 // What a graph depends on: the cache key. b = segments, s = the sequence dimension (max_segment rounded
 // up to 64: the padding mask, not s, bounds each segment, so nearby maxima share graphs), h / g = query /
-// kv heads, d = head_dim, max_total = tokens rounded up to 64 (the backward sizes its token-packed fp32
+// kv heads, d = head_dim, q_row / kv_row = their token strides, max_total = tokens rounded up to 64 (the backward sizes its token-packed fp32
 // scratch from it, as cuDNN's own ragged tests do).
 struct GraphDims {
   std::int64_t b = 0, s = 0, h = 0, g = 0, d = 0, max_total = 0;
+  std::int64_t q_row = 0, kv_row = 0;  // token strides of q / dq and of k, v / dk, dv (SdpaShape::q_row())
   float scale = 0.f;
   bool deterministic = true;
   bool operator==(const GraphDims& o) const;
-  std::string describe() const;  // "B=3 S=128 H=32 G=8 d=64 T<=448 scale=0.125 deterministic"
+  std::string describe() const;  // "B=3 S=128 H=32 G=8 d=64 T<=448 scale=0.125 deterministic" (+ strides)
 };
 GraphDims graph_dims(const SdpaShape& shape);
 

@@ -98,45 +98,84 @@ Unmanaged2<T> head_rows(Unmanaged2<T> x, std::int64_t hd) {
 }
 
 
-// bf16 compute with every layer's q, k, v kept as bf16, plain q/k/v projections and no qk_norm: the GEMMs
-// write q, k, v in bf16 straight into their kept buffers and RoPE rotates q and k there, so they never
-// exist in fp32 on the fused path (the CPU kernels read them widened). Backward likewise: the attention
-// gradients are bf16, rotated back in place and read by the projections' GEMMs as they are. The staged
-// path rounds at the same points (project_qkv, qkv_grads), so both give the same bits.
-bool bf16_qkv(const AttentionWeights& w, Kept how) {
-  return how == Kept::bf16 && w.q.plain() && w.k.plain() && w.v.plain() && !w.qk_norm();
+// bf16 compute with every layer's activations kept as bf16, stacked q/k/v projections and the fused or
+// memory-efficient kernels: one GEMM writes [q | k | v] in bf16 straight into its kept buffer, RoPE
+// rotates q and k there, and the attention kernels read q, k and v as its column blocks, so they never
+// exist in fp32 on the fused path (the CPU kernels read them widened a block at a time). Backward
+// likewise: the attention kernels write [dq | dk | dv] in bf16, RoPE rotates dq and dk back in place, and
+// one GEMM each gives the projections' input and weight gradients. The staged path rounds at the same
+// points (project_qkv, attention_grads) and stacks the same backward GEMMs, so both give the same bits.
+bool packed_qkv(const AttentionWeights& w, Kept how, const AttentionTokens& t) {
+  return how == Kept::bf16 && w.qkv_stacked && (t.fused || t.memory_efficient);
 }
 
-// q, k, v = h W^T in bf16 into their kept buffers, q and k rotated there.
-void project_qkv_bf16(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a,
-                      const GemmOperand& h, std::int64_t N, std::int64_t qd, std::int64_t kvd) {
-  const auto q = a.q.bf16_output(N, qd), k = a.k.bf16_output(N, kvd), v = a.v.bf16_output(N, kvd);
-  w.q.forward_bf16(h, q);
-  w.k.forward_bf16(h, k);
-  w.v.forward_bf16(h, v);
-  rope_rotate_qk(q, k, t.positions, *t.rope, false);
+struct QkvColumns {
+  Strided2<bf16> q, k, v;
+};
+QkvColumns columns(Unmanaged2<bf16> qkv, std::int64_t qd, std::int64_t kvd) {
+  return {columns_of(qkv, 0, qd), columns_of(qkv, qd, kvd), columns_of(qkv, qd + kvd, kvd)};
 }
 
-// The bf16 path without the fused kernels (a CPU build): o = attention(q, k, v) on the Kokkos kernels.
-// Memory-efficient attention reads q, k, v and writes o in bf16 itself (kernels/attention_lse.hpp, fp32
-// inside, one kv-head group at a time on the host); eager attention reads them widened and writes o in
-// fp32, kept (rounded) as the o projection's input. A GPU build runs the fused kernel here, one launch
-// reading and writing bf16; the widening and rounding passes are the CPU's and are not counted, so the
-// step's launch count is what the GPU path launches.
-void attend_unfused_bf16(const AttentionTokens& t, AttentionActivations& a, std::int64_t qd, std::int64_t kvd,
-                         ActivationScratch& scratch) {
+// [q | k | v] = h [Wq; Wk; Wv]^T in bf16 into the kept buffer, q and k rotated there.
+void project_qkv_packed(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a,
+                        const GemmOperand& h, std::int64_t N, std::int64_t qd, std::int64_t kvd) {
+  const auto qkv = a.qkv.bf16_output(N, qd + 2 * kvd);
+  w.qkv.forward_bf16(h, qkv);
+  const QkvColumns c = columns(qkv, qd, kvd);
+  rope_rotate_qk(c.q, c.k, t.positions, *t.rope, false);
+}
+
+// o = attention(q, k, v) on the columns of the kept [q | k | v], written in bf16 into o's kept GEMM input.
+// Without the fused kernels (a CPU build) the memory-efficient ones read and write bf16 themselves
+// (kernels/attention_lse.hpp: fp32 inside, one kv-head group at a time on the host); a GPU build runs the
+// fused kernel here, one launch, so the CPU's launches are not counted and the step's launch count is
+// what the GPU path launches.
+void attend_packed(const AttentionTokens& t, AttentionActivations& a, std::int64_t qd, std::int64_t kvd) {
   const std::int64_t N = t.num_tokens();
-  const VendorKernel launch("attention forward (host kernels for the fused one)");
-  const UncountedLaunches host_only;
-  if (t.memory_efficient) {
-    attention_forward_lse_bf16(t.shape, a.q.kept_bf16(N, qd), a.k.kept_bf16(N, kvd), a.v.kept_bf16(N, kvd), t.seq_ids,
-                               a.o.bf16_output(N, qd), a.lse.vec(rows_times_heads(t.shape)));
+  const QkvColumns c = columns(a.qkv.bf16_output(N, qd + 2 * kvd), qd, kvd);
+  const auto o = a.o.bf16_output(N, qd);
+  if (t.fused) {
+    fused_attention_forward(t.shape, t.segments, c.q, c.k, c.v, o, a.lse.vec(fused_attention_stats_size(t.shape, t.segments)));
     return;
   }
-  const Qkv qkv = qkv_of(a, N, qd, kvd, false, Kept::bf16, scratch.kept, true);
-  const auto o = a.o.staging(N, qd, ComputeDtype::bf16, scratch.gemm_input);
-  attend(t, qkv.q, qkv.k, qkv.v, a, o, nullptr);
-  a.o.keep(o, ComputeDtype::bf16);
+  const VendorKernel launch("attention forward (host kernels for the fused one)");
+  const UncountedLaunches host_only;
+  attention_forward_lse_bf16(t.shape, c.q, c.k, c.v, t.seq_ids, o, a.lse.vec(rows_times_heads(t.shape)));
+}
+
+// d loss / d [q | k | v] in bf16 from dout = d loss / d (o's projection output): dattn in bf16 (autocast's
+// gradient of the bf16 o; the o projection's GEMM writes it), the attention kernels' bf16 gradients as
+// column blocks, dq and dk rotated back in place. The memory-efficient kernels write them over the kept
+// [q | k | v], which backward reads for the last time there; the fused ones (cuDNN) read all of it while
+// writing, so theirs go into scratch.
+LinearGrad attention_grads_packed(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a,
+                                  const LinearGrad& dout, AttentionGradBuffers& b) {
+  const std::int64_t N = t.num_tokens(), qd = w.q.out_features(), kvd = w.k.out_features(), width = qd + 2 * kvd;
+  const auto qkv = a.qkv.bf16_output(N, width);
+  const auto dqkv = t.fused ? kernel_scratch<bf16>("attn_dqkv_bf16", N, width) : qkv;
+  const auto dattn = kernel_scratch<bf16>("attn_dout_bf16", N, qd);
+  if (w.o.plain()) {
+    w.o.backward_input_bf16(dout, dattn);
+  } else {
+    const auto dattn32 = b.dattn.mat(N, qd);
+    w.o.backward_input(dout, dattn32, 0.f);
+    to_bf16(flat(Unmanaged2<const float>(dattn32)), flat(dattn));
+  }
+  const QkvColumns x = columns(qkv, qd, kvd), d = columns(dqkv, qd, kvd);
+  const auto o = a.o.bf16_output(N, qd);
+  if (t.fused) {
+    fused_attention_backward(t.shape, t.segments, x.q, x.k, x.v, o, dattn,
+                             a.lse.vec(fused_attention_stats_size(t.shape, t.segments)), d.q, d.k, d.v);
+  } else {
+    // As in attend_packed: one launch on a GPU, the CPU's widening and rounding passes uncounted.
+    const VendorKernel launch("attention backward (host kernels for the fused one)");
+    const UncountedLaunches host_only;
+    const std::int64_t rows = rows_times_heads(t.shape);
+    attention_backward_lse_bf16(t.shape, x.q, x.k, x.v, t.seq_ids, o, a.lse.vec(rows), dattn, d.q, d.k, d.v,
+                                b.delta.vec(rows));
+  }
+  rope_rotate_qk(d.q, d.k, t.positions, *t.rope, true);
+  return LinearGrad{Unmanaged2<const float>(), Unmanaged2<const bf16>(dqkv)};
 }
 
 // The staged path: q, k, v in fp32 (rounded as the bf16 path rounds: each projection's output, then
@@ -169,10 +208,25 @@ Qkv project_qkv(const AttentionWeights& w, const AttentionTokens& t, AttentionAc
   return out;
 }
 
-// The projections' gradients d loss / d (q, k, v) as their backward GEMMs read them.
+// The projections' gradients d loss / d (q, k, v) as their backward GEMMs read them: one each, or (stacked
+// projections in bf16) d loss / d [q | k | v] as the stacked layer's GEMMs read it.
 struct QkvGrads {
   LinearGrad q, k, v;
+  LinearGrad qkv{Unmanaged2<const float>(), GemmOperand(Unmanaged2<const float>())};
+  bool stacked = false;
 };
+
+// dq, dk, dv (fp32, each already rounded to bf16) as column blocks of one bf16 [dq | dk | dv] in scratch:
+// the stacked projection's backward operand, the bits the packed path hands it.
+LinearGrad stacked_grad_bf16(Unmanaged2<const float> dq, Unmanaged2<const float> dk, Unmanaged2<const float> dv) {
+  const std::int64_t N = dq.extent(0), qd = dq.extent(1), kvd = dk.extent(1);
+  const auto dqkv = kernel_scratch<bf16>("attn_dqkv_bf16", N, qd + 2 * kvd);
+  const QkvColumns d = columns(dqkv, qd, kvd);
+  to_bf16(dq, d.q);
+  to_bf16(dk, d.k);
+  to_bf16(dv, d.v);
+  return LinearGrad{Unmanaged2<const float>(), Unmanaged2<const bf16>(dqkv)};
+}
 
 // dq, dk, dv from dattn = d loss / d o on the Kokkos kernels (fp32).
 void unfused_attention_backward(const AttentionTokens& t, const Qkv& qkv, AttentionActivations& a, ComputeDtype dt,
@@ -187,54 +241,6 @@ void unfused_attention_backward(const AttentionTokens& t, const Qkv& qkv, Attent
     attention_backward(t.shape, qkv.q, qkv.k, qkv.v, a.probs.vec(t.shape.probs_size()), dattn, dq, dk, dv,
                        b.dscores.vec(t.shape.probs_size()));
   }
-}
-
-// The bf16 path (bf16_qkv): dattn in bf16 (autocast's gradient of the bf16 o; the o projection's GEMM
-// writes it), dq, dk, dv in bf16 from the fused kernels or the memory-efficient ones, rotated back in place;
-// eager attention's fp32 gradients (from dattn widened) rounded to bf16 first.
-QkvGrads attention_grads_bf16(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a,
-                              const LinearGrad& dout, AttentionGradBuffers& b, ActivationScratch& scratch) {
-  const std::int64_t N = t.num_tokens(), qd = w.q.out_features(), kvd = w.k.out_features();
-  // The memory-efficient kernels write dq, dk, dv over q, k, v, which backward reads for the last time
-  // there; the fused ones (cuDNN) read all of q, k, v while writing, so theirs go into scratch.
-  const bool over_qkv = !t.fused && t.memory_efficient;
-  const auto dq = over_qkv ? a.q.bf16_output(N, qd) : kernel_scratch<bf16>("attn_dq_bf16", N, qd);
-  const auto dk = over_qkv ? a.k.bf16_output(N, kvd) : kernel_scratch<bf16>("attn_dk_bf16", N, kvd);
-  const auto dv = over_qkv ? a.v.bf16_output(N, kvd) : kernel_scratch<bf16>("attn_dv_bf16", N, kvd);
-  const auto dattn = kernel_scratch<bf16>("attn_dout_bf16", N, qd);
-  if (w.o.plain()) {
-    w.o.backward_input_bf16(dout, dattn);
-  } else {
-    const auto dattn32 = b.dattn.mat(N, qd);
-    w.o.backward_input(dout, dattn32, 0.f);
-    to_bf16(flat(Unmanaged2<const float>(dattn32)), flat(dattn));
-  }
-  if (t.fused) {
-    fused_attention_backward(t.shape, t.segments, a.q.kept_bf16(N, qd), a.k.kept_bf16(N, kvd), a.v.kept_bf16(N, kvd),
-                             a.o.bf16_output(N, qd), dattn, a.lse.vec(fused_attention_stats_size(t.shape, t.segments)),
-                             dq, dk, dv);
-  } else {
-    // As in attend_unfused_bf16: one launch on a GPU, the CPU's widening and rounding passes uncounted.
-    const VendorKernel launch("attention backward (host kernels for the fused one)");
-    const UncountedLaunches host_only;
-    const std::int64_t rows = rows_times_heads(t.shape);
-    if (t.memory_efficient) {
-      attention_backward_lse_bf16(t.shape, a.q.kept_bf16(N, qd), a.k.kept_bf16(N, kvd), a.v.kept_bf16(N, kvd),
-                                  t.seq_ids, a.o.bf16_output(N, qd), a.lse.vec(rows), dattn, dq, dk, dv,
-                                  b.delta.vec(rows));
-    } else {
-      const auto dattn32 = b.dattn.mat(N, qd), dq32 = b.dq.mat(N, qd), dk32 = b.dk.mat(N, kvd), dv32 = b.dv.mat(N, kvd);
-      to_f32(flat(Unmanaged2<const bf16>(dattn)), flat(dattn32));
-      const Qkv qkv = qkv_of(a, N, qd, kvd, false, Kept::bf16, scratch.kept, true);
-      unfused_attention_backward(t, qkv, a, ComputeDtype::bf16, dattn32, dq32, dk32, dv32, b, scratch);
-      to_bf16(flat(Unmanaged2<const float>(dq32)), flat(dq));
-      to_bf16(flat(Unmanaged2<const float>(dk32)), flat(dk));
-      to_bf16(flat(Unmanaged2<const float>(dv32)), flat(dv));
-    }
-  }
-  rope_rotate_qk(dq, dk, t.positions, *t.rope, true);
-  const auto grad = [](Unmanaged2<bf16> g) { return LinearGrad{Unmanaged2<const float>(), Unmanaged2<const bf16>(g)}; };
-  return {grad(dq), grad(dk), grad(dv)};
 }
 
 // The staged path: fp32 gradients, in bf16 compute rounded where the bf16 path rounds them (dq and dk
@@ -274,8 +280,36 @@ QkvGrads attention_grads(const AttentionWeights& w, const AttentionGrads& g, con
     rmsnorm_backward(head_rows(qkv.k_proj, hd), w.k_norm, a.k_rstd.vec(N * kvd / hd), head_rows(dk, hd),
                      head_rows(dk_in, hd), g.k_norm);
   }
+  if (dt == ComputeDtype::bf16 && w.qkv_stacked) {
+    QkvGrads out;
+    out.qkv = stacked_grad_bf16(dq_in, dk_in, dv);
+    out.stacked = true;
+    return out;
+  }
   return {w.q.grad_operand(dq_in, "attn_dq_bf16"), w.k.grad_operand(dk_in, "attn_dk_bf16"),
           w.v.grad_operand(dv, "attn_dv_bf16")};
+}
+
+// The stacked projection's backward: dW_qkv += dqkv^T h into the parts' gradients (one GEMM where they lie
+// back to back, else into scratch and added to each), then dh = dqkv [Wq; Wk; Wv].
+void stacked_qkv_backward(const AttentionWeights& w, const AttentionGrads& g, const GemmOperand& h,
+                          const LinearGrad& dqkv, Unmanaged2<float> dh, AttentionGradBuffers& b) {
+  LinearGrads stacked;
+  if (stack_linear_grads({&g.q, &g.k, &g.v}, stacked)) {
+    w.qkv.backward_weight(h, dqkv, stacked);
+  } else {
+    const std::int64_t in = w.qkv.in_features();
+    const auto dw = b.qkv_dw.mat(w.qkv.out_features(), in);
+    w.qkv.backward_weight(h, dqkv, LinearGrads{dw, {}, {}}, 0.f);
+    std::int64_t row = 0;
+    const std::pair<const LinearGrads*, std::int64_t> parts[] = {
+        {&g.q, w.q.out_features()}, {&g.k, w.k.out_features()}, {&g.v, w.v.out_features()}};
+    for (const auto& [part, rows] : parts) {  // a frozen part (no gradient) is skipped
+      if (part->weight.extent(0) > 0) add_inplace(flat(part->weight), Unmanaged1<const float>(dw.data() + row * in, rows * in));
+      row += rows;
+    }
+  }
+  w.qkv.backward_input(dqkv, dh, 0.f);
 }
 
 }  // namespace
@@ -287,11 +321,12 @@ AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& la
                      linear_of(params, layout, P.q_proj, P.q_bias, dtype, P.lora_of(M::q_proj)),
                      linear_of(params, layout, P.k_proj, P.k_bias, dtype, P.lora_of(M::k_proj)),
                      linear_of(params, layout, P.v_proj, P.v_bias, dtype, P.lora_of(M::v_proj)),
-                     linear_of(params, layout, P.o_proj, P.o_bias, dtype, P.lora_of(M::o_proj)), {}, {}};
+                     linear_of(params, layout, P.o_proj, P.o_bias, dtype, P.lora_of(M::o_proj)), {}, {}, {}, false};
   if (P.q_norm >= 0) {
     w.q_norm = params.weight(P.q_norm);
     w.k_norm = params.weight(P.k_norm);
   }
+  w.qkv_stacked = !w.qk_norm() && Linear::stack({&w.q, &w.k, &w.v}, w.qkv);
   return w;
 }
 
@@ -317,14 +352,10 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
   const ComputeDtype dt = w.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
   const GemmOperand h = a.h.keep_rmsnorm(keep_x, x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
-  if (cache == nullptr && bf16_qkv(w, how)) {
-    project_qkv_bf16(w, t, a, h, N, qd, kvd);
+  if (cache == nullptr && packed_qkv(w, how, t)) {
+    project_qkv_packed(w, t, a, h, N, qd, kvd);
     if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
-    if (t.fused) {
-      attend_fused(t, Qkv{}, a, how, qd, kvd);
-    } else {
-      attend_unfused_bf16(t, a, qd, kvd, scratch);
-    }
+    attend_packed(t, a, qd, kvd);
     w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out);
     return;
   }
@@ -353,15 +384,24 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   const Kept how = kept_as(dt, a.every_layer);
   const LinearGrad dout = w.o.grad_operand(dx, dx_rounded);
   w.o.backward_weight(a.o.kept(N, qd, dt), dout, g.o);
-  const QkvGrads dqkv = bf16_qkv(w, how) ? attention_grads_bf16(w, t, a, dout, b, scratch)
-                                         : attention_grads(w, g, t, a, dout, b, scratch);
+  QkvGrads dqkv;
+  if (packed_qkv(w, how, t)) {
+    dqkv.qkv = attention_grads_packed(w, t, a, dout, b);
+    dqkv.stacked = true;
+  } else {
+    dqkv = attention_grads(w, g, t, a, dout, b, scratch);
+  }
   const GemmOperand h = a.h.kept(N, d, dt);
-  w.q.backward_weight(h, dqkv.q, g.q);
-  w.q.backward_input(dqkv.q, dh, 0.f);
-  w.k.backward_weight(h, dqkv.k, g.k);
-  w.k.backward_input(dqkv.k, dh, 1.f);
-  w.v.backward_weight(h, dqkv.v, g.v);
-  w.v.backward_input(dqkv.v, dh, 1.f);
+  if (dqkv.stacked) {
+    stacked_qkv_backward(w, g, h, dqkv.qkv, dh, b);
+  } else {
+    w.q.backward_weight(h, dqkv.q, g.q);
+    w.q.backward_input(dqkv.q, dh, 0.f);
+    w.k.backward_weight(h, dqkv.k, g.k);
+    w.k.backward_input(dqkv.k, dh, 1.f);
+    w.v.backward_weight(h, dqkv.v, g.v);
+    w.v.backward_input(dqkv.v, dh, 1.f);
+  }
   rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), dh, dx, g.norm, dx_rounded);
 }
 

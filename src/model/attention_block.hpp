@@ -21,6 +21,10 @@ struct AttentionWeights {
   float norm_eps = 0.f;
   Linear q, k, v, o;
   Unmanaged1<const float> q_norm, k_norm;  // [head_dim] each; empty without qk_norm
+  // q, k and v as one layer [Wq; Wk; Wv] (Linear::stack), where they are plain, their weights lie back to
+  // back and there is no qk_norm between projection and RoPE: one GEMM each way instead of three.
+  Linear qkv;
+  bool qkv_stacked = false;
   bool qk_norm() const { return q_norm.extent(0) > 0; }
 };
 
@@ -69,11 +73,12 @@ struct LayerKvCache {
 // What forward keeps for backward; h and o are GEMM inputs, bf16 in bf16 compute. q, k, v (after RoPE)
 // are the attention kernel's inputs, which its backward reads again: kept_as(dtype, every_layer). With
 // qk_norm also the projections' q and k before their norms (the norms' backward reads them) and each
-// head's 1 / rms.
+// head's 1 / rms. A bf16 step with stacked q/k/v projections keeps them as one [tokens, q | k | v] array
+// (qkv), the stacked GEMM's output, which the attention kernels read as column blocks.
 struct AttentionActivations {
   bool every_layer = false;  // one of every layer's, kept together until backward (model/linear.hpp Kept)
   LinearInput h{"attn_h"}, o{"o"};
-  KeptActivation q{"q"}, k{"k"}, v{"v"}, q_proj{"q_proj"}, k_proj{"k_proj"};
+  KeptActivation q{"q"}, k{"k"}, v{"v"}, q_proj{"q_proj"}, k_proj{"k_proj"}, qkv{"qkv"};
   GrowingBuffer rstd{"attn_rstd"}, q_rstd{"q_rstd"}, k_rstd{"k_rstd"}, probs{"probs"}, lse{"lse"};
 };
 
@@ -81,6 +86,7 @@ struct AttentionActivations {
 struct AttentionGradBuffers {
   GrowingBuffer dattn{"dattn"}, dq{"dq"}, dk{"dk"}, dv{"dv"}, dscores{"dscores"}, delta{"delta"};
   GrowingBuffer dq_proj{"dq_proj"}, dk_proj{"dk_proj"};  // qk_norm: the gradients before the norms
+  GrowingBuffer qkv_dw{"qkv_dw"};  // stacked q/k/v whose weight gradients are not back to back: dW first
 };
 
 // out = x + Attention(RMSNorm(x)); out may be x's own buffer. With a cache, the step's keys and values

@@ -31,6 +31,40 @@ Linear::Linear(Unmanaged2<const bf16> weight, Unmanaged1<const float> bias)
   check_bias(bias.extent(0), weight.extent(0));
 }
 
+bool Linear::stack(std::initializer_list<const Linear*> parts, Linear& stacked) {
+  if (parts.size() == 0) return false;
+  const Linear& first = **parts.begin();
+  const GemmOperand& w0 = first.weight_;
+  const std::size_t in = w0.extent(1);
+  std::size_t rows = 0;
+  for (const Linear* p : parts) {
+    const GemmOperand& w = p->weight_;
+    if (!p->plain() || p->dtype_ != first.dtype_ || w.is_bf16 != w0.is_bf16 || w.extent(1) != in) return false;
+    const bool follows = w.is_bf16 ? w.b16.data() == w0.b16.data() + rows * in : w.f32.data() == w0.f32.data() + rows * in;
+    if (!follows) return false;
+    rows += w.extent(0);
+  }
+  stacked = w0.is_bf16 ? Linear(Unmanaged2<const bf16>(w0.b16.data(), rows, in), {})
+                       : Linear(Unmanaged2<const float>(w0.f32.data(), rows, in), {}, first.dtype_);
+  return true;
+}
+
+bool stack_linear_grads(std::initializer_list<const LinearGrads*> parts, LinearGrads& stacked) {
+  if (parts.size() == 0) return false;
+  const Unmanaged2<float> g0 = (*parts.begin())->weight;
+  const bool frozen = g0.extent(0) == 0;
+  std::size_t rows = 0;
+  for (const LinearGrads* p : parts) {
+    if (p->bias.extent(0) > 0 || p->lora[0].a.extent(0) > 0 || p->lora[1].a.extent(0) > 0) return false;
+    if ((p->weight.extent(0) == 0) != frozen) return false;
+    if (frozen) continue;
+    if (p->weight.extent(1) != g0.extent(1) || p->weight.data() != g0.data() + rows * g0.extent(1)) return false;
+    rows += p->weight.extent(0);
+  }
+  stacked = LinearGrads{frozen ? Unmanaged2<float>() : Unmanaged2<float>(g0.data(), rows, g0.extent(1)), {}, {}};
+  return true;
+}
+
 void Linear::add_lora(const LoraTerm& t) {
   if (num_lora_ == kMaxLoraTerms) throw std::invalid_argument("Linear: more than two LoRA terms");
   const std::size_t r = t.a.extent(0);

@@ -16,6 +16,8 @@
 // layer inputs and kept activations are rounded to fp16 in place, and so is every activation gradient a
 // layer hands back (backward_input's dx), as fp16 autocast's backward makes them: that is where a gradient
 // overflows (above 65504) or underflows, which the trainer's loss scale (train/loss_scaler.hpp) is for.
+#include <initializer_list>
+
 #include "kernels/dropout_mask.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/rmsnorm.hpp"
@@ -63,6 +65,12 @@ struct LinearGrads {
   LoraGrads lora[kMaxLoraTerms];  // one per LoRA term, in the order they were added
 };
 
+// Where the gradients of Linear::stack's parts go, as the stacked layer's: their weights' gradients back to
+// back as one [sum of outs, in] matrix, or an empty one where every part is frozen. Returns false where
+// some parts are frozen and others not, a part has a bias or LoRA gradients, or a gradient does not follow
+// the one before in memory.
+bool stack_linear_grads(std::initializer_list<const LinearGrads*> parts, LinearGrads& stacked);
+
 class Linear {
  public:
   Linear() = default;
@@ -99,6 +107,12 @@ class Linear {
   // dx = dy W written in bf16 (each element the fp32 accumulator rounded once), for a plain() layer whose
   // input gradient is read as bf16 next; throws otherwise.
   void backward_input_bf16(const LinearGrad& dy, Unmanaged2<bf16> dx) const;
+
+  // Plain layers that read one input and whose weights lie back to back in memory, in this order (a Llama
+  // layer's q, k and v projections), as one layer [W_0; W_1; ...]: one GEMM for all of them, each part's
+  // output a block of columns of its output. Returns false, leaving `stacked` alone, where a part is not
+  // plain, the dtypes, storage or input widths differ, or a weight does not follow the one before.
+  static bool stack(std::initializer_list<const Linear*> parts, Linear& stacked);
 
   // Adds a LoRA term (at most kMaxLoraTerms); throws std::invalid_argument when its shapes do not fit.
   void add_lora(const LoraTerm& term);

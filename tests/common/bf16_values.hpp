@@ -35,6 +35,28 @@ inline std::vector<float> widened(const View2<bf16>& x) {
   return std::vector<float>(h.data(), h.data() + h.extent(0));
 }
 
+// Columns [c0, c0 + cols) of a host copy of a row-major [rows, width] matrix, row-major.
+inline std::vector<float> column_block(const std::vector<float>& all, std::size_t width, std::size_t c0, std::size_t cols) {
+  std::vector<float> out;
+  for (std::size_t r = 0; r < all.size() / width; ++r) {
+    out.insert(out.end(), all.begin() + static_cast<std::ptrdiff_t>(r * width + c0),
+               all.begin() + static_cast<std::ptrdiff_t>(r * width + c0 + cols));
+  }
+  return out;
+}
+
+// [a | b | c] row by row: three row-major matrices of the same rows side by side in one.
+inline std::vector<float> side_by_side(const std::vector<float>& a, std::size_t ac, const std::vector<float>& b,
+                                       std::size_t bc, const std::vector<float>& c, std::size_t cc) {
+  std::vector<float> out;
+  for (std::size_t r = 0; r < a.size() / ac; ++r) {
+    out.insert(out.end(), a.begin() + static_cast<std::ptrdiff_t>(r * ac), a.begin() + static_cast<std::ptrdiff_t>((r + 1) * ac));
+    out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(r * bc), b.begin() + static_cast<std::ptrdiff_t>((r + 1) * bc));
+    out.insert(out.end(), c.begin() + static_cast<std::ptrdiff_t>(r * cc), c.begin() + static_cast<std::ptrdiff_t>((r + 1) * cc));
+  }
+  return out;
+}
+
 // Restores the default tile size however a test ends.
 struct ScopedGemmTile {
   std::int64_t saved = gemm_bf16_tile_elements();

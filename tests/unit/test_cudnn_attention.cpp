@@ -1,6 +1,7 @@
 // cuDNN fused attention (kernels/cuda/cudnn_attention). Compiled only where cuDNN and cudnn-frontend
 // were found (SHARDFT_HAVE_CUDNN).
-//  - CudnnAttentionNoDevice: needs no GPU. The graphs of packed causal GQA and MHA shapes pass the
+//  - CudnnAttentionNoDevice: needs no GPU. The graphs of packed causal GQA and MHA shapes (q, k, v dense,
+//    and as column blocks of one projection output) pass the
 //    frontend's validate() for sm_90 and cuDNN's own descriptor checks; refused shapes name the problem.
 //    In a CUDA-Kokkos build on a machine without a GPU run them as
 //      SHARDFT_TEST_NO_KOKKOS=1 shardft_unit_tests --gtest_filter='CudnnAttentionNoDevice.*'
@@ -71,6 +72,11 @@ TEST(CudnnAttentionNoDevice, PackedCausalGqaAndMhaGraphsValidateForHopper) {
   SdpaShape atomics = shapes[0];
   atomics.deterministic = false;
   shapes.push_back(atomics);
+  // q, k and v as column blocks of one [tokens, (32 + 2 * 8) * 64] projection output (and their gradients
+  // likewise): every token's row 48 * 64 elements from the next.
+  SdpaShape qkv_columns = shapes[0];
+  qkv_columns.q_stride = qkv_columns.kv_stride = (32 + 2 * 8) * 64;
+  shapes.push_back(qkv_columns);
   for (const SdpaShape& s : shapes) {
     try {
       cuda::sdpa_validate_graphs(s);
@@ -89,6 +95,12 @@ TEST(CudnnAttentionNoDevice, RefusedShapesNameTheProblem) {
   s.head_dim = 63;
   EXPECT_NE(refusal<std::invalid_argument>(s).find("head_dim 63 is not a positive multiple of 8"), std::string::npos);
   s = good;
+  s.kv_stride = 8 * 64 - 8;
+  EXPECT_NE(refusal<std::invalid_argument>(s).find("row stride is narrower than its rows"), std::string::npos);
+  s = good;
+  s.q_stride = 32 * 64 + 4;
+  EXPECT_NE(refusal<std::invalid_argument>(s).find("multiples of 8 elements"), std::string::npos);
+  s = good;
   s.tokens = 3 * 130 + 1;
   EXPECT_NE(refusal<std::invalid_argument>(s).find("longer than max_segment"), std::string::npos);
   // Past cuDNN's limit for the backward on Hopper: refused by cuDNN itself, with its own words.
@@ -105,8 +117,16 @@ TEST(CudnnAttentionNoDevice, SegmentTablesHoldElementOffsets) {
   EXPECT_EQ(t.lengths, (std::vector<std::int32_t>{3, 1, 5}));
   EXPECT_EQ(t.q_offsets, (std::vector<std::int64_t>{0, 3 * 32, 4 * 32, 9 * 32}));
   EXPECT_EQ(t.kv_offsets, (std::vector<std::int64_t>{0, 3 * 16, 4 * 16, 9 * 16}));
+  EXPECT_EQ(t.o_offsets, t.q_offsets);
   EXPECT_EQ(t.stats_offsets, (std::vector<std::int64_t>{0, 3 * 4, 4 * 4, 9 * 4}));
   EXPECT_EQ(cuda::sdpa_stats_elements(s), 9 * 4);
+  // q, k, v as column blocks of one [9, 64] array: q, k, v and their gradients step by its rows; o does not.
+  SdpaShape packed = s;
+  packed.q_stride = packed.kv_stride = 64;
+  const cuda::SdpaSegmentTables p = cuda::sdpa_segment_tables(packed, {3, 1, 5});
+  EXPECT_EQ(p.q_offsets, (std::vector<std::int64_t>{0, 3 * 64, 4 * 64, 9 * 64}));
+  EXPECT_EQ(p.kv_offsets, p.q_offsets);
+  EXPECT_EQ(p.o_offsets, t.o_offsets);
   EXPECT_THROW(cuda::sdpa_segment_tables(s, {3, 1, 4}), std::invalid_argument);  // adds up to 8, not 9
   EXPECT_THROW(cuda::sdpa_segment_tables(s, {3, 0, 6}), std::invalid_argument);  // an empty segment
   EXPECT_THROW(cuda::sdpa_segment_tables(s, {9}), std::invalid_argument);        // one length for 3
@@ -262,12 +282,13 @@ void check_case(const std::vector<std::int32_t>& lengths, int heads, int kv_head
   const cuda::SdpaSegmentTables tables = cuda::sdpa_segment_tables(s, lengths);
   Guarded<std::int32_t> lens(tables.lengths.size(), 0);
   Guarded<std::int64_t> q_off(tables.q_offsets.size(), 0), kv_off(tables.kv_offsets.size(), 0),
-      st_off(tables.stats_offsets.size(), 0);
+      o_off(tables.o_offsets.size(), 0), st_off(tables.stats_offsets.size(), 0);
   lens.upload(tables.lengths);
   q_off.upload(tables.q_offsets);
   kv_off.upload(tables.kv_offsets);
+  o_off.upload(tables.o_offsets);
   st_off.upload(tables.stats_offsets);
-  const cuda::SdpaSegments seg{lens.ptr(), q_off.ptr(), kv_off.ptr(), st_off.ptr()};
+  const cuda::SdpaSegments seg{lens.ptr(), q_off.ptr(), kv_off.ptr(), o_off.ptr(), st_off.ptr()};
   Guarded<std::uint16_t> dq_(nq, 0), dk_(nk, 0), dv_(nk, 0), o_(nq, 0), dO(nq, 0), Q(nq, 0), K(nk, 0), V(nk, 0);
   Guarded<float> stats_(static_cast<std::size_t>(cuda::sdpa_stats_elements(s)), 0);
   Q.upload(q);

@@ -1,7 +1,8 @@
 // Memory-efficient attention on bf16 operands (kernels/attention_lse.hpp's _bf16 entry points) against
 // the fp32 kernel on the same values: o, lse, dq, dk, dv, D bit for bit, each bf16 output the fp32 one
 // rounded once. Shapes with GQA groups 1, 2 and 4, batch 2, packed samples and more than one query and
-// key tile; and backward writing its gradients over q, k, v themselves (the CPU step's buffers).
+// key tile; backward writing its gradients over q, k, v themselves (the CPU step's buffers); and q, k, v
+// as column blocks of one array.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -68,6 +69,40 @@ TEST(KernelAttentionLseBf16, IsTheFp32KernelOnTheSameValuesRoundedOnce) {
     expect_same_bits("dk over k", widened(k_then_dk), widened(dk16));
     expect_same_bits("dv over v", widened(v_then_dv), widened(dv16));
   }
+}
+
+// q, k, v as column blocks of one [N, q | k | v] array (the stacked projection's output, as a bf16 step
+// keeps it), and dq, dk, dv written over them there: the bits of the dense operands.
+TEST(KernelAttentionLseBf16, ColumnBlocksOfOneArrayGiveTheDenseBits) {
+  const int T = 150, B = 2, H = 8, G = 2, hd = 16;
+  const AttentionShape s{B, T, H, G, hd};
+  const std::size_t N = B * T, qd = H * hd, kvd = G * hd, width = qd + 2 * kvd;
+  const auto q0 = rounded_to_bf16(random_vector(N * qd, 511)), k0 = rounded_to_bf16(random_vector(N * kvd, 512));
+  const auto v0 = rounded_to_bf16(random_vector(N * kvd, 513)), do0 = rounded_to_bf16(random_vector(N * qd, 514));
+  std::vector<std::int32_t> seq(N, 0);
+  for (std::size_t i = T + 70; i < N; ++i) seq[i] = 1;
+  const auto sid = to_device(seq, "seq");
+  const auto q16 = to_device_bf16(q0, N, qd, "q16"), k16 = to_device_bf16(k0, N, kvd, "k16");
+  const auto v16 = to_device_bf16(v0, N, kvd, "v16"), do16 = to_device_bf16(do0, N, qd, "do16");
+  View2<bf16> o16("o16", N, qd), dq16("dq16", N, qd), dk16("dk16", N, kvd), dv16("dv16", N, kvd);
+  View1<float> lse16("lse16", B * H * T), d16("d16", B * H * T);
+  attention_forward_lse_bf16(s, q16, k16, v16, sid, o16, lse16);
+  attention_backward_lse_bf16(s, q16, k16, v16, sid, o16, lse16, do16, dq16, dk16, dv16, d16);
+
+  auto qkv = to_device_bf16(side_by_side(q0, qd, k0, kvd, v0, kvd), N, width, "qkv");
+  const Unmanaged2<bf16> all(qkv);
+  const auto q = columns_of(all, 0, qd), k = columns_of(all, qd, kvd), v = columns_of(all, qd + kvd, kvd);
+  View2<bf16> o("o", N, qd);
+  View1<float> lse("lse", B * H * T), d("d", B * H * T);
+  attention_forward_lse_bf16(s, q, k, v, sid, o, lse);
+  expect_same_bits("o", widened(o), widened(o16));
+  expect_same_bits("lse", to_host(lse), to_host(lse16));
+  attention_backward_lse_bf16(s, q, k, v, sid, o, lse, do16, q, k, v, d);
+  const auto grads = widened(qkv);
+  expect_same_bits("dq", column_block(grads, width, 0, qd), widened(dq16));
+  expect_same_bits("dk", column_block(grads, width, qd, kvd), widened(dk16));
+  expect_same_bits("dv", column_block(grads, width, qd + kvd, kvd), widened(dv16));
+  expect_same_bits("D", to_host(d), to_host(d16));
 }
 
 TEST(KernelAttentionLseBf16, ColumnsThatDoNotMatchTheShapeAreRefused) {

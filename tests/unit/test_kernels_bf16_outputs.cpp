@@ -162,6 +162,30 @@ TEST(KernelBf16Outputs, RopeOnBf16IsTheFp32RotationOfTheSameValuesRounded) {
   }
 }
 
+// q and k as column blocks of one [rows, q | k | v] array (the stacked projection's output): the dense
+// rotation's bits, v untouched.
+TEST(KernelBf16Outputs, RopeOnColumnBlocksIsTheDenseRotation) {
+  const int hd = 64, q_heads = 4, k_heads = 2;
+  const std::vector<std::int32_t> pos = {0, 1, 2, 0, 255, 300};
+  const std::size_t rows = pos.size(), qd = q_heads * hd, kvd = k_heads * hd, width = qd + 2 * kvd;
+  const auto q0 = rounded_to_bf16(random_vector(rows * qd, 423)), k0 = rounded_to_bf16(random_vector(rows * kvd, 424));
+  const auto v0 = rounded_to_bf16(random_vector(rows * kvd, 425));
+  const RopeTable table = make_rope_table(256, hd, 10000.0);
+  auto pd = to_device(pos, "pos");
+  for (const bool inverse : {false, true}) {
+    SCOPED_TRACE(inverse ? "inverse" : "forward");
+    auto q16 = to_device_bf16(q0, rows, qd, "q16"), k16 = to_device_bf16(k0, rows, kvd, "k16");
+    rope_rotate_qk(q16, k16, pd, table, inverse);
+    auto qkv = to_device_bf16(side_by_side(q0, qd, k0, kvd, v0, kvd), rows, width, "qkv");
+    rope_rotate_qk(columns_of(Unmanaged2<bf16>(qkv), 0, qd), columns_of(Unmanaged2<bf16>(qkv), qd, kvd), pd, table,
+                   inverse);
+    const auto all = widened(qkv);
+    EXPECT_EQ(column_block(all, width, 0, qd), widened(q16));
+    EXPECT_EQ(column_block(all, width, qd, kvd), widened(k16));
+    EXPECT_EQ(column_block(all, width, qd + kvd, kvd), v0);
+  }
+}
+
 // Backward in place over gu, with ds in bf16: [dg | du] as the fp32 packed kernel gives them from the same
 // inputs, rounded; s as forward wrote it, bit for bit (the same expression, the same inputs), and as the
 // fp32 forward gives it, rounded. At 37 columns every row is read element by element; at 40 in packs of 8

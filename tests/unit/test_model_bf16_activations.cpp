@@ -7,7 +7,9 @@
 //  - the step stays near fp32's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,84 @@ TEST(ModelBf16Activations, StepStaysNearFp32) {
     EXPECT_NEAR(bf16.loss, fp32.loss, 5e-3 * fp32.loss);
     EXPECT_LT(grads, 3e-2);
   }
+}
+
+// q, k and v as one layer (AttentionWeights::qkv) only where they are plain, share their storage and lie
+// back to back; their gradients likewise, or all frozen.
+TEST(ModelStackedQkv, StackingNeedsPlainLayersBackToBack) {
+  View1<float> w("w", 8 * 3), g("g", 8 * 3);
+  const auto rows_at = [&](std::int64_t row, std::int64_t n) { return Unmanaged2<const float>(w.data() + row * 3, n, 3); };
+  const Linear q(rows_at(0, 4), {}, ComputeDtype::bf16), k(rows_at(4, 2), {}, ComputeDtype::bf16),
+      v(rows_at(6, 2), {}, ComputeDtype::bf16);
+  Linear stacked;
+  ASSERT_TRUE(Linear::stack({&q, &k, &v}, stacked));
+  EXPECT_EQ(stacked.out_features(), 8);
+  EXPECT_EQ(stacked.in_features(), 3);
+  EXPECT_FALSE(Linear::stack({&q, &v, &k}, stacked)) << "v does not follow q";
+  const Linear k_with_bias(rows_at(4, 2), Unmanaged1<const float>(w.data(), 2), ComputeDtype::bf16);
+  EXPECT_FALSE(Linear::stack({&q, &k_with_bias, &v}, stacked)) << "a bias";
+  const Linear v_fp32(rows_at(6, 2), {}, ComputeDtype::fp32);
+  EXPECT_FALSE(Linear::stack({&q, &k, &v_fp32}, stacked)) << "another compute dtype";
+  EXPECT_EQ(stacked.out_features(), 8) << "a refused stack leaves the layer alone";
+
+  const auto grad_at = [&](std::int64_t row, std::int64_t n) { return Unmanaged2<float>(g.data() + row * 3, n, 3); };
+  const LinearGrads gq{grad_at(0, 4), {}, {}}, gk{grad_at(4, 2), {}, {}}, gv{grad_at(6, 2), {}, {}}, frozen{};
+  LinearGrads stacked_grads;
+  ASSERT_TRUE(stack_linear_grads({&gq, &gk, &gv}, stacked_grads));
+  EXPECT_EQ(stacked_grads.weight.data(), g.data());
+  EXPECT_EQ(stacked_grads.weight.extent(0), 8u);
+  ASSERT_TRUE(stack_linear_grads({&frozen, &frozen, &frozen}, stacked_grads));
+  EXPECT_EQ(stacked_grads.weight.extent(0), 0u) << "all frozen: no weight gradient";
+  EXPECT_FALSE(stack_linear_grads({&gq, &frozen, &gv}, stacked_grads)) << "some frozen";
+  EXPECT_FALSE(stack_linear_grads({&gq, &gv, &gk}, stacked_grads)) << "out of order";
+}
+
+// Gradients from LocalParams, but q, k and v's from buffers of their own (not back to back), as a sharded
+// gradient store might hand them out.
+class QkvGradsApart : public GradSink {
+ public:
+  QkvGradsApart(LocalParams& params, const ParamLayout& layout) : params_(params), layout_(layout) {}
+  Unmanaged1<float> grad(int param) override {
+    for (int l = 0; l < layout_.num_layers(); ++l) {
+      const LayerParams& P = layout_.layer(l);
+      if (param != P.q_proj && param != P.k_proj && param != P.v_proj) continue;
+      View1<float>& g = apart_[param];
+      if (g.extent(0) == 0) g = View1<float>("apart", static_cast<std::size_t>(layout_.params()[param].numel()));
+      return g;
+    }
+    return params_.grad(param);
+  }
+  void block_done(int) override {}
+  // Every gradient in layout order, q, k and v's copied from their own buffers.
+  std::vector<float> all() const {
+    std::vector<float> out = to_host(params_.grads());
+    for (const auto& [param, g] : apart_) {
+      const std::vector<float> h = to_host(g);
+      std::copy(h.begin(), h.end(), out.begin() + layout_.offset(param));
+    }
+    return out;
+  }
+
+ private:
+  LocalParams& params_;
+  const ParamLayout& layout_;
+  std::map<int, View1<float>> apart_;
+};
+
+TEST(ModelStackedQkv, GradientsApartGetTheSameStep) {
+  const ModelConfig cfg = small_model(2);
+  Decoder model(cfg, ComputeDtype::bf16);
+  model.set_memory_efficient_attention(true);
+  LocalParams params(model.layout());
+  init_params(model.layout(), cfg, 5, params.weights());
+  round_to_bf16(params.weights(), params.weights());
+  const double together = model.forward_backward(two_packed_rows(), params, params, 22.0).loss_sum;
+  const std::vector<float> expected = to_host(params.grads());
+  Kokkos::deep_copy(params.grads(), 0.f);
+  QkvGradsApart apart(params, model.layout());
+  const double separately = model.forward_backward(two_packed_rows(), params, apart, 22.0).loss_sum;
+  EXPECT_EQ(separately, together);
+  EXPECT_EQ(apart.all(), expected);
 }
 
 }  // namespace
