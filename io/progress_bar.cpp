@@ -140,12 +140,16 @@ void ProgressBar::finish() {
 }
 
 std::unique_ptr<ProgressBar> terminal_progress_bar(std::string label, long total, std::string unit, long start) {
-  if (!isatty(STDERR_FILENO)) return nullptr;
   const char* term = std::getenv("TERM");
   if (term && std::string(term) == "dumb") return nullptr;
-  winsize ws{};
-  const int columns = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
-  return std::make_unique<ProgressBar>(std::cerr, std::move(label), total, std::move(unit), start, columns);
+  for (const int fd : {STDERR_FILENO, STDOUT_FILENO}) {
+    if (!isatty(fd)) continue;
+    winsize ws{};
+    const int columns = ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+    return std::make_unique<ProgressBar>(fd == STDERR_FILENO ? std::cerr : std::cout, std::move(label), total,
+                                         std::move(unit), start, columns);
+  }
+  return nullptr;
 }
 
 }  // namespace shardft

@@ -3,7 +3,9 @@
 //   train [#########...........]  45% 45/100 steps 00:12<00:15 loss 1.234 tok/s 12.3k
 // label, bar, percent, done/total, elapsed<remaining, then the caller's statistics. The text is
 // made by render_progress, a pure function of the numbers (tested without a terminal or a clock).
-// terminal_progress_bar gives a bar only when stderr is a terminal: logs and pipes never see one.
+// terminal_progress_bar gives a bar only on a terminal: on stderr where it is one, else on stdout where
+// that is one (mpirun forwards rank 0's stdout through a pseudo-terminal, its stderr through a pipe);
+// logs and pipes never see one.
 #include <functional>
 #include <memory>
 #include <ostream>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the parity tests need beyond the build: Debian's torch and numpy, and a venv
-# (.cache/hfvenv) with the pinned transformers / tokenizers / safetensors / peft of
+# (.cache/hfvenv) with the pinned transformers / tokenizers / safetensors / peft / tensorboard of
 # tests/reference/requirements.txt (its lines marked `# no-deps` are installed without their
 # dependencies: see the comment there). Idempotent: returns at once when everything is in place.
 set -euo pipefail
@@ -34,6 +34,7 @@ grep -v 'no-deps' "$reqs" > "$venv/requirements-with-deps.txt"
 grep '^[^#].*# *no-deps' "$reqs" | sed 's/ *#.*//' > "$no_deps_reqs"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$venv/requirements-with-deps.txt"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$no_deps_reqs"
-"$venv/bin/python" -c "import torch, transformers, tokenizers, safetensors, peft"
+"$venv/bin/python" -c "import torch, transformers, tokenizers, safetensors, peft
+from tensorboard.backend.event_processing import event_accumulator"
 cp "$reqs" "$venv/requirements.txt"
 echo "install-test-deps: $venv ready ($("$venv/bin/python" -c 'import transformers, peft; print("transformers", transformers.__version__, "peft", peft.__version__)'))"

@@ -1,4 +1,3 @@
-#include <iomanip>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -56,13 +55,5 @@ int eval(const Invocation& inv, const MpiSession& mpi) {
   return 0;
 }
 
-int keys(std::ostream& out) {
-  const TrainConfig defaults;
-  for (const RecipeKey& k : recipe_keys()) {
-    TrainConfig copy = defaults;
-    out << "  " << std::left << std::setw(30) << k.name << std::setw(28) << value_text(copy, k) << k.doc << "\n";
-  }
-  return 0;
-}
 
 }  // namespace shardft::cli

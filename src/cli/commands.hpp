@@ -20,7 +20,6 @@ Invocation parse_invocation(const std::vector<std::string>& args);
 int train(const Invocation& inv, const MpiSession& mpi);
 int eval(const Invocation& inv, const MpiSession& mpi);
 int generate(const std::vector<std::string>& args, const MpiSession& mpi);
-int keys(std::ostream& out);
 int estimate(const std::vector<std::string>& args, std::ostream& out);
 int consolidate(const std::vector<std::string>& args, std::ostream& out);
 int inspect(const std::vector<std::string>& args, std::ostream& out);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/help.hpp"
 #include "comm/bootstrap.hpp"
 #include "config/train_config.hpp"
 #include "data/sft_data.hpp"
@@ -19,26 +20,6 @@
 #include "kernels/kernel_timer.hpp"
 #include "train/stop_signal.hpp"
 
-namespace {
-
-void usage(std::ostream& out) {
-  out << "usage: shardft <command> [--config recipe.yaml] [--key=value | --key value ...]\n"
-         "commands:\n"
-         "  train   fine-tune the model of the recipe on its dataset\n"
-         "  eval    held-out loss and greedy exact match of output_dir/model.safetensors\n"
-         "  generate [--model DIR] --prompt TEXT | --prompts_file FILE | --interactive [--system TEXT]\n"
-         "          [--max_new_tokens N] [--temperature T] [--top_p P] [--top_k K] [--seed S]\n"
-         "          talk to a model: output_dir (default), an HF directory or a checkpoint-N\n"
-         "  estimate  memory per GPU/CPU for ZeRO stages 1-3 (DeepSpeed's table) and activations\n"
-         "  consolidate CHECKPOINT --output DIR [--dtype fp32|bf16|fp16] [--max_shard_size 5GB] [--merge_adapters [--base DIR]]\n"
-         "          HF-loadable model.safetensors (+ index past the shard size) and config.json\n"
-         "  inspect CHECKPOINT   what a checkpoint holds; verifies every checksum\n"
-         "  plot RUN_DIR [--output DIR]  PNG charts of RUN_DIR/metrics.jsonl (default: RUN_DIR/plots)\n"
-         "  keys    list every recipe key with its default and meaning\n"
-         "run 'shardft keys' for the keys; any key may be given on the command line.\n";
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // A file-size limit (ulimit -f, a quota) would otherwise kill the process with SIGXFSZ mid-write,
@@ -47,16 +28,29 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    usage(args.empty() ? std::cerr : std::cout);
+    shardft::cli::print_usage(args.empty() ? std::cerr : std::cout);
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    shardft::cli::print_version(std::cout);
+    return 0;
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  if (shardft::cli::asks_for_help(args)) {  // before MPI and Kokkos: help needs neither
+    if (shardft::cli::print_command_help(command, std::cout, shardft::cli::output_width())) return 0;
+    std::cerr << "shardft: unknown command '" << command << "'\n";
+    shardft::cli::print_usage(std::cerr);
+    return 2;
+  }
   // A training run stops on SIGTERM / SIGINT / SIGUSR1 after a step, with a checkpoint: the handlers go in
   // first, so that a signal during start-up (MPI and Kokkos take a while) counts the same instead of
   // killing the process (exit 143).
   if (command == "train") shardft::install_stop_signal_handlers();
-  if (command == "keys") return shardft::cli::keys(std::cout);
+  if (command == "keys") {
+    shardft::cli::print_keys(std::cout, shardft::cli::output_width());
+    return 0;
+  }
   if (command == "estimate" || command == "consolidate" || command == "inspect" ||
       command == "plot") {  // one process: no MPI, no Kokkos
     try {
@@ -91,7 +85,7 @@ int main(int argc, char** argv) {
       code = shardft::cli::generate(args, mpi);
     } else {
       std::cerr << "shardft: unknown command '" << command << "'\n";
-      usage(std::cerr);
+      shardft::cli::print_usage(std::cerr);
       code = 2;
     }
     if (shardft::kernel_timer_installed()) std::cerr << "rank " << mpi.rank() << ": " << shardft::kernel_timer_report();

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -227,6 +228,8 @@ class Reader {
         optimizer(v);
       } else if (key == "scheduler") {
         read_deepspeed_scheduler(v, ds_);
+      } else if (key == "tensorboard") {
+        tensorboard(v);
       } else if (key == "zero_optimization.offload_optimizer" || key == "zero_optimization.offload_param") {
         offload(key, v);
       } else if (contains(plain_sections(), key)) {
@@ -292,6 +295,41 @@ class Reader {
                                "state in fp32 (DeepSpeed's default). Set it false");
       }
       leaf(*spec, x);
+    }
+  }
+
+  // DeepSpeed's TensorBoard monitor: event files in output_path/job_name. An empty output_path keeps
+  // shardft's default folder under output_dir, named by job_name.
+  void tensorboard(const Json& v) {
+    require_object("tensorboard", v);
+    bool enabled = false;
+    std::string output_path, job_name = "DeepSpeedJobName";  // DeepSpeed's defaults
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string key = "tensorboard." + it.key();
+      const Json& x = it.value();
+      if (it.key() == "enabled") {
+        if (!x.is_boolean()) wrong_type(key, "true or false", x);
+        enabled = x.get<bool>();
+      } else if (it.key() == "output_path" || it.key() == "job_name") {
+        if (!x.is_string()) wrong_type(key, "a string", x);
+        (it.key() == "output_path" ? output_path : job_name) = x.get<std::string>();
+      } else {
+        unsupported(key, "shardft reads tensorboard keys enabled, output_path, job_name");
+      }
+    }
+    if (!enabled) {
+      ds_.entries.push_back({"tensorboard", "{\"enabled\": false, ...}", {}, "no effect: disabled"});
+      return;
+    }
+    ds_.settings.push_back({"report_to", "tensorboard", where("tensorboard.enabled")});
+    ds_.entries.push_back({"tensorboard.enabled", "true", {"report_to"}, "TensorBoard event files"});
+    if (output_path.empty()) {
+      ds_.settings.push_back({"run_name", job_name, where("tensorboard.job_name")});
+      ds_.entries.push_back({"tensorboard.job_name", job_name, {"run_name"}, "the folder output_dir/runs/" + job_name});
+    } else {
+      const std::string dir = (std::filesystem::path(output_path) / job_name).string();
+      ds_.settings.push_back({"logging_dir", dir, where("tensorboard.output_path")});
+      ds_.entries.push_back({"tensorboard.output_path", output_path, {"logging_dir"}, "event files in " + dir});
     }
   }
 

@@ -90,6 +90,7 @@ RecipeKey RecipeKey::structured(std::function<std::string(const std::string&)> c
 
 namespace {
 
+
 template <typename T>
 RecipeKey train_key(std::string name, T TrainConfig::*member, std::string doc) {
   RecipeKey k;
@@ -182,6 +183,16 @@ std::vector<RecipeKey> build_recipe_keys() {
           .in(minus_one_or_at_least(1)),
       // bookkeeping
       train_key("logging_steps", &T::logging_steps, "log every this many optimizer steps").in(at_least(1)),
+      train_key("report_to", &T::report_to,
+                "where logged metrics go besides metrics.jsonl: tensorboard (event files in logging_dir; W&B "
+                "imports them with `wandb sync --sync-tensorboard`), all (the same), none")
+          .one_of({"none", "tensorboard", "all"}),
+      train_key("logging_dir", &T::logging_dir,
+                "TensorBoard's folder; empty: output_dir/runs/<run_name>, or output_dir/runs/<Mon>DD_HH-MM-SS_<host> "
+                "(HF's default) without run_name"),
+      train_key("run_name", &T::run_name, "the run's name: its TensorBoard folder under output_dir/runs"),
+      train_key("disable_tqdm", &T::disable_tqdm,
+                "no progress bar (rank 0 draws one on stderr, or stdout, where that is a terminal)"),
       train_key("save_strategy", &T::save_strategy,
                 "steps: every save_steps and at the end; epoch: at each epoch's end; no: only when preempted")
           .one_of({"steps", "epoch", "no"}),
@@ -411,9 +422,35 @@ ConfigField field_for_reading(const TrainConfig& cfg, const RecipeKey& key) {
 
 }  // namespace
 
-const std::vector<RecipeKey>& recipe_keys() {
-  static const std::vector<RecipeKey> keys = build_recipe_keys();
+namespace {
+// The table runs in sections; each group starts at its first key and holds the keys up to the next
+// group's first (the bookkeeping keys split into logging, checkpoints and the run's numerics).
+std::vector<RecipeKey> grouped(std::vector<RecipeKey> keys) {
+  const std::pair<const char*, const char*> starts[] = {
+      {"model_name_or_path", "model"}, {"dataset_path", "data"},     {"learning_rate", "training"},
+      {"logging_steps", "logging"},    {"save_strategy", "checkpoints"}, {"seed", "training"},
+      {"use_peft", "LoRA"},            {"zero_stage", "parallel"},   {"do_eval", "evaluation"},
+      {"vocab_size", "model"}};
+  std::string group;
+  for (RecipeKey& k : keys) {
+    for (const auto& [first, name] : starts) {
+      if (k.name == first) group = name;
+    }
+    k.group = group;
+  }
   return keys;
+}
+}  // namespace
+
+const std::vector<RecipeKey>& recipe_keys() {
+  static const std::vector<RecipeKey> keys = grouped(build_recipe_keys());
+  return keys;
+}
+
+const std::vector<std::string>& recipe_key_groups() {
+  static const std::vector<std::string> groups = {"model",   "data",        "training", "evaluation",
+                                                  "logging", "checkpoints", "parallel", "LoRA"};
+  return groups;
 }
 
 const RecipeKey* find_recipe_key(const std::string& name) {

@@ -44,6 +44,7 @@ struct RecipeKey {
   bool must_be_non_empty = false;      // string keys only
   std::vector<std::string> aliases;    // other names recipes use for the same key
   std::string doc;
+  std::string group;                   // one of recipe_key_groups(): where help lists it
   // Structured string keys (a list or a mapping held as canonical text): turns any accepted text into
   // the canonical one, throwing std::invalid_argument with the reason. A recipe may then give the key
   // a YAML list or mapping, and to_yaml writes the canonical text as it is. Empty: a plain string key.
@@ -59,6 +60,10 @@ struct RecipeKey {
 
 // Every key, in the order to_yaml writes them.
 const std::vector<RecipeKey>& recipe_keys();
+
+// The groups help lists the keys in, in that order: model, data, training, evaluation, logging,
+// checkpoints, parallel, LoRA.
+const std::vector<std::string>& recipe_key_groups();
 
 // The key called `name` (or one of its aliases); nullptr when there is none.
 const RecipeKey* find_recipe_key(const std::string& name);

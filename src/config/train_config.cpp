@@ -4,6 +4,7 @@
 #include "config/train_config.hpp"
 
 #include "config/deepspeed_json.hpp"
+#include "config/hf_keys_elsewhere.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -47,6 +48,8 @@ std::string source_of(const TrainConfig& cfg, const std::string& key) {
 }
 
 std::string unknown_key_message(const std::string& where, const std::string& name, const std::string& context) {
+  const std::string elsewhere = hf_key_elsewhere(name);
+  if (!elsewhere.empty()) return where + ": key '" + name + "'" + context + " is not supported by shardft: " + elsewhere;
   std::string message = where + ": unknown key '" + name + "'" + context;
   const std::string suggestion = closest_recipe_key(name);
   if (!suggestion.empty()) message += " (did you mean '" + suggestion + "'?)";
@@ -264,6 +267,11 @@ void check_qlora_keys(const TrainConfig& cfg) {
 
 void validate_combinations(const TrainConfig& cfg) {
   const ModelConfig& m = cfg.model;
+  const std::string& run = cfg.run_name;
+  if (run.find_first_of("/\\") != std::string::npos || run == "." || run == "..") {
+    fail_combination(cfg, {"run_name"}, "run_name '" + run + "' names a folder under output_dir/runs: it must be a "
+                                        "plain name, without / or \\");
+  }
   if (m.explicit_head_dim == 0 && m.hidden_size % m.num_attention_heads != 0) {
     fail_combination(cfg, {"hidden_size", "num_attention_heads"},
                      "hidden_size must be divisible by num_attention_heads (or head_dim given)");

@@ -28,6 +28,7 @@
 #include "train/consolidate.hpp"
 #include "train/hf_export.hpp"
 #include "train/adapter_export.hpp"
+#include "train/run_metrics.hpp"
 #include "train/mfu.hpp"
 #include "train/output_dir_claim.hpp"
 #include "train/output_lock.hpp"
@@ -246,12 +247,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   // ... and over time: a fresh run does not start among an earlier run's checkpoints (train/output_dir_claim.hpp).
   if (cfg.resume_from_checkpoint.empty()) claim_output_dir(cfg, parallel.host_world(), log);
   std::string run_id = cfg.resume_from_checkpoint.empty() ? new_run_id(parallel.host_world()) : "";
-  std::ofstream metrics;
-  if (writer) {
-    // A resumed run continues the log of the run it resumes.
-    metrics.open(cfg.output_dir + "/metrics.jsonl", cfg.resume_from_checkpoint.empty() ? std::ios::trunc : std::ios::app);
-    if (!metrics) throw ConfigError("output_dir: cannot write '" + cfg.output_dir + "/metrics.jsonl'");
-  }
+  RunMetrics metrics = writer ? RunMetrics({cfg.output_dir, cfg.report_to, cfg.logging_dir, cfg.run_name,
+                                            !cfg.resume_from_checkpoint.empty()})
+                             : RunMetrics();
+  if (!metrics.tensorboard_dir().empty()) log << "TensorBoard: event files in " << metrics.tensorboard_dir() << std::endl;
 
   Trainer tr(cfg, plan.total_steps, parallel);
   for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
@@ -299,7 +298,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   long window_steps = 0;
   bool preempted = false;
   // Rank 0 on a terminal: a progress line on stderr, cleared before each log line and drawn again after.
-  const auto bar = writer ? terminal_progress_bar("train", plan.total_steps, "steps", first_step) : nullptr;
+  const auto bar =
+      writer && !cfg.disable_tqdm ? terminal_progress_bar("train", plan.total_steps, "steps", first_step) : nullptr;
   double run_tokens = 0, run_seconds = 0;
   StepKernels last_kernels;
   long last_kernels_step = 0;
@@ -367,7 +367,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       const double inter = window_inter / static_cast<double>(window_steps);
       std::vector<std::pair<std::string, double>> line = {
           {"loss", loss}, {"grad_norm", st.grad_norm}, {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
-          {"tokens_per_second", tps}, {"mfu", mfu}, {"comm_bytes", bytes}, {"comm_bytes_inter_node", inter}};
+          {"tokens_per_second", tps}, {"mfu", mfu}, {"comm_bytes", bytes}, {"comm_bytes_inter_node", inter},
+          {"step", static_cast<double>(s + 1)}};
       // fp16: the scale the next step uses (DeepSpeed logs its current scale)
       if (cfg.fp16) line.insert(line.begin() + 3, {"loss_scale", tr.loss_scaler().scale()});
       log << py_dict(line) << std::endl;
@@ -379,7 +380,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
                          {"comm_bytes_intra_node", intra}, {"comm_bytes_inter_node", inter},
                          {"peak_memory_bytes", peak_rss_bytes()}};
         if (cfg.fp16) m["loss_scale"] = tr.loss_scaler().scale();
-        metrics << m.dump() << std::endl;
+        metrics.add(m, s + 1);
       }
       window_loss = window_seconds = window_bytes = window_intra = window_inter = 0;
       window_tokens = 0;
@@ -473,7 +474,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     summary["eval_exact_match"] = sum.eval.exact_match;
     summary["eval_samples"] = sum.eval.samples;
   }
-  if (writer) metrics << summary.dump() << std::endl;
+  metrics.add(summary, plan.total_steps);
   end_of_run_barrier(parallel);
   return sum;
 }

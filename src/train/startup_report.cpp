@@ -22,6 +22,9 @@ std::string build_description() {
 #if defined(SHARDFT_HAVE_NCCL)
     << " (NCCL backend compiled in)"
 #endif
+#if defined(SHARDFT_HAVE_CUDNN) && defined(KOKKOS_ENABLE_CUDA)
+    << ", cuDNN attention compiled in"
+#endif
     ;
   return s.str();
 }

@@ -98,6 +98,15 @@ if command -v script > /dev/null; then
     --output_dir '$tmp/tty'" "$tmp/tty.log" > /dev/null 2>&1 < /dev/null || { cat "$tmp/tty.log"; fail "train under a terminal failed"; }
   grep -qE $'\rtrain \\[#{20}\\] 100% 6/6 steps' "$tmp/tty.log" || { cat -v "$tmp/tty.log"; fail "no progress bar on a terminal"; }
   grep -qE "^\{'loss': " <(tr '\r' '\n' < "$tmp/tty.log" | sed 's/\x1b\[K//g') || fail "log lines garbled by the bar"
+  # Only stdout a terminal (mpirun forwards rank 0's stdout through a pseudo-terminal, its stderr through
+  # a pipe): the bar goes to stdout. disable_tqdm turns it off.
+  script -qec "'$bin' train --config jobs/recipes/default.yaml --max_steps 6 --logging_steps 3 --do_eval false \
+    --output_dir '$tmp/tty2' 2> '$tmp/tty2.err'" "$tmp/tty2.log" > /dev/null 2>&1 < /dev/null || fail "stdout-only terminal run failed"
+  grep -qE $'\rtrain \\[#{20}\\] 100% 6/6 steps' "$tmp/tty2.log" || { cat -v "$tmp/tty2.log"; fail "no progress bar on stdout"; }
+  grep -q $'\r' "$tmp/tty2.err" && fail "a bar went to stderr, which is a file"
+  script -qec "'$bin' train --config jobs/recipes/default.yaml --max_steps 6 --logging_steps 3 --do_eval false \
+    --disable_tqdm true --output_dir '$tmp/tty3'" "$tmp/tty3.log" > /dev/null 2>&1 < /dev/null || fail "disable_tqdm run failed"
+  grep -q 'train \[' "$tmp/tty3.log" && { cat -v "$tmp/tty3.log"; fail "disable_tqdm: a progress bar was drawn"; }
 else
   echo "note: no 'script' command; the terminal progress bar is not exercised"
 fi

@@ -223,7 +223,7 @@ const std::map<std::string, std::string>& sample_values() {
       {"max_grad_norm", "0.5"}, {"adam_beta1", "0.8"}, {"adam_beta2", "0.95"}, {"adam_epsilon", "1.0e-06"},
       {"per_device_train_batch_size", "4"}, {"train_batch_size", "64"}, {"per_device_eval_batch_size", "2"},
       {"gradient_accumulation_steps", "3"}, {"num_train_epochs", "1.5"}, {"max_steps", "100"},
-      {"logging_steps", "1"}, {"save_strategy", "epoch"}, {"save_steps", "20"}, {"save_total_limit", "3"}, {"resume_from_checkpoint", "runs/x/checkpoint-5"}, {"output_dir", "runs/x"}, {"overwrite_output_dir", "true"}, {"seed", "18446744073709551615"},
+      {"logging_steps", "1"}, {"report_to", "tensorboard"}, {"logging_dir", "tb/x"}, {"run_name", "sft-x"}, {"disable_tqdm", "true"}, {"save_strategy", "epoch"}, {"save_steps", "20"}, {"save_total_limit", "3"}, {"resume_from_checkpoint", "runs/x/checkpoint-5"}, {"output_dir", "runs/x"}, {"overwrite_output_dir", "true"}, {"seed", "18446744073709551615"},
       {"bf16", "true"}, {"fp16", "true"}, {"loss_scale", "128.5"}, {"initial_scale_power", "12"}, {"loss_scale_window", "500"}, {"hysteresis", "3"}, {"consecutive_hysteresis", "true"}, {"min_loss_scale", "0.5"}, {"gradient_checkpointing", "true"}, {"logits_chunk_tokens", "512"}, {"attn_implementation", "eager"}, {"zero_stage", "3"}, {"use_peft", "true"}, {"peft_type", "lora"}, {"lora_r", "8"}, {"lora_alpha", "16.0"}, {"lora_dropout", "0.1"}, {"lora_target_modules", "all-linear"}, {"use_rslora", "true"}, {"lora_bias", "none"}, {"adapter_path", "adapters/a"}, {"load_in_4bit", "true"}, {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", "false"}, {"bnb_4bit_compute_dtype", "float32"}, {"ranks_per_node", "2"}, {"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", "2"}, {"collectives", "mpi"}, {"collective_timeout_s", "20.5"},
       {"communication_data_type", "bf16"}, {"reduce_bucket_size", "200000000"}, {"allgather_bucket_size", "50000000"}, {"overlap_comm", "false"},
       {"zero_quantized_weights", "true"}, {"zero_quantized_gradients", "true"},
@@ -512,6 +512,21 @@ TEST(ConfigCrossKeyChecks, ModelShape) {
   EXPECT_CONTAINS(override_error({"--o_bias"}), "--o_bias: o_bias needs qkv_bias");
   EXPECT_NO_THROW(load_train_config("", {"--qkv_bias"}));                // Qwen2
   EXPECT_NO_THROW(load_train_config("", {"--qkv_bias", "--o_bias"}));    // Llama attention_bias
+}
+
+// A key HF / trl users bring over that shardft has no key for: what to do instead, not a typo guess.
+TEST(ConfigHfKeys, KnownHfKeysSayWhatToDoInstead) {
+  const std::string eval = override_error({"--eval_strategy=steps"});
+  EXPECT_CONTAINS(eval, "--eval_strategy: key 'eval_strategy' is not supported by shardft: shardft evaluates once");
+  EXPECT_EQ(eval.find("did you mean"), std::string::npos) << eval;
+  EXPECT_CONTAINS(override_error({"--optim=adamw_torch_fused"}), "the optimizer is always AdamW");
+  EXPECT_CONTAINS(override_error({"--deepspeed_config=x.json"}), "unknown key 'deepspeed_config'");  // not one of them
+}
+
+TEST(ConfigCrossKeyChecks, RunNameIsOneFolder) {
+  EXPECT_CONTAINS(override_error({"--run_name=a/b"}), "--run_name: run_name 'a/b' names a folder under output_dir/runs");
+  EXPECT_CONTAINS(override_error({"--run_name=.."}), "must be a plain name");
+  EXPECT_NO_THROW(load_train_config("", {"--run_name=sft-1"}));
 }
 
 TEST(ConfigCrossKeyChecks, CosineWithMinLrNeedsExactlyOneFloor) {

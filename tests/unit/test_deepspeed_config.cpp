@@ -289,6 +289,21 @@ TEST(ConfigDeepSpeed, KeysWithoutEffectAreAcceptedAndExplained) {
   EXPECT_NE(report.find("tensorboard = {\"enabled\": false, ...}: no effect: disabled"), std::string::npos) << report;
 }
 
+// DeepSpeed's TensorBoard monitor writes output_path/job_name; without an output_path shardft keeps its
+// folder under output_dir, named by the job.
+TEST(ConfigDeepSpeed, TheTensorBoardSectionTurnsOnTheEventFiles) {
+  const TrainConfig in_path = load_train_config(
+      "", {}, write("ds_tb.json", R"({"tensorboard": {"enabled": true, "output_path": "tb", "job_name": "sft"}})"));
+  EXPECT_EQ(in_path.report_to, "tensorboard");
+  EXPECT_EQ(in_path.logging_dir, "tb/sft");
+  EXPECT_EQ(in_path.run_name, "");
+  EXPECT_NE(source_of(in_path, "logging_dir").find("tensorboard.output_path"), std::string::npos);
+  const TrainConfig named = load_train_config("", {}, write("ds_tb2.json", R"({"tensorboard": {"enabled": true}})"));
+  EXPECT_EQ(named.report_to, "tensorboard");
+  EXPECT_EQ(named.logging_dir, "");
+  EXPECT_EQ(named.run_name, "DeepSpeedJobName");  // DeepSpeed's default job name
+}
+
 TEST(ConfigDeepSpeed, AdamWithL2IsAcceptedOnlyWithoutWeightDecay) {
   const std::string l2 = write("ds_l2.json", R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})");
   EXPECT_EQ(error_of(l2), "(accepted)");  // weight_decay 0: Adam and AdamW take the same step
@@ -367,7 +382,10 @@ TEST(ConfigDeepSpeed, EveryRejectedKeyIsNamedWithTheReason) {
       {R"({"activation_checkpointing": {"partition_activations": true}})",
        {"DeepSpeed key 'activation_checkpointing' is not supported by shardft: shardft does not implement it; it reads "
         "these keys: train_micro_batch_size_per_gpu"}},
-      {R"({"tensorboard": {"enabled": true}})", {"DeepSpeed key 'tensorboard' is not supported"}},
+      {R"({"tensorboard": {"enabled": true, "flush_secs": 5}})",
+       {"DeepSpeed key 'tensorboard.flush_secs' is not supported", "tensorboard keys enabled, output_path, job_name"}},
+      {R"({"tensorboard": {"enabled": true, "output_path": 3}})", {"DeepSpeed key 'tensorboard.output_path' expects a string"}},
+      {R"({"wandb": {"enabled": true}})", {"DeepSpeed key 'wandb' is not supported"}},
       {R"({"zero_optimization": {"stage": 3, "mics_shard_size": 8}})",
        {"DeepSpeed key 'zero_optimization.mics_shard_size' is not supported",
         "it reads zero_optimization keys stage, zero_hpz_partition_size"}},

@@ -1,0 +1,60 @@
+#include "config/hf_keys_elsewhere.hpp"
+
+#include <utility>
+
+namespace shardft {
+
+namespace {
+
+constexpr const char* kEvalAtEnd =
+    "shardft evaluates once, after training (do_eval: true with eval_dataset_path); evaluation during training "
+    "is not implemented yet";
+constexpr const char* kNoBestModel =
+    "it needs evaluation during training, which shardft does not have yet: the exported model is the last step's";
+
+const std::pair<const char*, const char*> kKeys[] = {
+    {"eval_strategy", kEvalAtEnd},
+    {"evaluation_strategy", kEvalAtEnd},
+    {"eval_steps", kEvalAtEnd},
+    {"eval_on_start", kEvalAtEnd},
+    {"val_set_size", "give held-out conversations as eval_dataset_path; the training data is not split"},
+    {"load_best_model_at_end", kNoBestModel},
+    {"metric_for_best_model", kNoBestModel},
+    {"greater_is_better", kNoBestModel},
+    {"early_stopping_patience", kNoBestModel},
+    {"early_stopping_threshold", kNoBestModel},
+    {"logging_strategy", "shardft logs every logging_steps optimizer steps (HF's steps strategy)"},
+    {"logging_first_step", "shardft logs every logging_steps optimizer steps and at the last step"},
+    {"optim", "the optimizer is always AdamW with fp32 state (torch's adamw_torch); remove the key"},
+    {"lr_scheduler_kwargs",
+     "each schedule's settings are keys of their own: min_lr, min_lr_rate, warmup_type, warmup_min_lr, "
+     "warmup_min_ratio, cos_min_ratio (shardft keys)"},
+    {"neftune_noise_alpha", "NEFTune (noise on the input embeddings) is not implemented"},
+    {"completion_only_loss", "the loss is always on the assistant's tokens (the completion); the prompt takes none"},
+    {"assistant_only_loss", "the loss is always on the assistant's tokens; the other roles take none"},
+    {"push_to_hub", "shardft uploads nothing; output_dir is an HF model directory: `huggingface-cli upload` it"},
+    {"hub_model_id", "shardft uploads nothing; output_dir is an HF model directory: `huggingface-cli upload` it"},
+    {"torch_compile", "shardft is compiled ahead of time; there is nothing to compile at start"},
+    {"dataloader_num_workers", "the data is tokenized once at start (and cached in dataset_cache_dir); no workers"},
+    {"fsdp", "use sharding_strategy (FULL_SHARD, HYBRID_SHARD, SHARD_GRAD_OP, NO_SHARD) or zero_stage"},
+    {"fsdp_config", "use sharding_strategy and shard_group_size"},
+    {"deepspeed", "give a DeepSpeed config on the command line: --deepspeed ds_config.json"},
+    {"gradient_checkpointing_kwargs", "gradient_checkpointing: true recomputes each decoder layer; it takes no options"},
+    {"per_gpu_train_batch_size", "use per_device_train_batch_size (HF's current name)"},
+    {"per_gpu_eval_batch_size", "use per_device_eval_batch_size (HF's current name)"},
+    {"save_safetensors", "checkpoints are HDF5 shards of the whole training state; model.safetensors is written at the end"},
+    {"save_only_model", "checkpoints hold the whole training state (for an exact resume); model.safetensors holds the model"},
+    {"group_by_length", "packing: true packs samples into full rows instead"},
+    {"tf32", "fp32 GEMMs run in full fp32; use bf16: true for tensor cores"},
+};
+
+}  // namespace
+
+std::string hf_key_elsewhere(const std::string& name) {
+  for (const auto& [key, what] : kKeys) {
+    if (name == key) return what;
+  }
+  return "";
+}
+
+}  // namespace shardft
