@@ -35,9 +35,11 @@ bool fused_attention_built();
 std::string fused_attention_backend();
 // Forward and backward on small packed GQA problems against kernels/attention_lse.hpp's reference
 // kernel in fp32 on the same bf16 inputs: "" when they agree within bf16 rounding (relative norm
-// 2e-2), else what disagreed or failed, with q, k, v dense and as column blocks of one array. Run once
-// at start-up before a run picks the fused kernels.
+// 2e-2), else what disagreed or failed. Run once at start-up before a run picks the fused kernels.
 std::string fused_attention_self_test();
+// The same with q, k, v and their gradients as column blocks of one array each (the model's stacked
+// q/k/v projection): where it fails, the model hands the fused kernels dense copies instead.
+std::string fused_attention_column_blocks_self_test();
 
 std::int64_t fused_attention_stats_size(const AttentionShape& s, const AttentionSegments& seg);
 // q, k, v (and backward's dq, dk, dv) may be column blocks of one wider array (Strided2: the [q | k | v]

@@ -4,6 +4,7 @@
 // their gradients) dense and as column blocks of one array (the model's fused q/k/v projection).
 #include <cmath>
 #include <exception>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 #include <string>
@@ -133,10 +134,10 @@ std::string check_case(const Case& c, std::mt19937& rng) {
 
 }  // namespace
 
-std::string fused_attention_self_test() {
+namespace {
+std::string run_cases(std::initializer_list<Case> cases) {
   if (!fused_attention_built()) return "not built: " + fused_attention_backend();
   std::mt19937 rng(20261126);
-  const Case cases[] = {{{1, 70, 33, 130}, 4, 2, 64}, {{96, 1, 64}, 4, 1, 128}, {{1, 70, 33, 130}, 4, 2, 64, true}};
   try {
     for (const Case& c : cases) {
       const std::string failure = check_case(c, rng);
@@ -146,6 +147,15 @@ std::string fused_attention_self_test() {
     return e.what();
   }
   return "";
+}
+}  // namespace
+
+std::string fused_attention_self_test() {
+  return run_cases({{{1, 70, 33, 130}, 4, 2, 64}, {{96, 1, 64}, 4, 1, 128}});
+}
+
+std::string fused_attention_column_blocks_self_test() {
+  return run_cases({{{1, 70, 33, 130}, 4, 2, 64, true}, {{96, 1, 64}, 4, 1, 128, true}});
 }
 
 }  // namespace shardft

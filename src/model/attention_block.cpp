@@ -98,15 +98,16 @@ Unmanaged2<T> head_rows(Unmanaged2<T> x, std::int64_t hd) {
 }
 
 
-// bf16 compute with every layer's activations kept as bf16, stacked q/k/v projections and the fused or
-// memory-efficient kernels: one GEMM writes [q | k | v] in bf16 straight into its kept buffer, RoPE
-// rotates q and k there, and the attention kernels read q, k and v as its column blocks, so they never
-// exist in fp32 on the fused path (the CPU kernels read them widened a block at a time). Backward
-// likewise: the attention kernels write [dq | dk | dv] in bf16, RoPE rotates dq and dk back in place, and
-// one GEMM each gives the projections' input and weight gradients. The staged path rounds at the same
-// points (project_qkv, attention_grads) and stacks the same backward GEMMs, so both give the same bits.
+// bf16 compute with every layer's activations kept as bf16, stacked q/k/v projections and the
+// memory-efficient kernels, or the fused ones where they read column blocks: one GEMM writes [q | k | v]
+// in bf16 straight into its kept buffer, RoPE rotates q and k there, and the attention kernels read q, k
+// and v as its column blocks, so they never exist in fp32 on the fused path (the CPU kernels read them
+// widened a block at a time). Backward likewise: the attention kernels write [dq | dk | dv] in bf16, RoPE
+// rotates dq and dk back in place, and one GEMM each gives the projections' input and weight gradients.
+// The staged path rounds at the same points (project_qkv, attention_grads) and stacks the same backward
+// GEMMs, so both give the same bits.
 bool packed_qkv(const AttentionWeights& w, Kept how, const AttentionTokens& t) {
-  return how == Kept::bf16 && w.qkv_stacked && (t.fused || t.memory_efficient);
+  return how == Kept::bf16 && w.qkv_stacked && (t.fused ? t.fused_column_blocks : t.memory_efficient);
 }
 
 struct QkvColumns {

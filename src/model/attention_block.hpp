@@ -53,6 +53,7 @@ struct AttentionTokens {
   // their statistics are kept in lse.
   bool fused = false;
   AttentionSegments segments;
+  bool fused_column_blocks = true;  // the fused kernels read q, k, v as column blocks of one array
 
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(shape.batch) * shape.seq; }
 };

@@ -86,6 +86,7 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
   t.memory_efficient = memory_efficient_attention_;
   if (fused_attention_ && dtype_ == ComputeDtype::bf16 && in.segments > 0) {
     t.fused = true;
+    t.fused_column_blocks = fused_column_blocks_;
     t.segments = {in.segment_starts, in.segments, in.max_segment, in.segments_version};
   }
   return t;

@@ -93,8 +93,12 @@ class Decoder {
   bool memory_efficient_attention() const { return memory_efficient_attention_; }
   // Attention on the fused bf16 kernels (kernels/attention_fused.hpp, cuDNN's SDPA on a GPU) in bf16
   // compute, for inputs whose segments are known; the kernel above otherwise. The caller checks that
-  // they are built and pass their self-test (train/attention_choice.hpp).
-  void set_fused_attention(bool on) { fused_attention_ = on; }
+  // they are built and pass their self-test (train/attention_choice.hpp). column_blocks: they read q, k,
+  // v as column blocks of one array (the stacked projection's output; their own self-test), else dense.
+  void set_fused_attention(bool on, bool column_blocks = true) {
+    fused_attention_ = on;
+    fused_column_blocks_ = column_blocks;
+  }
   bool fused_attention() const { return fused_attention_; }
   // LoRA dropout with probability p (0: off) in forward_backward only: evaluation and generation never
   // drop. The masks are drawn from (seed, step, layer, module, token, column) (kernels/dropout_mask.hpp);
@@ -158,6 +162,7 @@ class Decoder {
   bool checkpointing_ = false;
   bool memory_efficient_attention_ = false;
   bool fused_attention_ = false;
+  bool fused_column_blocks_ = true;
   std::int64_t logits_chunk_ = 0;
   float lora_dropout_ = 0.f;
   std::uint64_t dropout_seed_ = 0;

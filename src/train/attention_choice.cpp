@@ -10,6 +10,10 @@ const std::string& fused_self_test_failure() {
   static const std::string failure = fused_attention_self_test();
   return failure;
 }
+const std::string& column_blocks_self_test_failure() {
+  static const std::string failure = fused_attention_column_blocks_self_test();
+  return failure;
+}
 }  // namespace
 
 AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype) {
@@ -40,13 +44,17 @@ AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype) {
   c.fused = true;
   c.description = "fused bf16 kernels: " + fused_attention_backend() +
                   " (self-test passed; the log-sum-exp kernels where a batch's segments are not known)";
+  c.fused_column_blocks = column_blocks_self_test_failure().empty();
+  c.description += c.fused_column_blocks ? "; q, k, v read as column blocks of the stacked projection's output"
+                                         : "; q, k, v copied dense: the column-block layout failed its self-test: " +
+                                               column_blocks_self_test_failure();
   return c;
 }
 
 AttentionChoice configure_attention(Decoder& model, const std::string& attn_implementation) {
   const AttentionChoice c = choose_attention(attn_implementation, model.dtype());
   model.set_memory_efficient_attention(c.memory_efficient);
-  model.set_fused_attention(c.fused);
+  model.set_fused_attention(c.fused, c.fused_column_blocks);
   return c;
 }
 

@@ -15,6 +15,7 @@ namespace shardft {
 
 struct AttentionChoice {
   bool memory_efficient = false, fused = false;
+  bool fused_column_blocks = false;  // the fused kernels read q, k, v as column blocks (their own self-test)
   std::string description;  // "fused bf16 kernels: cuDNN 9.19.0 SDPA (self-test passed)", ...
 };
 

@@ -50,6 +50,7 @@ TEST(AttentionChoice, UnbuiltFusedKernelsRefuseToRun) {
   if (fused_attention_built()) GTEST_SKIP() << "this build has the fused kernels (" << fused_attention_backend() << ")";
   EXPECT_THROW(fused_attention_stats_size({1, 8, 2, 1, 16}, {}), std::logic_error);
   EXPECT_FALSE(fused_attention_self_test().empty());
+  EXPECT_FALSE(fused_attention_column_blocks_self_test().empty());
 }
 
 TrainConfig tiny_bf16(const char* attention) {
@@ -71,6 +72,7 @@ TrainConfig tiny_bf16(const char* attention) {
 TEST(FusedAttention, SelfTestPasses) {
   if (!fused_attention_built()) GTEST_SKIP() << "fused attention kernels: " << fused_attention_backend();
   EXPECT_EQ(fused_attention_self_test(), "");
+  EXPECT_EQ(fused_attention_column_blocks_self_test(), "") << "q, k, v as column blocks of one array";
 }
 
 // Two steps on packed rows (several samples per row, a one-token-long tail) and on plain rows.
