@@ -144,7 +144,9 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "the template and the length; empty: no cache"),
       // optimisation
       train_key("packing", &T::packing, "pack samples into rows of max_seq_length (first-fit decreasing)"),
-      train_key("learning_rate", &T::learning_rate, "peak learning rate").in(greater_than(0)),
+      train_key("learning_rate", &T::learning_rate,
+                "peak learning rate; unset while fine-tuning model_name_or_path: 2e-5 (trl's default)")
+          .in(greater_than(0)),
       train_key("lr_scheduler_type", &T::lr_scheduler_type,
                 "learning-rate schedule after warmup: HF's, or DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR "
                 "as its engine steps them")

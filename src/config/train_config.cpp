@@ -484,6 +484,12 @@ TrainConfig train_config_from_text(const std::string& recipe_path, const std::st
   }
   apply_overrides(cfg, overrides);
   if (!cfg.model_name_or_path.empty()) apply_pretrained_model_config(cfg);
+  // Fine-tuning a checkpoint takes trl's SFTConfig default learning rate; a model trained from scratch
+  // (the bundled task) keeps 3e-3. The startup report names the default that applied.
+  if (!cfg.model_name_or_path.empty() && source_of(cfg, "learning_rate").empty()) {
+    cfg.learning_rate = kFineTuneLearningRate;
+    record_source(cfg, "learning_rate", "default for fine-tuning model_name_or_path (trl's SFTConfig)");
+  }
   validate(cfg);
   // FSDP users name the stage by strategy; both given must agree.
   const int implied = stage_of_sharding_strategy(cfg.sharding_strategy);

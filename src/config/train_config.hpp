@@ -16,6 +16,9 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The learning rate a run that fine-tunes model_name_or_path takes when none is set (trl's SFTConfig).
+constexpr double kFineTuneLearningRate = 2e-5;
+
 struct TrainConfig {
   ModelConfig model;
 
@@ -38,7 +41,7 @@ struct TrainConfig {
   std::string dataset_cache_dir = ".cache/tokenized";  // tokenized sets are cached here by content; "": no cache
 
   // optimisation
-  double learning_rate = 3e-3;
+  double learning_rate = 3e-3;               // unset with model_name_or_path: kFineTuneLearningRate
   std::string lr_scheduler_type = "cosine";  // constant | linear | cosine | cosine_with_min_lr | DeepSpeed's:
                                              // ds_warmup | ds_warmup_decay | ds_warmup_cosine (train/lr_schedule.hpp)
   int warmup_steps = 0;

@@ -523,6 +523,17 @@ TEST(ConfigHfKeys, KnownHfKeysSayWhatToDoInstead) {
   EXPECT_CONTAINS(override_error({"--deepspeed_config=x.json"}), "unknown key 'deepspeed_config'");  // not one of them
 }
 
+// trl's default learning rate where a checkpoint is fine-tuned and none is set; the bundled task's
+// otherwise, and any rate given wins.
+TEST(ConfigDefaults, FineTuningACheckpointTakesTrlsLearningRate) {
+  const std::string model = SHARDFT_REFERENCE_DIR "/hf/tiny_qwen2";
+  const TrainConfig fine_tune = load_train_config("", {"--model_name_or_path", model});
+  EXPECT_DOUBLE_EQ(fine_tune.learning_rate, 2e-5);
+  EXPECT_EQ(source_of(fine_tune, "learning_rate"), "default for fine-tuning model_name_or_path (trl's SFTConfig)");
+  EXPECT_DOUBLE_EQ(load_train_config("", {}).learning_rate, 3e-3);
+  EXPECT_DOUBLE_EQ(load_train_config("", {"--model_name_or_path", model, "--learning_rate=1e-4"}).learning_rate, 1e-4);
+}
+
 TEST(ConfigCrossKeyChecks, RunNameIsOneFolder) {
   EXPECT_CONTAINS(override_error({"--run_name=a/b"}), "--run_name: run_name 'a/b' names a folder under output_dir/runs");
   EXPECT_CONTAINS(override_error({"--run_name=.."}), "must be a plain name");
