@@ -139,11 +139,26 @@ void ProgressBar::finish() {
   on_screen_ = false;
 }
 
+namespace {
+// Under an MPI or SLURM launcher a rank's stdout is a pseudo-terminal whatever the launcher's own stdout
+// is, a log file included: there stdout counts as a terminal only when the launcher says its own is one
+// (SHARDFT_TERMINAL=1, which jobs/mpirun.sh passes on).
+// Read when the process starts: MPI_Init of a process started alone sets the same variables.
+const bool kStartedByLauncher = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
+                                std::getenv("PMI_RANK") != nullptr || std::getenv("SLURM_PROCID") != nullptr;
+
+bool stdout_is_a_terminal() {
+  if (!isatty(STDOUT_FILENO)) return false;
+  const char* said = std::getenv("SHARDFT_TERMINAL");
+  return !kStartedByLauncher || (said != nullptr && std::string(said) == "1");
+}
+}  // namespace
+
 std::unique_ptr<ProgressBar> terminal_progress_bar(std::string label, long total, std::string unit, long start) {
   const char* term = std::getenv("TERM");
   if (term && std::string(term) == "dumb") return nullptr;
   for (const int fd : {STDERR_FILENO, STDOUT_FILENO}) {
-    if (!isatty(fd)) continue;
+    if (fd == STDERR_FILENO ? !isatty(fd) : !stdout_is_a_terminal()) continue;
     winsize ws{};
     const int columns = ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
     return std::make_unique<ProgressBar>(fd == STDERR_FILENO ? std::cerr : std::cout, std::move(label), total,

@@ -4,8 +4,9 @@
 // label, bar, percent, done/total, elapsed<remaining, then the caller's statistics. The text is
 // made by render_progress, a pure function of the numbers (tested without a terminal or a clock).
 // terminal_progress_bar gives a bar only on a terminal: on stderr where it is one, else on stdout where
-// that is one (mpirun forwards rank 0's stdout through a pseudo-terminal, its stderr through a pipe);
-// logs and pipes never see one.
+// that is one. mpirun forwards a rank's stdout through a pseudo-terminal (its stderr through a pipe) even
+// into a log file, so under a launcher stdout counts only where SHARDFT_TERMINAL=1 says the launcher's is
+// a terminal (jobs/mpirun.sh sets it). Logs and pipes never see one.
 #include <functional>
 #include <memory>
 #include <ostream>

@@ -60,6 +60,8 @@ if [ "$(id -u)" -eq 0 ]; then  # containers and CI run as root; OpenMPI refuses 
 fi
 export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 if [ "$dry" = 1 ]; then echo mpirun "${args[@]}" "$bin" "$@"; exit 0; fi
+# Rank 0's stdout reaches this terminal, if it is one: the progress bar may go there (io/progress_bar.hpp).
+[ -t 1 ] && args+=(-x SHARDFT_TERMINAL=1)
 [ "${1:-}" = train ] || exec mpirun "${args[@]}" "$bin" "$@"
 
 # Training: SIGTERM or SIGINT (Ctrl-C) to this script reaches the ranks as SIGUSR1, which Open MPI

@@ -195,6 +195,10 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("run_name", &T::run_name, "the run's name: its TensorBoard folder under output_dir/runs"),
       train_key("disable_tqdm", &T::disable_tqdm,
                 "no progress bar (rank 0 draws one on stderr, or stdout, where that is a terminal)"),
+      train_key("log_level", &T::log_level,
+                "passive or info: the run's report; debug: also diagnostics (each of the first two steps' host<->device "
+                "traffic, vendor libraries linked but idle)")
+          .one_of({"passive", "info", "debug"}),
       train_key("save_strategy", &T::save_strategy,
                 "steps: every save_steps and at the end; epoch: at each epoch's end; no: only when preempted")
           .one_of({"steps", "epoch", "no"}),

@@ -74,6 +74,7 @@ struct TrainConfig {
   std::string logging_dir;                   // TensorBoard's folder; "": output_dir/runs/<run_name, or date_host>
   std::string run_name;                      // names the run's default logging_dir
   bool disable_tqdm = false;                 // HF's key: no progress bar even on a terminal
+  std::string log_level = "passive";         // HF's key: passive / info (the default log) | debug (+ diagnostics)
   std::string save_strategy = "steps";       // HF's key: steps (save_steps and the end) | epoch | no
   int save_steps = 0;                        // checkpoint every this many steps; 0: only at the end
   int save_total_limit = 0;                  // keep the newest N checkpoints; 0: all

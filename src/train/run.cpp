@@ -329,7 +329,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       log << "kernel times (SHARDFT_KERNEL_TIMES): from step " << s + 2 << " on; step " << s + 1
           << " built graphs and sized buffers" << std::endl;
     }
-    if (s - first_step < 2) {
+    if (s - first_step < 2 && cfg.log_level == "debug") {
       // The first step sizes every buffer; the second shows what each later one moves (kernels/device_traffic.hpp).
       if (bar) bar->clear();
       log << "host<->device traffic of step " << s + 1 << (s == first_step ? " (first: sizes the buffers)" : "")

@@ -7,18 +7,20 @@
 
 namespace shardft {
 
-std::string build_description() {
+std::string build_description(bool with_idle) {
   std::ostringstream s;
   s << "Kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "." << KOKKOS_VERSION % 100 << " ("
     << Kokkos::DefaultExecutionSpace::name() << "), GEMM "
 #if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-    << "cuBLAS (device views)"
+    << "cuBLAS (device views)";
 #elif defined(SHARDFT_HAVE_CUDA)
-    << "BLAS (OpenBLAS); cuBLAS linked but idle, this Kokkos has no CUDA backend"
+    << "BLAS (OpenBLAS)";
+  if (with_idle) s << "; cuBLAS linked but idle, this Kokkos has no CUDA backend";
 #else
-    << "BLAS (OpenBLAS)"
+    << "BLAS (OpenBLAS)";
 #endif
-    << ", collectives MPI"
+  (void)with_idle;
+  s << ", collectives MPI"
 #if defined(SHARDFT_HAVE_NCCL)
     << " (NCCL backend compiled in)"
 #endif
@@ -31,7 +33,7 @@ std::string build_description() {
 
 std::string startup_report(const TrainConfig& cfg, const JobShape& job) {
   std::ostringstream s;
-  s << "build: " << build_description() << "\n";
+  s << "build: " << build_description(cfg.log_level == "debug") << "\n";
   s << "topology: " << job.world_size << " ranks = " << job.num_nodes << " node" << (job.num_nodes == 1 ? "" : "s")
     << " x " << job.ranks_per_node << " ranks per node ("
     << (job.ranks_per_node_overridden ? "ranks_per_node override" : "from MPI") << "); shard groups of "

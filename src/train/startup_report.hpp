@@ -14,7 +14,10 @@ struct JobShape {
   std::string groups;  // the parallel plan's report: each group's size, count and backend (ParallelPlan::report)
 };
 
-std::string build_description();
+// "Kokkos 4.6.1 (Cuda), GEMM cuBLAS (device views), collectives MPI (NCCL backend compiled in), ...".
+// with_idle: also what is linked but cannot run here (cuBLAS without a CUDA Kokkos): `--version` and
+// log_level debug say it, the default log does not.
+std::string build_description(bool with_idle = true);
 std::string startup_report(const TrainConfig& cfg, const JobShape& job);
 
 }  // namespace shardft

@@ -98,8 +98,8 @@ if command -v script > /dev/null; then
     --output_dir '$tmp/tty'" "$tmp/tty.log" > /dev/null 2>&1 < /dev/null || { cat "$tmp/tty.log"; fail "train under a terminal failed"; }
   grep -qE $'\rtrain \\[#{20}\\] 100% 6/6 steps' "$tmp/tty.log" || { cat -v "$tmp/tty.log"; fail "no progress bar on a terminal"; }
   grep -qE "^\{'loss': " <(tr '\r' '\n' < "$tmp/tty.log" | sed 's/\x1b\[K//g') || fail "log lines garbled by the bar"
-  # Only stdout a terminal (mpirun forwards rank 0's stdout through a pseudo-terminal, its stderr through
-  # a pipe): the bar goes to stdout. disable_tqdm turns it off.
+  # Only stdout a terminal: the bar goes to stdout. disable_tqdm turns it off. Under jobs/mpirun.sh (whose
+  # ranks' stdout is a pseudo-terminal even into a file) it shows on a terminal and stays out of a log.
   script -qec "'$bin' train --config jobs/recipes/default.yaml --max_steps 6 --logging_steps 3 --do_eval false \
     --output_dir '$tmp/tty2' 2> '$tmp/tty2.err'" "$tmp/tty2.log" > /dev/null 2>&1 < /dev/null || fail "stdout-only terminal run failed"
   grep -qE $'\rtrain \\[#{20}\\] 100% 6/6 steps' "$tmp/tty2.log" || { cat -v "$tmp/tty2.log"; fail "no progress bar on stdout"; }
@@ -107,6 +107,14 @@ if command -v script > /dev/null; then
   script -qec "'$bin' train --config jobs/recipes/default.yaml --max_steps 6 --logging_steps 3 --do_eval false \
     --disable_tqdm true --output_dir '$tmp/tty3'" "$tmp/tty3.log" > /dev/null 2>&1 < /dev/null || fail "disable_tqdm run failed"
   grep -q 'train \[' "$tmp/tty3.log" && { cat -v "$tmp/tty3.log"; fail "disable_tqdm: a progress bar was drawn"; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  script -qec "SHARDFT_BIN='$bin' jobs/mpirun.sh -np 1 train --config jobs/recipes/default.yaml --max_steps 6 \
+    --logging_steps 3 --do_eval false --output_dir '$tmp/tty4'" "$tmp/tty4.log" > /dev/null 2>&1 < /dev/null \
+    || { cat "$tmp/tty4.log"; fail "mpirun.sh on a terminal failed"; }
+  grep -qE $'\rtrain \\[#{20}\\] 100% 6/6 steps' "$tmp/tty4.log" || { cat -v "$tmp/tty4.log"; fail "mpirun.sh: no bar on a terminal"; }
+  SHARDFT_BIN=$bin jobs/mpirun.sh -np 1 train --config jobs/recipes/default.yaml --max_steps 6 --logging_steps 3 \
+    --do_eval false --output_dir "$tmp/tty5" > "$tmp/tty5.log" 2>&1 || { cat "$tmp/tty5.log"; fail "mpirun.sh into a file failed"; }
+  grep -q $'\r' "$tmp/tty5.log" && { cat -v "$tmp/tty5.log" | head; fail "mpirun.sh drew a bar into a log file"; }
 else
   echo "note: no 'script' command; the terminal progress bar is not exercised"
 fi
