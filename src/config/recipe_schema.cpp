@@ -148,10 +148,10 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "peak learning rate; unset while fine-tuning model_name_or_path: 2e-5 (trl's default)")
           .in(greater_than(0)),
       train_key("lr_scheduler_type", &T::lr_scheduler_type,
-                "learning-rate schedule after warmup: HF's, or DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR "
-                "as its engine steps them")
-          .one_of({"constant", "linear", "cosine", "cosine_with_min_lr", "ds_warmup", "ds_warmup_decay",
-                   "ds_warmup_cosine"}),
+                "learning-rate schedule after warmup: HF's (constant and constant_with_warmup both warm up first), "
+                "or DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR as its engine steps them")
+          .one_of({"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_min_lr", "ds_warmup",
+                   "ds_warmup_decay", "ds_warmup_cosine"}),
       train_key("warmup_steps", &T::warmup_steps, "warmup steps; 0: use warmup_ratio").in(at_least(0)),
       train_key("warmup_ratio", &T::warmup_ratio, "warmup as a fraction of all steps").in(closed_interval(0, 1)),
       train_key("min_lr", &T::min_lr, "cosine_with_min_lr: absolute floor").in(at_least(0)),

@@ -49,7 +49,7 @@ double LrSchedule::at(long step) const {
   const double span = static_cast<double>(std::max(1L, total_steps - warmup_steps));
   const double progress = static_cast<double>(step - warmup_steps) / span;
   const double cosine = 0.5 * (1.0 + std::cos(M_PI * std::min(progress, 1.0)));
-  if (type == "constant") return peak_lr;
+  if (type == "constant" || type == "constant_with_warmup") return peak_lr;
   if (type == "linear") return peak_lr * std::max(0.0, static_cast<double>(total_steps - step) / span);
   if (type == "cosine") return peak_lr * cosine;
   if (type == "cosine_with_min_lr") return peak_lr * (min_lr_rate + (1.0 - min_lr_rate) * cosine);

@@ -2,7 +2,8 @@
 // Learning-rate schedules with HF transformers' semantics (get_scheduler): the rate used by
 // optimizer step `step` (0-based) of `total_steps`, after `warmup` linear warm-up steps.
 //   warm-up:             lr * step / warmup
-//   constant:            lr
+//   constant, constant_with_warmup:  lr  (HF's constant skips warm-up silently; here a warm-up a recipe
+//                        asks for always runs, so both names mean HF's constant_with_warmup)
 //   linear:              lr * (total - step) / (total - warmup)
 //   cosine:              lr * 0.5 * (1 + cos(pi * progress)),   progress = (step - warmup) / (total - warmup)
 //   cosine_with_min_lr:  lr * (min_rate + (1 - min_rate) * 0.5 * (1 + cos(pi * progress)))

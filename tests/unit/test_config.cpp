@@ -444,8 +444,8 @@ TEST(ConfigOverrideErrors, EveryRangeRule) {
       {"--num_attention_heads=0", "key 'num_attention_heads' must be >= 1"},
       {"--output_dir=", "key 'output_dir' must not be empty"},
       {"--lr_scheduler_type=cosinee",
-       "key 'lr_scheduler_type' must be one of constant, linear, cosine, cosine_with_min_lr, ds_warmup, "
-       "ds_warmup_decay, ds_warmup_cosine, got 'cosinee'"},
+       "key 'lr_scheduler_type' must be one of constant, constant_with_warmup, linear, cosine, cosine_with_min_lr, "
+       "ds_warmup, ds_warmup_decay, ds_warmup_cosine, got 'cosinee'"},
       {"--warmup_type=exp", "key 'warmup_type' must be one of log, linear, got 'exp'"},
   };
   for (const auto& [flag, expected] : cases) {

@@ -158,15 +158,17 @@ TEST(LrSchedule, WarmupThenEachShape) {
   s.peak_lr = 1.0;
   s.warmup_steps = 10;
   s.total_steps = 110;
-  for (const char* type : {"constant", "linear", "cosine", "cosine_with_min_lr"}) {
+  for (const char* type : {"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_min_lr"}) {
     s.type = type;
     s.min_lr_rate = 0.1;
     EXPECT_DOUBLE_EQ(s.at(0), 0.0) << type;
     EXPECT_DOUBLE_EQ(s.at(5), 0.5) << type;
     EXPECT_DOUBLE_EQ(s.at(10), 1.0) << type;
   }
-  s.type = "constant";
-  EXPECT_DOUBLE_EQ(s.at(100), 1.0);
+  for (const char* type : {"constant", "constant_with_warmup"}) {
+    s.type = type;
+    EXPECT_DOUBLE_EQ(s.at(100), 1.0) << type;
+  }
   s.type = "linear";
   EXPECT_DOUBLE_EQ(s.at(60), 0.5);
   EXPECT_DOUBLE_EQ(s.at(110), 0.0);
