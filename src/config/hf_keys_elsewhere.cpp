@@ -6,23 +6,7 @@ namespace shardft {
 
 namespace {
 
-constexpr const char* kEvalAtEnd =
-    "shardft evaluates once, after training (do_eval: true with eval_dataset_path); evaluation during training "
-    "is not implemented yet";
-constexpr const char* kNoBestModel =
-    "it needs evaluation during training, which shardft does not have yet: the exported model is the last step's";
-
 const std::pair<const char*, const char*> kKeys[] = {
-    {"eval_strategy", kEvalAtEnd},
-    {"evaluation_strategy", kEvalAtEnd},
-    {"eval_steps", kEvalAtEnd},
-    {"eval_on_start", kEvalAtEnd},
-    {"val_set_size", "give held-out conversations as eval_dataset_path; the training data is not split"},
-    {"load_best_model_at_end", kNoBestModel},
-    {"metric_for_best_model", kNoBestModel},
-    {"greater_is_better", kNoBestModel},
-    {"early_stopping_patience", kNoBestModel},
-    {"early_stopping_threshold", kNoBestModel},
     {"logging_strategy", "shardft logs every logging_steps optimizer steps (HF's steps strategy)"},
     {"logging_first_step", "shardft logs every logging_steps optimizer steps and at the last step"},
     {"optim", "the optimizer is always AdamW with fp32 state (torch's adamw_torch); remove the key"},

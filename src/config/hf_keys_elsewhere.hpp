@@ -1,6 +1,6 @@
 #pragma once
 // Keys of HF's TrainingArguments / trl's SFTConfig / accelerate that a user brings over and shardft has no
-// key for: instead of a typo guess ("did you mean 'save_strategy'?" for eval_strategy), what shardft does
+// key for: instead of a typo guess ("did you mean 'logging_steps'?" for logging_strategy), what shardft does
 // instead or what to use.
 #include <string>
 

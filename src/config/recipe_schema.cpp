@@ -51,6 +51,15 @@ std::string checked_chat_template(const std::string& value) {
   throw std::invalid_argument("must be auto, shardft, chatml, llama3, plain, or the path of a .jinja file or a "
                               "tokenizer_config.json, got '" + value + "'");
 }
+// An optional flag (greater_is_better): "" (unset, derived), "true" or "false", however YAML spells them.
+std::string canonical_optional_bool_text(const std::string& value) {
+  if (value.empty()) return value;
+  std::string lower;
+  for (char c : value) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "true" || lower == "yes" || lower == "on" || lower == "1") return "true";
+  if (lower == "false" || lower == "no" || lower == "off" || lower == "0") return "false";
+  throw std::invalid_argument("must be true, false or empty, got '" + value + "'");
+}
 }  // namespace
 
 std::string ValueRange::describe() const {
@@ -200,8 +209,9 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "traffic, vendor libraries linked but idle)")
           .one_of({"passive", "info", "debug"}),
       train_key("save_strategy", &T::save_strategy,
-                "steps: every save_steps and at the end; epoch: at each epoch's end; no: only when preempted")
-          .one_of({"steps", "epoch", "no"}),
+                "steps: every save_steps and at the end; epoch: at each epoch's end; best: at each evaluation "
+                "that sets a new best metric_for_best_model; no: only when preempted")
+          .one_of({"steps", "epoch", "best", "no"}),
       train_key("save_steps", &T::save_steps, "checkpoint every this many steps; 0: only at the end").in(at_least(0)),
       train_key("save_total_limit", &T::save_total_limit, "keep the newest N checkpoints; 0: all").in(at_least(0)),
       train_key("resume_from_checkpoint", &T::resume_from_checkpoint,
@@ -320,6 +330,33 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("eval_max_new_tokens", &T::eval_max_new_tokens, "generation length in evaluation").in(at_least(1)),
       train_key("eval_samples", &T::eval_samples, "eval conversations to use; -1: all")
           .in(minus_one_or_at_least(1)),
+      train_key("eval_strategy", &T::eval_strategy,
+                "evaluate during training: no, steps (every eval_steps), epoch (at each epoch's end)")
+          .one_of({"no", "steps", "epoch"})
+          .also_named("evaluation_strategy"),  // HF's name before 4.46
+      train_key("eval_steps", &T::eval_steps, "eval_strategy steps: evaluate every this many steps; 0: logging_steps")
+          .in(at_least(0)),
+      train_key("eval_on_start", &T::eval_on_start, "evaluate once before the first step (a sanity check; not a best)"),
+      train_key("eval_generate", &T::eval_generate,
+                "evaluations during training also generate and score exact match (slower); else the loss only"),
+      train_key("val_set_size", &T::val_set_size,
+                "hold out this fraction (< 1) or number (>= 1) of the training samples as the eval set, instead of "
+                "eval_dataset_path; 0: none")
+          .in(at_least(0)),
+      train_key("metric_for_best_model", &T::metric_for_best_model,
+                "what the best checkpoint is judged by: loss or exact_match (eval_ prefix allowed); empty: loss")
+          .one_of({"", "loss", "eval_loss", "exact_match", "eval_exact_match"}),
+      train_key("greater_is_better", &T::greater_is_better,
+                "whether a higher metric_for_best_model is better; empty: false for a loss, true otherwise")
+          .structured(canonical_optional_bool_text),
+      train_key("load_best_model_at_end", &T::load_best_model_at_end,
+                "the exported model is the best evaluated checkpoint's, not the last step's"),
+      train_key("early_stopping_patience", &T::early_stopping_patience,
+                "stop after this many evaluations in a row without improvement; 0: never")
+          .in(at_least(0)),
+      train_key("early_stopping_threshold", &T::early_stopping_threshold,
+                "how much metric_for_best_model must improve on the best for an evaluation to count as better")
+          .in(at_least(0)),
       // model shape, under HF config.json names
       model_key("vocab_size", &M::vocab_size, "tokenizer vocabulary size").in(at_least(1)),
       model_key("hidden_size", &M::hidden_size, "model width").in(at_least(1)),

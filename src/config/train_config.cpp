@@ -265,6 +265,51 @@ void check_qlora_keys(const TrainConfig& cfg) {
   }
 }
 
+// Evaluation during training, the best checkpoint and early stopping: HF's TrainingArguments rules.
+void check_eval_keys(const TrainConfig& cfg) {
+  const bool evaluates = cfg.eval_strategy != "no";
+  const bool explicit_eval_file = !source_of(cfg, "eval_dataset_path").empty();
+  if (cfg.val_set_size >= 1 && cfg.val_set_size != std::floor(cfg.val_set_size)) {
+    fail_combination(cfg, {"val_set_size"}, "val_set_size is a fraction below 1 or a whole number of samples");
+  }
+  if (cfg.val_set_size > 0 && explicit_eval_file && !cfg.eval_dataset_path.empty()) {
+    fail_combination(cfg, {"val_set_size", "eval_dataset_path"},
+                     "val_set_size and eval_dataset_path both give the eval set; give one");
+  }
+  if ((evaluates || cfg.eval_on_start) && cfg.val_set_size == 0 && cfg.eval_dataset_path.empty()) {
+    fail_combination(cfg, {"eval_strategy", "eval_on_start", "eval_dataset_path", "val_set_size"},
+                     "evaluation needs an eval set: eval_dataset_path, or val_set_size to hold out training samples");
+  }
+  if (cfg.eval_generate && cfg.val_set_size > 0) {
+    fail_combination(cfg, {"eval_generate", "val_set_size"},
+                     "eval_generate needs conversations to prompt with (eval_dataset_path); the val_set_size split "
+                     "holds tokenized samples, which evaluate the loss");
+  }
+  const bool judges_best = cfg.load_best_model_at_end || cfg.save_strategy == "best" || cfg.early_stopping_patience > 0;
+  if (judges_best && !evaluates) {
+    fail_combination(cfg, {"eval_strategy", "load_best_model_at_end", "save_strategy", "early_stopping_patience"},
+                     "load_best_model_at_end, save_strategy best and early_stopping_patience judge evaluations made "
+                     "during training: set eval_strategy to steps or epoch");
+  }
+  if (judges_best && best_model_metric(cfg) == "exact_match" && !cfg.eval_generate) {
+    fail_combination(cfg, {"metric_for_best_model", "eval_generate"},
+                     "metric_for_best_model exact_match needs eval_generate: true (evaluations during training "
+                     "are loss-only otherwise)");
+  }
+  if (cfg.load_best_model_at_end && cfg.save_strategy != "best") {
+    if (cfg.save_strategy != cfg.eval_strategy) {
+      fail_combination(cfg, {"load_best_model_at_end", "save_strategy", "eval_strategy"},
+                       "load_best_model_at_end needs a checkpoint at every evaluation: save_strategy must be "
+                       "eval_strategy's (or best), as in HF");
+    }
+    if (cfg.save_strategy == "steps" && (cfg.save_steps == 0 || cfg.save_steps % eval_interval_steps(cfg) != 0)) {
+      fail_combination(cfg, {"load_best_model_at_end", "save_steps", "eval_steps", "logging_steps"},
+                       "load_best_model_at_end needs a checkpoint at every evaluation: save_steps must be a round "
+                       "multiple of eval_steps (" + std::to_string(eval_interval_steps(cfg)) + "), as in HF");
+    }
+  }
+}
+
 void validate_combinations(const TrainConfig& cfg) {
   const ModelConfig& m = cfg.model;
   const std::string& run = cfg.run_name;
@@ -352,9 +397,11 @@ void validate_combinations(const TrainConfig& cfg) {
                      "datasets and dataset_path both name the training data; give one (datasets: a mixture of files, "
                      "each with a weight; a lone path there is a mixture of one)");
   }
-  if (cfg.do_eval && cfg.eval_dataset_path.empty()) {
-    fail_combination(cfg, {"eval_dataset_path", "do_eval"}, "do_eval needs an eval_dataset_path");
+  if (cfg.do_eval && cfg.eval_dataset_path.empty() && cfg.val_set_size == 0) {
+    fail_combination(cfg, {"eval_dataset_path", "do_eval", "val_set_size"},
+                     "do_eval needs an eval set: eval_dataset_path, or val_set_size to hold out training samples");
   }
+  check_eval_keys(cfg);
 }
 
 // ---- writing YAML -------------------------------------------------------------------------
@@ -535,6 +582,14 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg) {
       {{"bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype"},
        cfg.load_in_4bit,
        "it applies only with load_in_4bit: true"},
+      {{"eval_steps"}, cfg.eval_strategy == "steps", "it applies only with eval_strategy: steps"},
+      {{"eval_generate"},
+       cfg.eval_strategy != "no" || cfg.eval_on_start,
+       "nothing is evaluated during training (eval_strategy: no, eval_on_start: false)"},
+      {{"metric_for_best_model", "greater_is_better"},
+       cfg.load_best_model_at_end || cfg.save_strategy == "best" || cfg.early_stopping_patience > 0,
+       "no best checkpoint is judged (load_best_model_at_end, save_strategy best, early_stopping_patience are off)"},
+      {{"early_stopping_threshold"}, cfg.early_stopping_patience > 0, "early_stopping_patience is 0"},
   };
   const TrainConfig defaults;
   std::vector<std::string> out;
@@ -548,6 +603,20 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg) {
     }
   }
   return out;
+}
+
+int eval_interval_steps(const TrainConfig& cfg) { return cfg.eval_steps > 0 ? cfg.eval_steps : cfg.logging_steps; }
+
+std::string best_model_metric(const TrainConfig& cfg) {
+  const std::string& m = cfg.metric_for_best_model;
+  if (m.empty()) return "loss";
+  return m.rfind("eval_", 0) == 0 ? m.substr(5) : m;
+}
+
+bool best_metric_greater_is_better(const TrainConfig& cfg) {
+  if (!cfg.greater_is_better.empty()) return cfg.greater_is_better == "true";
+  const std::string m = best_model_metric(cfg);
+  return !(m.size() >= 4 && m.compare(m.size() - 4, 4, "loss") == 0);  // HF: a name ending in "loss" is lower-better
 }
 
 std::string to_yaml(const TrainConfig& cfg) {

@@ -75,7 +75,7 @@ struct TrainConfig {
   std::string run_name;                      // names the run's default logging_dir
   bool disable_tqdm = false;                 // HF's key: no progress bar even on a terminal
   std::string log_level = "passive";         // HF's key: passive / info (the default log) | debug (+ diagnostics)
-  std::string save_strategy = "steps";       // HF's key: steps (save_steps and the end) | epoch | no
+  std::string save_strategy = "steps";       // HF's key: steps (save_steps and the end) | epoch | best | no
   int save_steps = 0;                        // checkpoint every this many steps; 0: only at the end
   int save_total_limit = 0;                  // keep the newest N checkpoints; 0: all
   std::string resume_from_checkpoint;        // "": fresh start; "true": the newest good one; or a path
@@ -136,6 +136,18 @@ struct TrainConfig {
   bool do_eval = true;                       // evaluate on eval_dataset_path at the end
   int eval_max_new_tokens = 32;
   int eval_samples = -1;                     // -1: the whole eval set
+  // during training (HF's TrainingArguments names; train/training_eval.hpp)
+  std::string eval_strategy = "no";          // no | steps (every eval_steps) | epoch (each epoch's end)
+  int eval_steps = 0;                        // 0: logging_steps (HF's default)
+  bool eval_on_start = false;                // evaluate once before the first step
+  bool eval_generate = false;                // evaluations during training also generate (exact match); else loss only
+  double val_set_size = 0;                   // axolotl's: hold out this fraction (< 1) or count (>= 1) of the
+                                             // training samples as the eval set, instead of eval_dataset_path
+  std::string metric_for_best_model;         // "": loss (HF's default); loss | exact_match, with or without eval_
+  std::string greater_is_better;             // "": false for a loss, true otherwise (HF's rule); true | false
+  bool load_best_model_at_end = false;       // the exported model is the best checkpoint's
+  int early_stopping_patience = 0;           // > 0: stop after this many evaluations without improvement
+  double early_stopping_threshold = 0;       // an improvement must exceed this to count (HF's callback)
 
   // where each key came from, for error messages and the startup report ("recipe.yaml:12", "--seed")
   std::vector<std::pair<std::string, std::string>> sources;
@@ -169,6 +181,13 @@ void validate(const TrainConfig& cfg);
 // where the key was set, its value and why it has no effect; the run logs them as warnings (a key left
 // in a recipe while its feature is switched off is legitimate, but never silently ignored).
 std::vector<std::string> ineffective_keys(const TrainConfig& cfg);
+
+// Evaluation during training: steps between evaluations under eval_strategy steps (eval_steps, or
+// logging_steps where it is 0); the metric judging the best checkpoint without its eval_ prefix ("loss",
+// "exact_match"); and whether higher is better (greater_is_better, else HF's rule: not for a loss).
+int eval_interval_steps(const TrainConfig& cfg);
+std::string best_model_metric(const TrainConfig& cfg);
+bool best_metric_greater_is_better(const TrainConfig& cfg);
 
 // "key: value" lines of every key, for the startup report and for saving beside a run.
 std::string to_yaml(const TrainConfig& cfg);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,7 @@ std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& enc
     << "' eos '" << encoder.chat_template().eos << "'\n"
     << "max_seq_length: " << cfg.max_seq_length << "\n"
     << "packing: " << cfg.packing << "\n";
+  if (cfg.val_set_size > 0) s << "val_set_size: " << cfg.val_set_size << "\n";
   return s.str();
 }
 
@@ -105,24 +107,48 @@ std::string training_set_cache_path(const std::string& cache_dir, const std::str
   return (fs::path(cache_dir) / ("tokenized-" + hex64(checksum64(settings.data(), settings.size())) + ".h5")).string();
 }
 
+namespace {
+// Samples as three datasets: <prefix>offsets (n + 1 token offsets), <prefix>input_ids, <prefix>labels.
+bool read_samples(Hdf5ShardReader& r, const std::string& prefix, std::vector<TokenizedSample>& out) {
+  for (const char* name : {"offsets", "input_ids", "labels"}) r.verify(prefix + name);
+  const std::vector<std::int64_t> offsets = r.read_i64(prefix + "offsets");
+  const std::vector<std::int32_t> ids = r.read_i32(prefix + "input_ids"), labels = r.read_i32(prefix + "labels");
+  if (offsets.empty() || ids.size() != labels.size() || static_cast<std::size_t>(offsets.back()) != ids.size()) {
+    return false;
+  }
+  out.resize(offsets.size() - 1);
+  for (std::size_t i = 0; i + 1 < offsets.size(); ++i) {
+    if (offsets[i] < 0 || offsets[i] > offsets[i + 1]) return false;
+    out[i].input_ids.assign(ids.begin() + offsets[i], ids.begin() + offsets[i + 1]);
+    out[i].labels.assign(labels.begin() + offsets[i], labels.begin() + offsets[i + 1]);
+  }
+  return true;
+}
+
+void write_samples(Hdf5ShardWriter& w, const std::string& prefix, const std::vector<TokenizedSample>& samples,
+                   const Attributes& attributes) {
+  std::vector<std::int64_t> offsets{0};
+  std::vector<std::int32_t> ids, labels;
+  for (const TokenizedSample& s : samples) {
+    ids.insert(ids.end(), s.input_ids.begin(), s.input_ids.end());
+    labels.insert(labels.end(), s.labels.begin(), s.labels.end());
+    offsets.push_back(static_cast<std::int64_t>(ids.size()));
+  }
+  w.write_i64(prefix + "offsets", offsets.data(), offsets.size(), attributes);
+  w.write_i32(prefix + "input_ids", ids.data(), ids.size(), {});
+  w.write_i32(prefix + "labels", labels.data(), labels.size(), {});
+}
+}  // namespace
+
 bool read_training_set_cache(const std::string& path, const std::string& settings, TrainingSet& out) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return false;
   try {
     Hdf5ShardReader r(path);
     if (r.attributes("offsets").count("settings") == 0 || r.attributes("offsets").at("settings") != settings) return false;
-    for (const char* name : {"offsets", "input_ids", "labels"}) r.verify(name);
-    const std::vector<std::int64_t> offsets = r.read_i64("offsets");
-    const std::vector<std::int32_t> ids = r.read_i32("input_ids"), labels = r.read_i32("labels");
-    if (offsets.empty() || ids.size() != labels.size() || static_cast<std::size_t>(offsets.back()) != ids.size()) {
-      return false;
-    }
     TrainingSet set;
-    set.samples.resize(offsets.size() - 1);
-    for (std::size_t i = 0; i + 1 < offsets.size(); ++i) {
-      set.samples[i].input_ids.assign(ids.begin() + offsets[i], ids.begin() + offsets[i + 1]);
-      set.samples[i].labels.assign(labels.begin() + offsets[i], labels.begin() + offsets[i + 1]);
-    }
+    if (!read_samples(r, "", set.samples)) return false;
+    if (r.has("held_out_offsets") && !read_samples(r, "held_out_", set.held_out)) return false;
     if (r.has("row_offsets")) {
       r.verify("row_offsets");
       r.verify("row_samples");
@@ -143,20 +169,12 @@ bool read_training_set_cache(const std::string& path, const std::string& setting
 
 void write_training_set_cache(const std::string& path, const std::string& settings, const TrainingSet& set) {
   fs::create_directories(fs::path(path).parent_path());
-  std::vector<std::int64_t> offsets{0};
-  std::vector<std::int32_t> ids, labels;
-  for (const TokenizedSample& s : set.samples) {
-    ids.insert(ids.end(), s.input_ids.begin(), s.input_ids.end());
-    labels.insert(labels.end(), s.labels.begin(), s.labels.end());
-    offsets.push_back(static_cast<std::int64_t>(ids.size()));
-  }
   // Unique per writer, renamed into place: readers see no file or a whole one.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     Hdf5ShardWriter w(tmp);
-    w.write_i64("offsets", offsets.data(), offsets.size(), {{"settings", settings}, {"report", set.report}});
-    w.write_i32("input_ids", ids.data(), ids.size(), {});
-    w.write_i32("labels", labels.data(), labels.size(), {});
+    write_samples(w, "", set.samples, {{"settings", settings}, {"report", set.report}});
+    if (!set.held_out.empty()) write_samples(w, "held_out_", set.held_out, {});
     if (!set.rows.empty()) {
       std::vector<std::int64_t> row_offsets{0}, row_samples;
       for (const auto& row : set.rows) {
@@ -172,6 +190,13 @@ void write_training_set_cache(const std::string& path, const std::string& settin
 }
 
 namespace {
+
+std::string describe_split(const TrainConfig& cfg, const TrainingSet& set) {
+  std::ostringstream s;
+  s << "val_set_size " << cfg.val_set_size << ": " << set.held_out.size() << " samples held out for evaluation, "
+    << set.samples.size() << " to train on\n";
+  return s.str();
+}
 
 bool has_target(const TokenizedSample& s) {
   return std::any_of(s.labels.begin(), s.labels.end(), [](std::int32_t l) { return l != -100; });
@@ -201,6 +226,27 @@ std::string describe_data_checks(const MixedDataset& mixed, const std::vector<To
 }
 
 }  // namespace
+
+std::vector<TokenizedSample> split_held_out(std::vector<TokenizedSample>& samples, double size, std::uint64_t seed) {
+  const auto n = static_cast<std::int64_t>(samples.size());
+  const auto count = static_cast<std::int64_t>(size < 1 ? std::ceil(size * static_cast<double>(n)) : size);
+  if (count < 1 || count >= n) {
+    std::ostringstream given;
+    given << size;
+    throw DataError("val_set_size " + given.str() + " holds out " + std::to_string(count) + " of the " +
+                    std::to_string(n) + " training samples; both the eval split and the training set need at least one");
+  }
+  // Epoch -1: a stream of its own, unrelated to the training epochs' orders (0, 1, ...).
+  const std::vector<std::int64_t> order = epoch_permutation(n, seed, -1);
+  std::vector<char> held(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 0; i < count; ++i) held[static_cast<std::size_t>(order[i])] = 1;
+  std::vector<TokenizedSample> kept, out;
+  kept.reserve(static_cast<std::size_t>(n - count));
+  out.reserve(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < n; ++i) (held[i] ? out : kept).push_back(std::move(samples[i]));
+  samples = std::move(kept);
+  return out;
+}
 
 void check_training_targets(const std::vector<TokenizedSample>& samples, const TrainConfig& cfg) {
   if (std::any_of(samples.begin(), samples.end(), has_target)) return;
@@ -232,6 +278,7 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
     if (read_training_set_cache(path, settings, cached)) {
       log << cached.report << "tokenized dataset from cache " << path << " (" << cached.samples.size() << " samples)"
           << std::endl;
+      if (cfg.val_set_size > 0) log << describe_split(cfg, cached) << std::flush;
       check_training_targets(cached.samples, cfg);
       return cached;
     }
@@ -252,6 +299,10 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
   const std::string checks = describe_data_checks(mixed, set.samples, cfg.max_seq_length);
   log << checks << std::flush;
   set.report += checks;
+  if (cfg.val_set_size > 0) {
+    set.held_out = split_held_out(set.samples, cfg.val_set_size, cfg.seed);
+    log << describe_split(cfg, set) << std::flush;
+  }
   check_training_targets(set.samples, cfg);
   if (cfg.packing) set.rows = pack_first_fit_decreasing(set.samples, cfg.max_seq_length);
   set.cache_path = path;

@@ -20,6 +20,7 @@ namespace shardft {
 struct TrainingSet {
   std::vector<TokenizedSample> samples;
   std::vector<std::vector<std::int64_t>> rows;  // packing: sample indices per row; empty otherwise
+  std::vector<TokenizedSample> held_out;        // val_set_size: the eval split, never trained on
   std::string report;                           // what reading the data logged (per-file counts)
   bool from_cache = false;
   std::string cache_path;                       // "" when caching is off
@@ -36,6 +37,11 @@ std::string training_set_cache_path(const std::string& cache_dir, const std::str
 // `write_cache` (one rank writes; a write goes through a temporary file renamed into place).
 TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fingerprint,
                                bool write_cache, std::ostream& log);
+
+// val_set_size (axolotl's meaning): moves ceil(fraction x n) samples (size < 1) or `size` samples (size >= 1),
+// drawn by the seed, out of `samples`; both parts keep their original order. DataError naming val_set_size
+// when either part would be empty.
+std::vector<TokenizedSample> split_held_out(std::vector<TokenizedSample>& samples, double size, std::uint64_t seed);
 
 // DataError when no sample has a target token (training would run with loss 0 and change nothing).
 void check_training_targets(const std::vector<TokenizedSample>& samples, const TrainConfig& cfg);

@@ -107,10 +107,11 @@ void remove_stale_tmp(const std::string& output_dir, std::ostream* log) {
                     cleanup + "; the last good checkpoint is kept (latest: " + latest + ")");
 }
 
-// Keeps the newest `keep` complete checkpoints.
-// save_total_limit: the newest `keep` checkpoints of this run (by run_id) stay, its older ones go, each
-// named on the log. Another run's checkpoints, and ones whose metadata does not read, are never touched.
-void remove_old_checkpoints(const std::string& output_dir, int keep, const std::string& run_id, std::ostream* log) {
+// save_total_limit: the newest `keep` checkpoints of this run (by run_id) stay, and `best` (the best
+// checkpoint, as HF keeps it) beside them; its older ones go, each named on the log. Another run's
+// checkpoints, and ones whose metadata does not read, are never touched.
+void remove_old_checkpoints(const std::string& output_dir, int keep, const std::string& run_id,
+                            const std::string& best, std::ostream* log) {
   std::vector<std::pair<long, fs::path>> found;
   for (const auto& e : fs::directory_iterator(output_dir)) {
     const std::string n = e.path().filename().string();
@@ -123,9 +124,16 @@ void remove_old_checkpoints(const std::string& output_dir, int keep, const std::
     found.emplace_back(std::atol(n.c_str() + 11), e.path());
   }
   std::sort(found.begin(), found.end());
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < found.size(); ++i) {
+  const std::size_t old = found.size() > static_cast<std::size_t>(keep) ? found.size() - keep : 0;
+  bool best_spared = false;
+  for (std::size_t i = 0; i < old; ++i) best_spared |= !best.empty() && found[i].second.filename().string() == best;
+  for (std::size_t i = 0; i < old; ++i) {
+    if (best_spared && found[i].second.filename().string() == best) continue;
     fs::remove_all(found[i].second);
-    if (log) *log << "save_total_limit " << keep << ": removed " << found[i].second.filename().string() << std::endl;
+    if (log) {
+      *log << "save_total_limit " << keep << ": removed " << found[i].second.filename().string()
+           << (best_spared ? " (kept " + best + ", the best)" : "") << std::endl;
+    }
   }
 }
 
@@ -248,6 +256,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
       }
       meta["files"] = files;
       if (!state.run_id.empty()) meta["run_id"] = state.run_id;
+      if (!state.best_model.is_null()) meta["best_model"] = state.best_model;
       if (layout.has_frozen()) {  // LoRA: its scale (checked on resume) and the PEFT files' digests
         const LoraSpec& lora = layout.lora();
         meta["lora"] = {{"r", lora.r}, {"lora_alpha", lora.alpha}, {"use_rslora", lora.use_rslora}};
@@ -263,7 +272,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
       committed = true;
       fsync_path(cfg.output_dir);
       write_file_atomically(cfg.output_dir + "/latest", name + "\n");
-      if (cfg.save_total_limit > 0) remove_old_checkpoints(cfg.output_dir, cfg.save_total_limit, state.run_id, log);
+      if (cfg.save_total_limit > 0) remove_old_checkpoints(cfg.output_dir, cfg.save_total_limit, state.run_id, state.keep_checkpoint, log);
     } catch (const std::exception& e) {
       err = e.what();
     }
@@ -278,7 +287,7 @@ bool checkpoint_due(const TrainConfig& cfg, long step, long steps_per_epoch, lon
   const bool last = step == total_steps;
   if (cfg.save_strategy == "epoch") return last || (steps_per_epoch > 0 && step % steps_per_epoch == 0);
   if (cfg.save_strategy == "steps") return last || (cfg.save_steps > 0 && step % cfg.save_steps == 0);
-  return false;
+  return false;  // no; best: at a new best evaluation, which the run decides
 }
 
 }  // namespace shardft

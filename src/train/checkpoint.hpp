@@ -10,6 +10,8 @@
 #include <ostream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "comm/communicator.hpp"
 #include "config/train_config.hpp"
 #include "train/trainer.hpp"
@@ -17,9 +19,15 @@
 namespace shardft {
 
 struct CheckpointState {
+  CheckpointState() = default;
+  CheckpointState(long step_, double train_loss_sum_, std::string run_id_)
+      : step(step_), train_loss_sum(train_loss_sum_), run_id(std::move(run_id_)) {}
+
   long step = 0;             // optimizer steps done
   double train_loss_sum = 0; // sum of step losses so far (for the run's train_loss)
   std::string run_id;        // the run's (train/output_dir_claim.hpp); "" for checkpoints written before ids
+  nlohmann::json best_model; // evaluation during training: the best so far (train/best_model.hpp); null: none
+  std::string keep_checkpoint;  // save_total_limit never removes this one (the best checkpoint); "": none
 };
 
 // Collective over the trainer's world (its parallel plan's). Returns the checkpoint directory. When any
@@ -30,8 +38,8 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
                             std::ostream* log = nullptr);
 
 // Whether save_strategy asks for a checkpoint after step `step` (1-based) of total_steps: steps: every
-// save_steps and the last; epoch: each epoch's last step and the last; no: never (a preempted run
-// saves regardless).
+// save_steps and the last; epoch: each epoch's last step and the last; no and best: never (a preempted
+// run saves regardless; best saves at an evaluation that sets a new best, train/training_eval.hpp).
 bool checkpoint_due(const TrainConfig& cfg, long step, long steps_per_epoch, long total_steps);
 
 // Collective. Every rank checks metadata.json (seal, fields) and verifies each rank file it will read

@@ -122,6 +122,7 @@ CheckpointState read_state(const std::string& dir, Trainer& tr) {
   st.step = meta.json.at("step").get<long>();
   st.train_loss_sum = meta.json.value("train_loss_sum", 0.0);
   st.run_id = meta.json.value("run_id", std::string());  // a resumed run goes on as the same run
+  if (meta.json.contains("best_model")) st.best_model = meta.json.at("best_model");
   // A checkpoint saved without fp16 resumes an fp16 run at the initial scale, and the other way round
   // the saved scale is not needed; optimizer_steps is below step by the fp16 steps skipped.
   eng.restore(meta.json.value("optimizer_steps", st.step));

@@ -63,4 +63,30 @@ EvalResult evaluate(Decoder& model, ParamSource& params, const std::vector<Conve
   return res;
 }
 
+LossEval evaluate_loss(Decoder& model, ParamSource& params, const std::vector<TokenizedSample>& samples,
+                       int batch_size, std::int32_t pad_id, Communicator& world) {
+  const auto n = static_cast<std::int64_t>(samples.size());
+  const std::int64_t batches = (n + batch_size - 1) / batch_size;
+  const std::int64_t rounds = (batches + world.size() - 1) / world.size();
+  double sums[2] = {0.0, 0.0};  // loss, targets: one all-reduce
+  for (std::int64_t round = 0; round < rounds; ++round) {
+    const std::int64_t b = round * world.size() + world.rank();
+    const bool own = b < batches;
+    const std::int64_t first = own ? b * batch_size : 0;
+    std::vector<std::int64_t> idx;
+    for (std::int64_t i = first; i < std::min(n, first + batch_size); ++i) idx.push_back(i);
+    const LossSums ls =
+        model.forward_loss(to_model_inputs(collate(samples, idx, 1, pad_id), model.config().vocab_size), params);
+    if (!own) continue;
+    sums[0] += ls.loss_sum;
+    sums[1] += static_cast<double>(ls.num_targets);
+  }
+  world.all_reduce(sums, sums, 2, DType::f64, ReduceOp::sum);
+  LossEval res;
+  res.samples = n;
+  res.targets = static_cast<std::int64_t>(sums[1]);
+  res.eval_loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  return res;
+}
+
 }  // namespace shardft

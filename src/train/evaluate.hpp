@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/chat_template.hpp"
+#include "comm/communicator.hpp"
 #include "data/sft_data.hpp"
 #include "model/decoder.hpp"
 
@@ -29,5 +30,16 @@ std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSour
 
 EvalResult evaluate(Decoder& model, ParamSource& params, const std::vector<Conversation>& eval_set, int batch_size,
                     int max_seq_length, int max_new_tokens, const ChatEncoder& encoder);
+
+// The loss alone, over tokenized samples split among the ranks of `world`: batch b goes to rank
+// b mod size, the sums are all-reduced, and every rank returns the same mean over all target tokens.
+// Every rank runs the same number of forward passes (one without a batch of its own repeats the first
+// and drops the result), as stage 3's collective gathers need. Collective over `world`.
+struct LossEval {
+  double eval_loss = 0.0;
+  std::int64_t samples = 0, targets = 0;
+};
+LossEval evaluate_loss(Decoder& model, ParamSource& params, const std::vector<TokenizedSample>& samples,
+                       int batch_size, std::int32_t pad_id, Communicator& world);
 
 }  // namespace shardft

@@ -36,21 +36,13 @@
 #include "train/step_kernels_report.hpp"
 #include "train/stop_signal.hpp"
 #include "train/trainer.hpp"
+#include "train/training_eval.hpp"
 
 namespace shardft {
 
 namespace {
 
 std::string model_path(const TrainConfig& cfg) { return cfg.output_dir + "/model.safetensors"; }
-
-// Python's dict repr, as trl prints its log lines: {'loss': 1.234, 'epoch': 0.5}
-std::string py_dict(const std::vector<std::pair<std::string, double>>& kv) {
-  std::ostringstream s;
-  s << std::setprecision(6) << "{";
-  for (std::size_t i = 0; i < kv.size(); ++i) s << (i ? ", " : "") << "'" << kv[i].first << "': " << kv[i].second;
-  s << "}";
-  return s.str();
-}
 
 std::int64_t peak_rss_bytes() {
   std::ifstream status("/proc/self/status");
@@ -82,9 +74,10 @@ void save_model(Trainer& tr, const TrainConfig& cfg, const std::string& path, bo
 
 
 void report_eval(const EvalResult& ev, std::ostream& log) {
-  log << py_dict({{"eval_loss", ev.eval_loss}, {"eval_exact_match", ev.exact_match},
-                  {"eval_samples", static_cast<double>(ev.samples)}})
-      << std::endl;
+  std::vector<std::pair<std::string, double>> line = {{"eval_loss", ev.eval_loss}};
+  if (ev.generated_samples > 0) line.push_back({"eval_exact_match", ev.exact_match});
+  line.push_back({"eval_samples", static_cast<double>(ev.samples)});
+  log << python_dict_line(line) << std::endl;
 }
 
 // Test hook: SHARDFT_FAULT="RANK:end:stop" stops that rank (SIGSTOP, as a hung process) once the run's
@@ -170,6 +163,64 @@ std::string nonfinite_step_message(long step, const StepStats& st, const std::st
   return m.str();
 }
 
+double epoch_at(long step, const StepPlan& plan) {
+  return static_cast<double>(step) / static_cast<double>(plan.steps_per_epoch);
+}
+
+// What a checkpoint at `step` carries, with the best so far (its own name where this step is the best).
+CheckpointState checkpoint_state(TrainingEvaluator& evaluator, long step, double total_loss, const std::string& run_id) {
+  CheckpointState state{step, total_loss, run_id};
+  if (!evaluator.judges_best()) return state;
+  BestModelTracker& best = evaluator.tracker();
+  best.checkpoint_saved(step, "checkpoint-" + std::to_string(step));
+  state.best_model = best.state();
+  state.keep_checkpoint = best.best_checkpoint();
+  return state;
+}
+
+// load_best_model_at_end: the trainer's weights become the best checkpoint's before the export (collective).
+void load_best_model(const TrainConfig& cfg, Trainer& tr, const BestModelTracker& best, long last_step,
+                     std::ostream& log) {
+  if (!best.has_best()) {
+    log << "load_best_model_at_end: no evaluation was judged, so the model is the last step's" << std::endl;
+  } else if (best.best_step() == last_step) {
+    log << "load_best_model_at_end: the last step is the best (" << best.describe_best() << ")" << std::endl;
+  } else if (best.best_checkpoint().empty()) {
+    // Validation makes a checkpoint at every evaluation; only a resume from another recipe gets here.
+    log << "warning: load_best_model_at_end: no checkpoint was saved at the best evaluation (" << best.describe_best()
+        << "), so the model is the last step's" << std::endl;
+  } else {
+    load_checkpoint(cfg.output_dir + "/" + best.best_checkpoint(), tr, log);
+    log << "load_best_model_at_end: the model is " << best.best_checkpoint() << "'s, the best: " << best.describe_best()
+        << std::endl;
+  }
+}
+
+// The closing record's fields on the best model (HF's trainer_state.json names).
+nlohmann::json best_model_fields(const BestModelTracker& best, bool stopped_early) {
+  nlohmann::json f{{"stopped_early", stopped_early}};
+  if (!best.has_best()) return f;
+  f["best_metric"] = best.best_value();
+  f["best_step"] = best.best_step();
+  if (!best.best_checkpoint().empty()) f["best_model_checkpoint"] = best.best_checkpoint();
+  return f;
+}
+
+// do_eval at the end: generation and exact match over the eval conversations as before (every rank the
+// same set: stage 3's gathers are collective), or the loss alone over a val_set_size split.
+EvalResult final_evaluation(const TrainConfig& cfg, Trainer& tr, const EvalSet& set, const ChatEncoder& encoder) {
+  if (cfg.val_set_size == 0) {
+    return evaluate(tr.model(), tr.engine(), set.conversations, cfg.per_device_eval_batch_size, cfg.max_seq_length,
+                    cfg.eval_max_new_tokens, encoder);
+  }
+  const LossEval loss = evaluate_loss(tr.model(), tr.engine(), set.samples, cfg.per_device_eval_batch_size,
+                                      encoder.pad_id(), tr.plan().host_world());
+  EvalResult ev;
+  ev.eval_loss = loss.eval_loss;
+  ev.samples = loss.samples;
+  return ev;
+}
+
 }  // namespace
 
 StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks) {
@@ -220,8 +271,13 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   const TextPipeline text = text_pipeline(cfg, log);
   const ChatEncoder& encoder = *text.encoder;
   TrainingSet train_set = build_training_set(cfg, encoder, text.tokenizer->fingerprint(), writer, log);
-  std::vector<Conversation> eval_set;
-  if (cfg.do_eval) eval_set = eval_subset(cfg, encoder, log);  // read now: a bad eval file fails before training
+  // Read now: a bad eval file fails before training.
+  std::vector<Conversation> eval_conversations;
+  if ((cfg.do_eval || cfg.eval_strategy != "no" || cfg.eval_on_start) && cfg.val_set_size == 0) {
+    eval_conversations = eval_subset(cfg, encoder, log);
+  }
+  TrainingEvaluator evaluator(cfg, make_eval_set(cfg, encoder, std::move(train_set.held_out), std::move(eval_conversations)),
+                              encoder);
   const std::vector<TokenizedSample>& samples = train_set.samples;
 
   // The units a batch is made of: one sample each, or with packing the rows first-fit-decreasing
@@ -271,6 +327,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     first_step = rp.state.step;
     total_loss = rp.state.train_loss_sum;
     run_id = rp.state.run_id;
+    evaluator.tracker().restore(rp.state.best_model);
     claim_output_dir(cfg, parallel.host_world(), log, &run_id);  // no other run's checkpoints to collide with
     log << "resumed from " << rp.dir << " at step " << first_step << std::endl;
   }
@@ -303,7 +360,11 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   double run_tokens = 0, run_seconds = 0;
   StepKernels last_kernels;
   long last_kernels_step = 0;
-  for (long s = first_step; s < plan.total_steps && !preempted; ++s) {
+  long last_step = plan.total_steps;  // sooner where early stopping ends the run
+  if (cfg.eval_on_start) {
+    evaluator.evaluate(tr, first_step, epoch_at(first_step, plan), false, log, metrics);
+  }
+  for (long s = first_step; s < last_step && !preempted; ++s) {
     const long epoch = s / plan.steps_per_epoch;
     if (epoch != order_epoch) {
       order = epoch_permutation(num_units, cfg.seed, epoch);
@@ -358,7 +419,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     run_seconds += st.seconds;
     if ((s + 1) % cfg.logging_steps == 0 || s + 1 == plan.total_steps) {
       if (bar) bar->clear();
-      const double epoch_f = static_cast<double>(s + 1) / static_cast<double>(plan.steps_per_epoch);
+      const double epoch_f = epoch_at(s + 1, plan);
       const double loss = window_loss / static_cast<double>(window_steps);
       const double tps = window_seconds > 0 ? static_cast<double>(window_tokens) / window_seconds : 0.0;
       const double mfu = flops_per_token * tps / (peak_flops * static_cast<double>(world.size()));
@@ -371,7 +432,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
           {"step", static_cast<double>(s + 1)}};
       // fp16: the scale the next step uses (DeepSpeed logs its current scale)
       if (cfg.fp16) line.insert(line.begin() + 3, {"loss_scale", tr.loss_scaler().scale()});
-      log << py_dict(line) << std::endl;
+      log << python_dict_line(line) << std::endl;
       if (writer) {
         nlohmann::json m{{"step", s + 1}, {"loss", loss}, {"grad_norm", st.grad_norm},
                          {"learning_rate", st.learning_rate}, {"epoch", epoch_f},
@@ -386,6 +447,11 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       window_tokens = 0;
       window_steps = 0;
     }
+    BestModelTracker::Verdict judged;
+    if (evaluator.due(s + 1, plan.steps_per_epoch, plan.total_steps)) {
+      if (bar) bar->clear();
+      judged = evaluator.evaluate(tr, s + 1, epoch_at(s + 1, plan), true, log, metrics);
+    }
     // A signal on any rank (SLURM's --signal, a scheduler's SIGTERM, Ctrl-C) stops every rank at this step.
     int stop = stop_signal();
     parallel.host_world().all_reduce(&stop, &stop, 1, DType::i32, ReduceOp::max);
@@ -395,10 +461,17 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       log << stop_signal_name(stop) << ": step " << s + 1 << " done; saving a checkpoint and stopping" << std::endl;
     }
     // A preempted run saves whatever the strategy: its checkpoint is the only way on.
-    if (checkpoint_due(cfg, s + 1, plan.steps_per_epoch, plan.total_steps) || preempted) {
+    if (checkpoint_due(cfg, s + 1, plan.steps_per_epoch, judged.stop ? s + 1 : plan.total_steps) || preempted ||
+        (cfg.save_strategy == "best" && judged.new_best)) {
       if (bar) bar->clear();
-      const std::string dir = save_checkpoint(cfg, tr, {s + 1, total_loss, run_id}, &log);
+      const std::string dir = save_checkpoint(cfg, tr, checkpoint_state(evaluator, s + 1, total_loss, run_id), &log);
       log << "saved " << dir << std::endl;
+    }
+    if (judged.stop && !preempted) {
+      if (bar) bar->clear();
+      log << evaluator.tracker().describe_stop() << "; stopped after step " << s + 1 << " of " << plan.total_steps
+          << std::endl;
+      last_step = s + 1;
     }
     if (preempted) {
       log << "preempted: stopped after step " << s + 1 << " on " << stop_signal_name(stop)
@@ -414,17 +487,17 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   if (bar) bar->finish();
 
   RunSummary sum;
-  sum.steps = plan.total_steps;
+  sum.steps = last_step;
   sum.train_runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  sum.train_samples_per_second = static_cast<double>(plan.total_steps * plan.samples_per_step) / sum.train_runtime;
-  sum.train_steps_per_second = static_cast<double>(plan.total_steps) / sum.train_runtime;
-  sum.train_loss = total_loss / static_cast<double>(plan.total_steps);  // over the whole run, resumed or not
-  log << py_dict({{"train_runtime", sum.train_runtime}, {"train_samples_per_second", sum.train_samples_per_second},
+  sum.train_samples_per_second = static_cast<double>(last_step * plan.samples_per_step) / sum.train_runtime;
+  sum.train_steps_per_second = static_cast<double>(last_step) / sum.train_runtime;
+  sum.train_loss = total_loss / static_cast<double>(last_step);  // over the whole run, resumed or not
+  log << python_dict_line({{"train_runtime", sum.train_runtime}, {"train_samples_per_second", sum.train_samples_per_second},
                   {"train_steps_per_second", sum.train_steps_per_second}, {"train_loss", sum.train_loss},
-                  {"epoch", static_cast<double>(plan.total_steps) / static_cast<double>(plan.steps_per_epoch)}})
+                  {"epoch", static_cast<double>(last_step) / static_cast<double>(plan.steps_per_epoch)}})
       << std::endl;
   if (cfg.fp16) {
-    log << "fp16: " << tr.loss_scaler().skipped_steps() << " of " << plan.total_steps
+    log << "fp16: " << tr.loss_scaler().skipped_steps() << " of " << last_step
         << " steps skipped on gradient overflow; final loss scale " << tr.loss_scaler().scale() << std::endl;
   }
   log << describe_step_kernels(last_kernels, cfg.model.num_hidden_layers, last_kernels_step) << std::endl;
@@ -441,6 +514,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
       << static_cast<std::int64_t>(tr.memory_estimate().total()) << " B; now " << compute_memory_capacity().source
       << std::endl;
   const std::int64_t training_device_peak = device_peak_bytes();  // before the export's buffers
+  if (cfg.load_best_model_at_end) load_best_model(cfg, tr, evaluator.tracker(), last_step, log);
   save_model(tr, cfg, model_path(cfg), writer);
   if (writer) {
     // output_dir is then an HF model directory: transformers and `--model_name_or_path` both load it.
@@ -454,7 +528,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
                          {"train_samples_per_second", sum.train_samples_per_second},
                          {"train_steps_per_second", sum.train_steps_per_second},
                          {"train_loss", sum.train_loss},
-                         {"global_step", plan.total_steps},
+                         {"global_step", last_step},
                          {"world_size", dp},
                          {"zero_stage", cfg.zero_stage},
                          {"peak_memory_bytes", peak_rss_bytes()}};
@@ -464,17 +538,16 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     summary["skipped_steps"] = tr.loss_scaler().skipped_steps();
     summary["loss_scale"] = tr.loss_scaler().scale();
   }
+  if (evaluator.judges_best()) summary.update(best_model_fields(evaluator.tracker(), last_step < plan.total_steps));
   if (cfg.do_eval) {
-    // Every rank evaluates the same set: stage 3 gathers are collective.
-    sum.eval = evaluate(tr.model(), tr.engine(), eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
-                        cfg.eval_max_new_tokens, encoder);
+    sum.eval = final_evaluation(cfg, tr, evaluator.set(), encoder);
     sum.evaluated = true;
     report_eval(sum.eval, log);
     summary["eval_loss"] = sum.eval.eval_loss;
-    summary["eval_exact_match"] = sum.eval.exact_match;
+    if (sum.eval.generated_samples > 0) summary["eval_exact_match"] = sum.eval.exact_match;
     summary["eval_samples"] = sum.eval.samples;
   }
-  metrics.add(summary, plan.total_steps);
+  metrics.add(summary, last_step);
   end_of_run_barrier(parallel);
   return sum;
 }

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <stdexcept>
 
 #include "config/train_config.hpp"
@@ -55,6 +57,14 @@ void RunMetrics::add(const nlohmann::json& record, std::int64_t step) {
   if (!jsonl_) return;
   *jsonl_ << record.dump() << std::endl;
   if (tensorboard_) tensorboard_->add_scalars(step, tensorboard_scalars(record));
+}
+
+std::string python_dict_line(const std::vector<std::pair<std::string, double>>& values) {
+  std::ostringstream s;
+  s << std::setprecision(6) << "{";
+  for (std::size_t i = 0; i < values.size(); ++i) s << (i ? ", " : "") << "'" << values[i].first << "': " << values[i].second;
+  s << "}";
+  return s.str();
 }
 
 }  // namespace shardft

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +29,9 @@ std::string default_logging_dir(const std::string& output_dir, const std::string
 
 // A record's numbers under HF's TensorBoard tags (booleans, strings and the step itself left out).
 Scalars tensorboard_scalars(const nlohmann::json& record);
+
+// A log line as trl prints them, Python's dict repr: {'loss': 1.234, 'epoch': 0.5}
+std::string python_dict_line(const std::vector<std::pair<std::string, double>>& values);
 
 class RunMetrics {
  public:

@@ -228,6 +228,9 @@ const std::map<std::string, std::string>& sample_values() {
       {"communication_data_type", "bf16"}, {"reduce_bucket_size", "200000000"}, {"allgather_bucket_size", "50000000"}, {"overlap_comm", "false"},
       {"zero_quantized_weights", "true"}, {"zero_quantized_gradients", "true"},
       {"zero_hpz_partition_size", "2"}, {"zero_quantization_block_size", "128"}, {"do_eval", "false"}, {"eval_max_new_tokens", "8"}, {"eval_samples", "10"},
+      {"eval_strategy", "epoch"}, {"eval_steps", "5"}, {"eval_on_start", "true"}, {"eval_generate", "true"},
+      {"val_set_size", "0.1"}, {"metric_for_best_model", "exact_match"}, {"greater_is_better", "false"},
+      {"load_best_model_at_end", "true"}, {"early_stopping_patience", "3"}, {"early_stopping_threshold", "0.01"},
       {"vocab_size", "32000"}, {"hidden_size", "256"}, {"num_hidden_layers", "4"}, {"num_attention_heads", "8"},
       {"num_key_value_heads", "4"}, {"intermediate_size", "512"}, {"rope_theta", "500000.0"},
       {"rms_norm_eps", "1.0e-06"}, {"tie_word_embeddings", "false"}, {"qkv_bias", "true"}, {"o_bias", "true"},
@@ -250,6 +253,8 @@ std::vector<std::string> companions_of(const std::string& key) {
   }
   if (key == "o_bias") return {"--qkv_bias=true"};
   if (key == "load_in_4bit") return {"--use_peft=true"};
+  if (key == "load_best_model_at_end") return {"--eval_strategy=steps", "--eval_steps=10", "--save_steps=10"};
+  if (key == "early_stopping_patience") return {"--eval_strategy=steps"};
   return {};
 }
 
@@ -516,9 +521,9 @@ TEST(ConfigCrossKeyChecks, ModelShape) {
 
 // A key HF / trl users bring over that shardft has no key for: what to do instead, not a typo guess.
 TEST(ConfigHfKeys, KnownHfKeysSayWhatToDoInstead) {
-  const std::string eval = override_error({"--eval_strategy=steps"});
-  EXPECT_CONTAINS(eval, "--eval_strategy: key 'eval_strategy' is not supported by shardft: shardft evaluates once");
-  EXPECT_EQ(eval.find("did you mean"), std::string::npos) << eval;
+  const std::string logging = override_error({"--logging_strategy=steps"});
+  EXPECT_CONTAINS(logging, "--logging_strategy: key 'logging_strategy' is not supported by shardft: shardft logs every");
+  EXPECT_EQ(logging.find("did you mean"), std::string::npos) << logging;
   EXPECT_CONTAINS(override_error({"--optim=adamw_torch_fused"}), "the optimizer is always AdamW");
   EXPECT_CONTAINS(override_error({"--deepspeed_config=x.json"}), "unknown key 'deepspeed_config'");  // not one of them
 }
@@ -560,7 +565,7 @@ TEST(ConfigCrossKeyChecks, EpochsNeededWhenMaxStepsIsUnset) {
 }
 
 TEST(ConfigCrossKeyChecks, EvalNeedsADataset) {
-  EXPECT_CONTAINS(override_error({"--eval_dataset_path="}), "do_eval needs an eval_dataset_path");
+  EXPECT_CONTAINS(override_error({"--eval_dataset_path="}), "do_eval needs an eval set: eval_dataset_path, or val_set_size");
   EXPECT_TRUE(load_train_config("", {"--eval_dataset_path=", "--do_eval=false"}).eval_dataset_path.empty());
 }
 
@@ -609,6 +614,9 @@ TEST_F(ConfigRecipeDir, RoundTripThroughToYaml) {
                             "--cos_min_ratio=0.0001"}) {
     overrides.push_back(reset);
   }
+  // The val_set_size split holds no conversations to generate from, so no exact_match to judge by.
+  overrides.push_back("--eval_generate=false");
+  overrides.push_back("--metric_for_best_model=eval_loss");
   overrides.push_back("--output_dir=runs/a: \"b\" #c\\d");
   overrides.push_back("--dataset_path=yes");
   overrides.push_back("--eval_dataset_path=");
@@ -655,6 +663,70 @@ TEST(ConfigToYaml, FormatDoubleIsShortestExact) {
   }
   EXPECT_EQ(format_double(0.1), "0.1");
   EXPECT_EQ(format_double(1e20), "1.0e+20");
+}
+
+}  // namespace
+}  // namespace shardft
+
+namespace shardft {
+namespace {
+
+// Evaluation during training: HF's names and HF's rules between them.
+TEST(ConfigEvalKeys, HfNamesAndDefaults) {
+  const TrainConfig c = load_train_config("", {"--evaluation_strategy=steps", "--greater_is_better=True"});
+  EXPECT_EQ(c.eval_strategy, "steps");  // HF's name before 4.46
+  EXPECT_EQ(eval_interval_steps(c), c.logging_steps);  // eval_steps unset: logging_steps, as HF
+  EXPECT_EQ(c.greater_is_better, "true");
+  EXPECT_EQ(eval_interval_steps(load_train_config("", {"--eval_strategy=steps", "--eval_steps=7"})), 7);
+  const TrainConfig loss = load_train_config("", {"--metric_for_best_model=eval_loss"});
+  EXPECT_EQ(best_model_metric(loss), "loss");
+  EXPECT_FALSE(best_metric_greater_is_better(loss));
+  const TrainConfig em = load_train_config("", {"--metric_for_best_model=exact_match"});
+  EXPECT_TRUE(best_metric_greater_is_better(em));  // HF: only a name ending in loss is lower-better
+  EXPECT_FALSE(best_metric_greater_is_better(load_train_config("", {"--metric_for_best_model=exact_match",
+                                                                      "--greater_is_better=false"})));
+  EXPECT_CONTAINS(override_error({"--greater_is_better=maybe"}), "must be true, false or empty");
+  EXPECT_CONTAINS(override_error({"--eval_strategy=always"}), "must be one of no, steps, epoch");
+}
+
+TEST(ConfigEvalKeys, TheBestModelNeedsEvaluationsAndCheckpointsAtThem) {
+  EXPECT_CONTAINS(override_error({"--load_best_model_at_end=true"}), "set eval_strategy to steps or epoch");
+  EXPECT_CONTAINS(override_error({"--early_stopping_patience=3"}), "set eval_strategy to steps or epoch");
+  EXPECT_CONTAINS(override_error({"--save_strategy=best"}), "set eval_strategy to steps or epoch");
+  EXPECT_CONTAINS(override_error({"--eval_strategy=steps", "--eval_steps=10", "--save_steps=15",
+                                  "--load_best_model_at_end=true"}),
+                  "save_steps must be a round multiple of eval_steps (10)");
+  EXPECT_CONTAINS(override_error({"--eval_strategy=steps", "--load_best_model_at_end=true"}),
+                  "save_steps must be a round multiple");  // save_steps 0: only the end
+  EXPECT_CONTAINS(override_error({"--eval_strategy=steps", "--save_strategy=epoch", "--load_best_model_at_end=true"}),
+                  "save_strategy must be eval_strategy's (or best)");
+  EXPECT_NO_THROW(load_train_config("", {"--eval_strategy=steps", "--eval_steps=10", "--save_steps=20",
+                                         "--load_best_model_at_end=true", "--early_stopping_patience=2"}));
+  EXPECT_NO_THROW(load_train_config("", {"--eval_strategy=epoch", "--save_strategy=best",
+                                         "--load_best_model_at_end=true"}));
+  EXPECT_CONTAINS(override_error({"--eval_strategy=steps", "--save_strategy=best", "--metric_for_best_model=exact_match"}),
+                  "metric_for_best_model exact_match needs eval_generate: true");
+}
+
+TEST(ConfigEvalKeys, TheEvalSetComesFromOnePlace) {
+  EXPECT_CONTAINS(override_error({"--val_set_size=2.5"}), "val_set_size is a fraction below 1 or a whole number");
+  EXPECT_CONTAINS(override_error({"--val_set_size=0.1", "--eval_dataset_path=x.jsonl"}),
+                  "val_set_size and eval_dataset_path both give the eval set; give one");
+  EXPECT_CONTAINS(override_error({"--eval_strategy=steps", "--eval_dataset_path=", "--do_eval=false"}),
+                  "evaluation needs an eval set");
+  EXPECT_CONTAINS(override_error({"--val_set_size=0.1", "--eval_strategy=steps", "--eval_generate=true"}),
+                  "eval_generate needs conversations to prompt with");
+  EXPECT_NO_THROW(load_train_config("", {"--val_set_size=0.1", "--eval_strategy=steps"}));  // default eval file not set
+  EXPECT_NO_THROW(load_train_config("", {"--val_set_size=100", "--eval_dataset_path=", "--do_eval=true"}));
+}
+
+TEST(ConfigEvalKeys, KeysWithoutTheirFeatureAreWarnedAbout) {
+  const auto off = ineffective_keys(load_train_config("", {"--eval_steps=5", "--early_stopping_threshold=0.1",
+                                                           "--metric_for_best_model=loss"}));
+  ASSERT_EQ(off.size(), 3u);
+  EXPECT_CONTAINS(off[0], "--eval_steps: eval_steps = 5 has no effect: it applies only with eval_strategy: steps");
+  EXPECT_CONTAINS(off[1], "metric_for_best_model = loss has no effect: no best checkpoint is judged");
+  EXPECT_CONTAINS(off[2], "early_stopping_threshold = 0.1 has no effect: early_stopping_patience is 0");
 }
 
 }  // namespace
