@@ -102,6 +102,10 @@ ChatTemplate jinja_chat_template(const std::string& source, const std::string& o
 ChatTemplate resolve_chat_template(const std::string& setting, const std::string& tokenizer_name_or_path,
                                    const Tokenizer& tok);
 
+// The tokenizer_config.json that belongs with a tokenizer: in its directory, or next to its tokenizer.json;
+// "" where there is none (and for the byte tokenizer).
+std::string tokenizer_config_file(const std::string& tokenizer_name_or_path);
+
 // "shardft", ..., or "jinja <origin> <hash of the source>": identifies the template in cache keys and logs.
 std::string chat_template_label(const ChatTemplate& tmpl);
 

@@ -143,17 +143,20 @@ ConfigTemplate read_tokenizer_config(const fs::path& path) {
   return out;
 }
 
-// The tokenizer_config.json that belongs with a tokenizer: in its directory, or next to its tokenizer.json.
 fs::path tokenizer_config_path(const std::string& tokenizer_name_or_path) {
+  return fs::path(tokenizer_config_file(tokenizer_name_or_path));
+}
+
+}  // namespace
+
+std::string tokenizer_config_file(const std::string& tokenizer_name_or_path) {
   if (tokenizer_name_or_path.empty() || tokenizer_name_or_path == "byte") return {};
   std::error_code ec;
   const fs::path p(tokenizer_name_or_path);
   const fs::path dir = fs::is_directory(p, ec) ? p : p.parent_path();
   const fs::path config = dir / "tokenizer_config.json";
-  return fs::is_regular_file(config, ec) ? config : fs::path();
+  return fs::is_regular_file(config, ec) ? config.string() : std::string();
 }
-
-}  // namespace
 
 ChatTemplate jinja_chat_template(const std::string& source, const std::string& origin, std::string bos, std::string eos) {
   ChatTemplate t;

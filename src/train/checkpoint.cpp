@@ -139,7 +139,8 @@ void remove_old_checkpoints(const std::string& output_dir, int keep, const std::
 
 }  // namespace
 
-std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state, std::ostream* log) {
+std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state, std::ostream* log,
+                            const TokenizerExport* tokenizer) {
   Communicator& world = tr.plan().host_world();  // host buffers: MPI even where collectives run on NCCL
   ZeroEngine& eng = tr.engine();
   const std::string name = "checkpoint-" + std::to_string(state.step);
@@ -264,7 +265,11 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
       }
       seal_metadata(meta);  // last: the seal covers every other field
       // Like HF Trainer, each checkpoint carries the tokenizer, so an export needs nothing else.
-      copy_tokenizer_files(cfg.tokenizer_name_or_path, tmp_dir);
+      if (tokenizer) {
+        write_tokenizer_export(*tokenizer, tmp_dir);
+      } else {
+        copy_tokenizer_files(cfg.tokenizer_name_or_path, tmp_dir);
+      }
       write_file_atomically(tmp_dir + "/metadata.json", meta.dump(1));
       fsync_path(tmp_dir);
       fs::remove_all(final_dir);

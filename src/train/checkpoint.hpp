@@ -14,6 +14,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/train_config.hpp"
+#include "train/tokenizer_export.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {
@@ -34,8 +35,10 @@ struct CheckpointState {
 // rank fails to write, every rank throws ConfigError naming output_dir and the reason, after rank 0
 // removed checkpoint-N.tmp; `latest` still names the last good checkpoint.
 // Rank 0 says on `log` which leftovers of interrupted saves it removed.
+// `tokenizer`: the tokenizer files, chat template and generation config the checkpoint carries (as HF's
+// Trainer saves its tokenizer with each checkpoint); null: the tokenizer's files, copied.
 std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state,
-                            std::ostream* log = nullptr);
+                            std::ostream* log = nullptr, const TokenizerExport* tokenizer = nullptr);
 
 // Whether save_strategy asks for a checkpoint after step `step` (1-based) of total_steps: steps: every
 // save_steps and the last; epoch: each epoch's last step and the last; no and best: never (a preempted

@@ -194,6 +194,7 @@ ConsolidateReport consolidate_checkpoint(const std::string& dir, const Consolida
   });
   write_hf_config(opt.output_dir, meta.at("model"), meta.value("hf_config", nlohmann::json()), opt.dtype);
   copy_tokenizer_files(dir, opt.output_dir);  // the checkpoint keeps the run's tokenizer files
+  copy_generation_config(dir, opt.output_dir);
   return rep;
 }
 

@@ -134,4 +134,13 @@ std::vector<std::string> copy_tokenizer_files(const std::string& from, const std
   return copied;
 }
 
+bool copy_generation_config(const std::string& from_dir, const std::string& dir) {
+  std::error_code ec;
+  const fs::path src = fs::path(from_dir) / "generation_config.json", dst = fs::path(dir) / "generation_config.json";
+  if (!fs::is_regular_file(src, ec)) return false;
+  if (fs::exists(dst, ec) && fs::equivalent(src, dst, ec)) return true;
+  fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
+  return true;
+}
+
 }  // namespace shardft

@@ -33,4 +33,7 @@ void write_hf_config(const std::string& dir, const nlohmann::json& model_meta, c
 // "byte" and "" copy nothing.
 std::vector<std::string> copy_tokenizer_files(const std::string& from, const std::string& dir);
 
+// Copies from_dir/generation_config.json into `dir` where there is one; whether it did.
+bool copy_generation_config(const std::string& from_dir, const std::string& dir);
+
 }  // namespace shardft

@@ -84,6 +84,7 @@ ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const
   config["torch_dtype"] = opt.dtype == TensorDtype::BF16 ? "bfloat16" : opt.dtype == TensorDtype::F16 ? "float16" : "float32";
   std::ofstream(opt.output_dir + "/config.json") << config.dump(2) << "\n";
   if (copy_tokenizer_files(adapter_dir, opt.output_dir).empty()) copy_tokenizer_files(base, opt.output_dir);
+  if (!copy_generation_config(adapter_dir, opt.output_dir)) copy_generation_config(base, opt.output_dir);
   if (qlora) log << "QLoRA checkpoint: its base's " << qlora->nf4_params.size() << " NF4 matrices merged as the run read them" << std::endl;
   log << "merged " << adapter.tensors.size() << " LoRA pairs (scale " << scale << ") into " << weights.description()
       << std::endl;

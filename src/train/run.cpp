@@ -35,6 +35,7 @@
 #include "train/pretrained.hpp"
 #include "train/step_kernels_report.hpp"
 #include "train/stop_signal.hpp"
+#include "train/tokenizer_export.hpp"
 #include "train/trainer.hpp"
 #include "train/training_eval.hpp"
 
@@ -276,6 +277,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   if ((cfg.do_eval || cfg.eval_strategy != "no" || cfg.eval_on_start) && cfg.val_set_size == 0) {
     eval_conversations = eval_subset(cfg, encoder, log);
   }
+  const TokenizerExport tokenizer_files = tokenizer_export(cfg, encoder);  // beside every checkpoint and the model
   TrainingEvaluator evaluator(cfg, make_eval_set(cfg, encoder, std::move(train_set.held_out), std::move(eval_conversations)),
                               encoder);
   const std::vector<TokenizedSample>& samples = train_set.samples;
@@ -464,7 +466,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     if (checkpoint_due(cfg, s + 1, plan.steps_per_epoch, judged.stop ? s + 1 : plan.total_steps) || preempted ||
         (cfg.save_strategy == "best" && judged.new_best)) {
       if (bar) bar->clear();
-      const std::string dir = save_checkpoint(cfg, tr, checkpoint_state(evaluator, s + 1, total_loss, run_id), &log);
+      const std::string dir = save_checkpoint(cfg, tr, checkpoint_state(evaluator, s + 1, total_loss, run_id), &log, &tokenizer_files);
       log << "saved " << dir << std::endl;
     }
     if (judged.stop && !preempted) {
@@ -520,9 +522,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     // output_dir is then an HF model directory: transformers and `--model_name_or_path` both load it.
     write_hf_config(cfg.output_dir, model_meta_json(cfg.model), read_source_config(cfg.model_name_or_path),
                     TensorDtype::F32);
-    copy_tokenizer_files(cfg.tokenizer_name_or_path, cfg.output_dir);
+    write_tokenizer_export(tokenizer_files, cfg.output_dir);
   }
-  log << "saved " << model_path(cfg) << " with config.json" << std::endl;
+  log << "saved " << model_path(cfg) << " with config.json, generation_config.json"
+      << (tokenizer_files.tokenizer_config.is_null() ? "" : " and the tokenizer with its chat template") << std::endl;
 
   nlohmann::json summary{{"train_runtime", sum.train_runtime},
                          {"train_samples_per_second", sum.train_samples_per_second},

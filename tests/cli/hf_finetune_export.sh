@@ -5,6 +5,8 @@
 # the export in transformers: its loss on held-out text equals shardft's eval_loss of the same files
 # to 1e-4, and differs from the untrained model's (the weights really moved). The end-of-run
 # output_dir is an HF directory too (config.json + tokenizer files), and a bf16 export loads as well.
+# Both carry tokenizer_config.json with the run's chat template and generation_config.json: AutoTokenizer's
+# apply_chat_template gives the ids the run trained on, and generation stops at the template's end of turn.
 # Usage: hf_finetune_export.sh SHARDFT_BINARY SOURCE_DIR
 set -u
 bin=$1; src=$2
@@ -54,9 +56,18 @@ for case in "tiny_qwen2 chatml <|endoftext|> - Qwen2ForCausalLM 3e-3" \
     --lr_scheduler_type constant --logging_steps 1 --zero_stage 3 --do_eval false --output_dir "$out" \
     > "$tmp/$model.train.log" 2>&1 || { cat "$tmp/$model.train.log"; fail "training $model at 2 ranks"; }
   "$bin" consolidate "$out/checkpoint-3" --output "$tmp/$model.export" > /dev/null || fail "consolidate $model"
-  for f in config.json tokenizer.json model.safetensors; do
+  for f in config.json tokenizer.json tokenizer_config.json generation_config.json model.safetensors; do
     [ -f "$tmp/$model.export/$f" ] || fail "$model export lacks $f"
     [ -f "$out/$f" ] || fail "$model output_dir lacks $f"
+  done
+  # transformers' AutoTokenizer on both: apply_chat_template gives the ids the run trained on.
+  cache=$(grep -oE "tokenized dataset (cached in|from cache) [^ ]+\.h5" "$tmp/$model.train.log" | awk '{print $NF}')
+  [ -f "$cache" ] || { cat "$tmp/$model.train.log"; fail "$model: no tokenized-set cache named in the log"; }
+  case $tmpl in chatml) turn_end="<|im_end|>" ;; llama3) turn_end="<|eot_id|>" ;; *) turn_end=$end ;; esac
+  for dir in "$out" "$tmp/$model.export"; do
+    "$py" tests/reference/check_hf_chat_template.py "$dir" "$tmp/train.jsonl" "$cache" "$turn_end" > "$tmp/tmpl.json" \
+      2> "$tmp/tmpl.err" || { cat "$tmp/tmpl.err"; fail "$model: transformers' chat template on $dir"; }
+    echo "ok   $model $(basename "$dir"): AutoTokenizer's apply_chat_template = shardft's ids $(cat "$tmp/tmpl.json")"
   done
 
   ours=$(shardft_eval "$tmp/$model.export" "$tmpl")
