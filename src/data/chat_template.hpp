@@ -116,6 +116,9 @@ std::vector<ChatSegment> render_chat(ChatTemplateKind kind, const Conversation& 
 // render_chat for kind jinja (chat_template_jinja.cpp): text segments only (the tokenizer splits the
 // added tokens out), loss on the spans the header comment describes.
 std::vector<ChatSegment> render_jinja_chat(const ChatTemplate& tmpl, const Conversation& conv, bool add_generation_prompt);
+// The text alone, as transformers' apply_chat_template(tokenize=False) gives it (no loss spans derived,
+// so any template renders any conversation).
+std::string render_jinja_text(const ChatTemplate& tmpl, const Conversation& conv, bool add_generation_prompt);
 // The segments' texts concatenated: the string HF's apply_chat_template(tokenize=False) gives.
 std::string segments_text(const std::vector<ChatSegment>& segments);
 

@@ -158,6 +158,10 @@ std::string tokenizer_config_file(const std::string& tokenizer_name_or_path) {
   return fs::is_regular_file(config, ec) ? config.string() : std::string();
 }
 
+std::string render_jinja_text(const ChatTemplate& tmpl, const Conversation& conv, bool add_generation_prompt) {
+  return render_turns(tmpl, conv, conv.size(), add_generation_prompt).text;
+}
+
 ChatTemplate jinja_chat_template(const std::string& source, const std::string& origin, std::string bos, std::string eos) {
   ChatTemplate t;
   t.kind = ChatTemplateKind::jinja;

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "data/chat_template_source.hpp"
-#include "data/jinja_template.hpp"
 #include "data/tokenizer.hpp"
 
 namespace shardft {
@@ -20,36 +19,17 @@ const std::vector<Conversation>& conversations() {
   return c;
 }
 
-// What transformers' apply_chat_template(tokenize=False) renders: the template with messages,
-// add_generation_prompt and the tokenizer's bos / eos tokens.
-std::string render_as_transformers(const jinja::Template& t, const ChatTemplate& tokens, const Conversation& conv,
-                                   bool add_generation_prompt) {
-  jinja::List messages;
-  for (const Turn& turn : conv) {
-    jinja::Dict m;
-    m.set("role", jinja::Value::string(turn.role));
-    m.set("content", jinja::Value::string(turn.content));
-    messages.push_back(jinja::Value::of_dict(std::move(m)));
-  }
-  jinja::Dict vars;
-  vars.set("messages", jinja::Value::of_list(std::move(messages)));
-  vars.set("add_generation_prompt", jinja::Value::boolean(add_generation_prompt));
-  if (!tokens.bos.empty()) vars.set("bos_token", jinja::Value::string(tokens.bos));
-  if (!tokens.eos.empty()) vars.set("eos_token", jinja::Value::string(tokens.eos));
-  return t.render(vars).text;
-}
-
 // The text for every conversation, with and without the generation prompt; with an HF tokenizer (which
 // splits the added tokens out of the text, as transformers tokenizes a rendered template) the ids too.
 void expect_same_rendering(const Tokenizer& tok, const ChatTemplate& builtin, bool hf_tokenizer) {
   SCOPED_TRACE(chat_template_name(builtin.kind) + " with bos '" + builtin.bos + "'");
-  const jinja::Template exported(chat_template_jinja_source(builtin), "export");
+  const ChatTemplate exported = jinja_chat_template(chat_template_jinja_source(builtin), "export", builtin.bos, builtin.eos);
   const ChatEncoder ours(tok, builtin);
   for (const Conversation& conv : conversations()) {
     Conversation prompt_turns = conv;
     prompt_turns.pop_back();
-    const std::string text = render_as_transformers(exported, builtin, conv, false);
-    const std::string prompt = render_as_transformers(exported, builtin, prompt_turns, true);
+    const std::string text = render_jinja_text(exported, conv, false);
+    const std::string prompt = render_jinja_text(exported, prompt_turns, true);
     EXPECT_EQ(text, segments_text(render_chat(builtin, conv, false)));
     EXPECT_EQ(prompt, segments_text(render_chat(builtin, prompt_turns, true)));
     if (!hf_tokenizer) continue;
