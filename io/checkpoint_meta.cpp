@@ -13,14 +13,13 @@ namespace shardft {
 
 namespace {
 
-// "fnv1a64:<16 hex digits>": how metadata.json writes every digest it holds.
-std::string digest_text(std::uint64_t h) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+std::string hex_digest(const std::string& text, DigestAlgorithm a) { return digest_text(a, text.data(), text.size()); }
 
-std::string hex_digest(const std::string& text) { return digest_text(checksum64(text.data(), text.size())); }
+// The digests of a checkpoint of this format: XXH3-64 from format 3 on, FNV-1a 64 before.
+DigestAlgorithm format_digests(const nlohmann::json& meta) {
+  const bool v3 = meta.is_object() && meta.contains("format") && meta["format"] == kCheckpointFormat;
+  return v3 ? DigestAlgorithm::xxh3_64 : DigestAlgorithm::fnv1a64;
+}
 
 // Type checks for the fields readers use: a damaged format-1 file (no seal) or a sealed one written by
 // hand must fail here with the field's name, not later inside nlohmann with a bare type_error.
@@ -84,6 +83,12 @@ void check_fields(const nlohmann::json& meta, const std::string& path) {
     const auto& slices = f.get(files[i], "slices", where);
     f.integers(slices, where + "slices");
     if (slices.size() % 3 != 0) f.bad(where + "slices", "(layout_offset, owned_offset, length) triples");
+    // Format 3: the digest of the whole rank file.
+    DigestAlgorithm algorithm;
+    if (meta.at("format") == kCheckpointFormat &&
+        (!f.get(files[i], "digest", where).is_string() || !digest_algorithm_of(files[i]["digest"], &algorithm))) {
+      f.bad(where + "digest", "a digest string (xxh3_64:...)");
+    }
   }
   if (meta.contains("adapter_files")) {
     const auto& adapter = meta["adapter_files"];
@@ -112,7 +117,7 @@ std::string attr_or(const Attributes& a, const char* key, const char* missing) {
 std::string metadata_digest(const nlohmann::json& meta) {
   nlohmann::json copy = meta;
   if (copy.is_object()) copy.erase("seal");
-  return hex_digest(copy.dump());
+  return hex_digest(copy.dump(), format_digests(meta));
 }
 
 void seal_metadata(nlohmann::json& meta) { meta["seal"] = metadata_digest(meta); }
@@ -121,7 +126,7 @@ std::string layout_fingerprint(const nlohmann::json& params, std::int64_t total_
   std::ostringstream text;
   text << total_numel << ";";
   for (const auto& p : params) text << p.at("name").get<std::string>() << p.at("shape").dump() << "@" << p.at("layout_offset") << ";";
-  return hex_digest(text.str());
+  return hex_digest(text.str(), DigestAlgorithm::fnv1a64);
 }
 
 CheckpointMeta parse_checkpoint_meta(const std::string& text, const std::string& dir) {
@@ -136,7 +141,8 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text, const std::string&
   const std::string format = m.json.is_object() && m.json.contains("format") && m.json["format"].is_string()
                                  ? m.json["format"].get<std::string>()
                                  : "";
-  if (format == kCheckpointFormat) {
+  m.format = format;
+  if (format == kCheckpointFormat || format == kCheckpointFormatV2) {
     if (!m.json.contains("seal") || !m.json["seal"].is_string()) {
       throw FormatError(m.path + ": \"seal\" is missing: the file is damaged or was edited");
     }
@@ -152,7 +158,7 @@ CheckpointMeta parse_checkpoint_meta(const std::string& text, const std::string&
                 "but carries no seal of its own";
   } else {
     throw FormatError(m.path + ": \"format\" is '" + format + "', expected " + kCheckpointFormat + " (or " +
-                      kCheckpointFormatV1 + "): not a shardft checkpoint, or a damaged one");
+                      kCheckpointFormatV2 + ", " + kCheckpointFormatV1 + "): not a shardft checkpoint, or a damaged one");
   }
   check_fields(m.json, m.path);
   m.layout = layout_fingerprint(m.json.at("params"), m.json.at("total_numel").get<std::int64_t>());
@@ -173,17 +179,17 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   return meta;
 }
 
-std::string file_digest(const std::string& path) {
+std::string file_digest(const std::string& path, DigestAlgorithm algorithm) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw FormatError(path + ": cannot be read");
   std::vector<char> chunk(1 << 20);
-  std::uint64_t h = kChecksum64Basis;
+  Digest64 d(algorithm);
   while (in) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    h = checksum64(chunk.data(), static_cast<std::size_t>(in.gcount()), h);
+    d.update(chunk.data(), static_cast<std::size_t>(in.gcount()));
   }
   if (in.bad()) throw FormatError(path + ": read error");
-  return digest_text(h);
+  return d.text();
 }
 
 nlohmann::json adapter_file_digests(const std::string& dir) {
@@ -200,7 +206,9 @@ void verify_adapter_files(const CheckpointMeta& meta) {
     if (!std::filesystem::exists(path, ec)) {
       throw FormatError(path + ": missing; " + meta.path + " records it as part of the checkpoint");
     }
-    const std::string got = file_digest(path);
+    DigestAlgorithm algorithm = DigestAlgorithm::fnv1a64;  // what a digest without a known name is compared as
+    digest_algorithm_of(want.get<std::string>(), &algorithm);
+    const std::string got = file_digest(path, algorithm);
     if (got != want.get<std::string>()) {
       throw FormatError(path + ": checksum " + got + ", " + meta.path + " recorded " + want.get<std::string>() +
                         ": the adapter was changed or damaged after the save");
@@ -210,7 +218,22 @@ void verify_adapter_files(const CheckpointMeta& meta) {
 
 void verify_rank_file(const CheckpointMeta& meta, std::size_t index) {
   const nlohmann::json& entry = meta.json.at("files").at(index);
-  const Hdf5ShardReader r(meta.dir + "/" + entry.at("file").get<std::string>());
+  const std::string path = meta.dir + "/" + entry.at("file").get<std::string>();
+  // Format 3: the whole file against its digest first, so that HDF5 never parses a damaged file (its
+  // library can crash on damaged metadata); the datasets are then the bytes written, their own checksums
+  // with them.
+  const bool whole_file = entry.contains("digest");
+  if (whole_file) {
+    const std::string want = entry.at("digest").get<std::string>();
+    DigestAlgorithm algorithm = DigestAlgorithm::xxh3_64;
+    digest_algorithm_of(want, &algorithm);
+    const std::string got = file_digest(path, algorithm);
+    if (got != want) {
+      throw FormatError(path + ": checksum mismatch (file " + got + ", " + meta.path + " recorded " + want +
+                        "): the file is damaged");
+    }
+  }
+  const Hdf5ShardReader r(path);
   const std::string step = std::to_string(meta.json.at("step").get<std::int64_t>());
   const std::string world = std::to_string(meta.json.at("world_size").get<std::int64_t>());
   for (const char* name : kCheckpointDatasets) {
@@ -223,14 +246,14 @@ void verify_rank_file(const CheckpointMeta& meta, std::size_t index) {
       }
     };
     if (meta.sealed) {
-      differs("format", kCheckpointFormat);
+      differs("format", meta.format);
       differs("layout", meta.layout);
     } else if (a.count("format")) {
       differs("format", kCheckpointFormatV1);  // a newer rank file under metadata edited to look older
     }
     differs("step", step);
     differs("world_size", world);
-    r.verify(name);
+    if (!whole_file) r.verify(name);
   }
   const std::vector<std::int64_t> table = r.read_i64("slices");
   if (table != entry.at("slices").get<std::vector<std::int64_t>>()) {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "io/digest64.hpp"
+
 namespace shardft {
 
 std::uint64_t checksum64(const void* data, std::size_t bytes, std::uint64_t h) {
@@ -50,7 +52,7 @@ herr_t collect_attr(hid_t obj, const char* name, const H5A_info_t*, void* out) {
 template <class T>
 void write_dataset(long long file, const std::string& path, const std::string& name, hid_t type, const T* data,
                    std::size_t n, Attributes attrs) {
-  attrs["checksum"] = std::to_string(checksum64(data, n * sizeof(T)));
+  attrs["checksum"] = digest_text(DigestAlgorithm::xxh3_64, data, n * sizeof(T));
   attrs["length"] = std::to_string(n);
   const hsize_t dims[1] = {static_cast<hsize_t>(n)};
   hid_t space = H5Screate_simple(1, dims, nullptr);
@@ -205,7 +207,10 @@ void Hdf5ShardReader::verify(const std::string& name, std::size_t chunk_bytes) c
   // A bounded buffer: verifying a multi-GB shard must not hold a second copy of it in memory.
   const std::size_t per_chunk = std::max<std::size_t>(1, chunk_bytes / elem);
   std::vector<unsigned char> buf(std::min(n, per_chunk) * elem);
-  std::uint64_t got = kChecksum64Basis;
+  // "xxh3_64:<hex>" since checkpoint format 3; before, FNV-1a 64 in decimal.
+  DigestAlgorithm algorithm = DigestAlgorithm::fnv1a64;
+  const bool named = digest_algorithm_of(it->second, &algorithm);
+  Digest64 got(algorithm);
   if (n > 0) {
     hid_t set = open_set(file_, path_, name);
     hid_t space = H5Dget_space(set);
@@ -219,15 +224,16 @@ void Hdf5ShardReader::verify(const std::string& name, std::size_t chunk_bytes) c
         H5E_END_TRY;
       }
       H5Sclose(mem);
-      if (ok >= 0) got = checksum64(buf.data(), static_cast<std::size_t>(count[0]) * elem, got);
+      if (ok >= 0) got.update(buf.data(), static_cast<std::size_t>(count[0]) * elem);
     }
     H5Sclose(space);
     H5Dclose(set);
     if (ok < 0) throw FormatError(path_ + ": dataset '" + name + "': cannot be read (truncated or damaged file)");
   }
-  if (std::to_string(got) != it->second) {
+  const std::string computed = named ? got.text() : std::to_string(got.value());
+  if (computed != it->second) {
     throw FormatError(path_ + ": dataset '" + name + "': checksum mismatch (stored " + it->second + ", computed " +
-                      std::to_string(got) + "): the file is damaged");
+                      computed + "): the file is damaged");
   }
 }
 

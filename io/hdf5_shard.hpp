@@ -14,8 +14,11 @@ namespace shardft {
 
 using Attributes = std::map<std::string, std::string>;  // written as string attributes
 
-// FNV-1a 64 over raw bytes: cheap, and any flipped byte changes it. `h` continues an earlier call's
-// result, so a dataset read in chunks has the checksum of the whole.
+// FNV-1a 64 over raw bytes: any flipped byte changes it. `h` continues an earlier call's result, so data
+// read in chunks has the checksum of the whole. Datasets carry XXH3-64 since checkpoint format 3
+// (io/digest64.hpp); older files' decimal FNV-1a checksums still verify.
+// The basis is one digit short of FNV's offset basis (14695981039346656037): a slip kept as it is, since
+// format-2 checkpoints and cache keys were made with it.
 constexpr std::uint64_t kChecksum64Basis = 1469598103934665603ull;
 std::uint64_t checksum64(const void* data, std::size_t bytes, std::uint64_t h = kChecksum64Basis);
 
@@ -26,7 +29,7 @@ class Hdf5ShardWriter {
   Hdf5ShardWriter(const Hdf5ShardWriter&) = delete;
   Hdf5ShardWriter& operator=(const Hdf5ShardWriter&) = delete;
 
-  // Adds the "checksum" attribute itself.
+  // Adds the "checksum" attribute itself ("xxh3_64:<hex>").
   void write_f32(const std::string& name, const float* data, std::size_t n, Attributes attrs);
   void write_i64(const std::string& name, const std::int64_t* data, std::size_t n, Attributes attrs);
   void write_i32(const std::string& name, const std::int32_t* data, std::size_t n, Attributes attrs);

@@ -14,6 +14,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev    # recipes, JSONL, HF json files
   libpcre2-dev libicu-dev               # BPE tokenizer: tokenizer.json regexes, NFC
   zlib1g-dev                            # PNG plots (shardft plot)
+  libxxhash-dev                         # XXH3 checksums of checkpoints (header only)
   python3                               # perf/compare.py, data generator, test scripts
   procps                                # pkill in the preemption test
 )

@@ -13,6 +13,7 @@
 #include "config/data_keys.hpp"
 #include "data/datasets.hpp"
 #include "data/packing.hpp"
+#include "io/digest64.hpp"
 #include "io/hdf5_shard.hpp"
 #include "io/progress_bar.hpp"
 
@@ -29,19 +30,19 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
-// FNV-1a of a whole file, read in blocks: a changed byte anywhere gives another cache key.
+// XXH3-64 of a whole file, read in blocks: a changed byte anywhere gives another cache key.
 std::string file_content_hash(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "unreadable";  // reading the data reports it, with the reason
   std::vector<char> block(1 << 20);
-  std::uint64_t h = 1469598103934665603ull;
+  Digest64 digest;
   std::uint64_t bytes = 0;
   while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
     const auto n = static_cast<std::size_t>(in.gcount());
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(block[i])) * 1099511628211ull;
+    digest.update(block.data(), n);
     bytes += n;
   }
-  return hex64(h) + " (" + std::to_string(bytes) + " bytes)";
+  return digest.text() + " (" + std::to_string(bytes) + " bytes)";
 }
 
 // Progress of a long tokenization: a line at most every two seconds, then a summary. With `bar` (rank 0)

@@ -25,6 +25,7 @@ namespace shardft {
 namespace {
 
 const char* kStates[] = {"master", "exp_avg", "exp_avg_sq"};
+constexpr std::size_t kDigestTextBytes = 32;  // "xxh3_64:<16 hex>" and its terminating zeros
 
 void fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
@@ -186,6 +187,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
   std::vector<std::int64_t> table;
   for (const auto& s : slices) table.insert(table.end(), {s.layout_offset, s.owned_offset, s.length});
   int writes = eng.writes_checkpoint() ? 1 : 0;
+  std::vector<char> file_digest_text(kDigestTextBytes, '\0');
   if (writes) {
     try {
       Hdf5ShardWriter w(tmp_dir + "/" + rank_file(world.rank()));
@@ -207,6 +209,9 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
       }
       w.write_i64("slices", table.data(), table.size(), common);
       w.close();
+      // The whole file's digest, read back from the page cache: readers check it before HDF5 parses a byte.
+      const std::string digest = file_digest(tmp_dir + "/" + rank_file(world.rank()));
+      std::copy(digest.begin(), digest.end(), file_digest_text.begin());
     } catch (const std::exception& e) {  // agreed on below, so that every rank stops and rank 0 cleans up
       err = e.what();
     }
@@ -225,6 +230,8 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
   std::vector<std::int64_t> padded(max_size, -1), all(static_cast<std::size_t>(max_size) * world.size());
   std::copy(table.begin(), table.end(), padded.begin());
   world.all_gather(padded.data(), all.data(), max_size, DType::i64);
+  std::vector<char> digests(kDigestTextBytes * static_cast<std::size_t>(world.size()));
+  world.all_gather(file_digest_text.data(), digests.data(), kDigestTextBytes, DType::u8);
   bool committed = false;  // once renamed, checkpoint-N is complete and stays even if a later step fails
   if (world.rank() == 0) {
     try {
@@ -253,7 +260,8 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
         if (!flags[r]) continue;
         std::vector<std::int64_t> t(all.begin() + static_cast<long>(r) * max_size,
                                     all.begin() + static_cast<long>(r) * max_size + sizes[r]);
-        files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t}});
+        files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t},
+                         {"digest", std::string(digests.data() + kDigestTextBytes * static_cast<std::size_t>(r))}});
       }
       meta["files"] = files;
       if (!state.run_id.empty()) meta["run_id"] = state.run_id;

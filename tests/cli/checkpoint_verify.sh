@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every read of a checkpoint verifies it (issue 17, items 1, 2, 7, 9): one flipped bit in an exp_avg
-# dataset of one rank file is refused with exit 2 naming the file and dataset by an explicit resume,
+# dataset of one rank file is refused with exit 2 naming the file (its whole-file digest) by an explicit resume,
 # consolidate, generate, eval and inspect, and skipped by `resume_from_checkpoint: true`, which falls
 # back to the previous checkpoint and continues bit for bit; an edited "step" in metadata.json breaks
 # its seal; a save removes the .tmp leftovers of a killed save; a failed save removes its .tmp and
@@ -46,14 +46,14 @@ PY
 # Reference: 4 steps, checkpoints 2 and 4.
 run ref --max_steps 4 --output_dir "$tmp/ref" || { cat "$tmp/ref.log"; fail "reference run"; }
 [ -d "$tmp/ref/checkpoint-2" ] && [ -d "$tmp/ref/checkpoint-4" ] || fail "no checkpoints 2 and 4"
-grep -q '"seal": "fnv1a64:' "$tmp/ref/checkpoint-4/metadata.json" || fail "metadata.json has no seal"
+grep -q '"seal": "xxh3_64:' "$tmp/ref/checkpoint-4/metadata.json" || fail "metadata.json has no seal"
 "$bin" inspect "$tmp/ref/checkpoint-4" > "$tmp/inspect-good.log" 2>&1 || { cat "$tmp/inspect-good.log"; fail "inspect of a good checkpoint"; }
 grep -q "seal ok" "$tmp/inspect-good.log" || fail "inspect does not report the seal"
 for d in dmg meta nogood failsave; do cp -r "$tmp/ref" "$tmp/$d"; done
 
 echo "one flipped bit in exp_avg of rank-00001.h5 (read by rank 1 only):"
 flip_bit "$tmp/dmg/checkpoint-4/rank-00001.h5" exp_avg
-bad="checkpoint-4/rank-00001.h5: dataset 'exp_avg': checksum mismatch"
+bad="checkpoint-4/rank-00001.h5: checksum mismatch (file xxh3_64:"
 run explicit --max_steps 6 --output_dir "$tmp/x" --resume_from_checkpoint "$tmp/dmg/checkpoint-4"; code=$?
 expect2 explicit "$bad"
 "$bin" consolidate "$tmp/dmg/checkpoint-4" --output "$tmp/hf" > "$tmp/consolidate.log" 2>&1; code=$?
@@ -99,7 +99,7 @@ flip_bit "$tmp/nogood/checkpoint-4/rank-00000.h5" exp_avg
 flip_bit "$tmp/nogood/checkpoint-2/rank-00001.h5" master
 run nogood --max_steps 4 --output_dir "$tmp/nogood" --resume_from_checkpoint true; code=$?
 expect2 nogood "no checkpoint in output_dir '$tmp/nogood' verifies"
-grep -qF "checkpoint-2/rank-00001.h5: dataset 'master': checksum mismatch" "$tmp/nogood.log" || fail "nogood: checkpoint-2 not listed"
+grep -qF "checkpoint-2/rank-00001.h5: checksum mismatch" "$tmp/nogood.log" || fail "nogood: checkpoint-2 not listed"
 
 echo "a failed save removes its .tmp and keeps the last good checkpoint:"
 rm -rf "$tmp/failsave/checkpoint-4" && echo checkpoint-2 > "$tmp/failsave/latest"

@@ -2,7 +2,7 @@
 # consolidate: the safetensors of a checkpoint equal the trained weights bit for bit (fp32), bf16 is
 # their rounding, a small --max_shard_size splits the model with an index, an export into a used folder
 # replaces the earlier export's weight files; inspect verifies checksums
-# and names a damaged or truncated file and its dataset.
+# and names a damaged or truncated file.
 # Usage: consolidate.sh SHARDFT_BINARY SOURCE_DIR H5_OFFSET_HELPER
 set -u
 bin=$1; src=$2; h5_offset=$3
@@ -74,7 +74,7 @@ import sys
 p = sys.argv[1]; d = bytearray(open(p, "rb").read()); d[int(sys.argv[2]) + 3] ^= 0x40; open(p, "wb").write(bytes(d))
 PY
 "$bin" inspect "$tmp/run2/checkpoint-12" > "$tmp/bad.log" 2>&1 && fail "a flipped byte went unnoticed"
-grep -q "rank-00001.h5: dataset '.*': checksum mismatch" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "checksum error does not name file and dataset"; }
+grep -q "rank-00001.h5: checksum mismatch (file xxh3_64:" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "checksum error does not name the file"; }
 truncate -s 3000 "$tmp/run4/checkpoint-12/rank-00002.h5"
 "$bin" inspect "$tmp/run4/checkpoint-12" > "$tmp/trunc.log" 2>&1 && fail "a truncated shard went unnoticed"
 grep -q "rank-00002.h5" "$tmp/trunc.log" || { cat "$tmp/trunc.log"; fail "truncation error does not name the file"; }

@@ -17,7 +17,7 @@ nlohmann::json sample_meta(const char* format = kCheckpointFormat) {
   nlohmann::json params = nlohmann::json::array();
   params.push_back({{"name", "a"}, {"shape", {2, 3}}, {"layout_offset", 0}});
   params.push_back({{"name", "b"}, {"shape", {4}}, {"layout_offset", 6}});
-  return {{"format", format},
+  nlohmann::json meta = {{"format", format},
           {"step", 30},
           {"train_loss_sum", 12.345678901234},
           {"world_size", 1},
@@ -26,7 +26,10 @@ nlohmann::json sample_meta(const char* format = kCheckpointFormat) {
           {"total_numel", 10},
           {"model", {{"hidden_size", 8}}},
           {"params", params},
-          {"files", {{{"file", "rank-00000.h5"}, {"rank", 0}, {"slices", {0, 0, 10}}}}}};
+          {"files", {{{"file", "rank-00000.h5"}, {"rank", 0}, {"slices", {0, 0, 10}},
+                      {"digest", "xxh3_64:0000000000000000"}}}}};
+  if (std::string(format) != kCheckpointFormat) meta["files"][0].erase("digest");  // format 3 added it
+  return meta;
 }
 
 std::string sealed_text(nlohmann::json meta, int indent = 1) {
@@ -129,12 +132,14 @@ TEST(CheckpointSeal, LayoutFingerprintFollowsTheTable) {
 class RankFileCheck : public testing_util::ScratchDirTest {
  protected:
   // Writes rank-00000.h5 with the attributes save_checkpoint gives it, and returns the sealed metadata.
-  CheckpointMeta write_checkpoint(long step_in_file, long step_in_meta, const std::vector<float>& exp_avg) {
-    nlohmann::json meta = sample_meta();
+  // Format 3 records the whole file's digest; format 2 does not (its datasets' checksums are checked).
+  CheckpointMeta write_checkpoint(long step_in_file, long step_in_meta, const std::vector<float>& exp_avg,
+                                  const char* format = kCheckpointFormat) {
+    nlohmann::json meta = sample_meta(format);
     meta["step"] = step_in_meta;
     const std::string layout = layout_fingerprint(meta.at("params"), 10);
     Hdf5ShardWriter w((dir_ / "rank-00000.h5").string());
-    const Attributes common = {{"format", kCheckpointFormat}, {"layout", layout}, {"world_size", "1"},
+    const Attributes common = {{"format", format}, {"layout", layout}, {"world_size", "1"},
                                {"step", std::to_string(step_in_file)}};
     const std::vector<float> ones(10, 1.f);
     w.write_f32("master", ones.data(), ones.size(), common);
@@ -143,8 +148,14 @@ class RankFileCheck : public testing_util::ScratchDirTest {
     const std::vector<std::int64_t> table = {0, 0, 10};
     w.write_i64("slices", table.data(), table.size(), common);
     w.close();
+    if (std::string(format) == kCheckpointFormat) {
+      meta["files"][0]["digest"] = file_digest((dir_ / "rank-00000.h5").string());
+    } else {
+      meta["files"][0].erase("digest");
+    }
     return parse_checkpoint_meta(sealed_text(meta), dir_.string());
   }
+  void expect_flipped_bit_caught(const char* format);
 };
 
 TEST_F(RankFileCheck, AGoodFilePasses) {
@@ -161,14 +172,22 @@ TEST_F(RankFileCheck, AStepThatDisagreesWithTheRankFileIsNamed) {
 
 TEST_F(RankFileCheck, SealedRankFilesUnderMetadataEditedToLookOlderAreCaught) {
   write_checkpoint(30, 30, std::vector<float>(10, 0.5f));
-  // No seal to check in format 1, but the rank files say they belong to a format-2 checkpoint.
+  // No seal to check in format 1, but the rank files say they belong to a sealed checkpoint.
   const CheckpointMeta old = parse_checkpoint_meta(sample_meta(kCheckpointFormatV1).dump(), dir_.string());
   const std::string err = error_of([&] { verify_rank_file(old, 0); });
-  EXPECT_NE(err.find("dataset 'master': attribute format is shardft-checkpoint-2"), std::string::npos) << err;
+  EXPECT_NE(err.find(std::string("dataset 'master': attribute format is ") + kCheckpointFormat), std::string::npos)
+      << err;
 }
 
 TEST_F(RankFileCheck, AFlippedBitInExpAvgIsNamedWithItsDataset) {
-  const CheckpointMeta m = write_checkpoint(30, 30, std::vector<float>(10, 0.5f));
+  for (const char* format : {kCheckpointFormat, kCheckpointFormatV2}) {
+    SCOPED_TRACE(format);
+    expect_flipped_bit_caught(format);
+  }
+}
+
+void RankFileCheck::expect_flipped_bit_caught(const char* format) {
+  const CheckpointMeta m = write_checkpoint(30, 30, std::vector<float>(10, 0.5f), format);
   // Flip one bit of element 3 in place, as bit rot would, behind HDF5's back.
   const std::string path = (dir_ / "rank-00000.h5").string();
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -185,7 +204,11 @@ TEST_F(RankFileCheck, AFlippedBitInExpAvgIsNamedWithItsDataset) {
   std::fputc(byte ^ 0x10, raw);
   std::fclose(raw);
   const std::string err = error_of([&] { verify_rank_file(m, 0); });
-  EXPECT_NE(err.find("rank-00000.h5: dataset 'exp_avg': checksum mismatch"), std::string::npos) << err;
+  // Format 3 finds it in the whole file, before HDF5 reads it; format 2 in the dataset's own checksum.
+  const bool v3 = std::string(format) == kCheckpointFormat;
+  EXPECT_NE(err.find(v3 ? "rank-00000.h5: checksum mismatch (file xxh3_64:" : "rank-00000.h5: dataset 'exp_avg': checksum mismatch"),
+            std::string::npos)
+      << err;
 }
 
 TEST_F(RankFileCheck, ChunkedVerificationEqualsTheWholeChecksum) {
