@@ -8,8 +8,6 @@ namespace {
 
 const std::pair<const char*, const char*> kKeys[] = {
     {"logging_strategy", "shardft logs every logging_steps optimizer steps (HF's steps strategy)"},
-    {"logging_first_step", "shardft logs every logging_steps optimizer steps and at the last step"},
-    {"optim", "the optimizer is always AdamW with fp32 state (torch's adamw_torch); remove the key"},
     {"lr_scheduler_kwargs",
      "each schedule's settings are keys of their own: min_lr, min_lr_rate, warmup_type, warmup_min_lr, "
      "warmup_min_ratio, cos_min_ratio (shardft keys)"},

@@ -12,6 +12,7 @@
 
 #include "config/data_keys.hpp"
 #include "config/lora_config.hpp"
+#include "config/lr_scheduler_kwargs.hpp"
 #include "config/memory_size.hpp"
 #include "config/zero_buckets.hpp"
 
@@ -159,13 +160,19 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("lr_scheduler_type", &T::lr_scheduler_type,
                 "learning-rate schedule after warmup: HF's (constant and constant_with_warmup both warm up first), "
                 "or DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR as its engine steps them")
-          .one_of({"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_min_lr", "ds_warmup",
+          .one_of({"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_min_lr", "cosine_with_restarts",
+                   "warmup_stable_decay", "ds_warmup",
                    "ds_warmup_decay", "ds_warmup_cosine"}),
       train_key("warmup_steps", &T::warmup_steps, "warmup steps; 0: use warmup_ratio").in(at_least(0)),
       train_key("warmup_ratio", &T::warmup_ratio, "warmup as a fraction of all steps").in(closed_interval(0, 1)),
       train_key("min_lr", &T::min_lr, "cosine_with_min_lr: absolute floor").in(at_least(0)),
       train_key("min_lr_rate", &T::min_lr_rate, "cosine_with_min_lr: floor as a fraction of learning_rate")
           .in(closed_interval(0, 1)),
+      train_key("lr_scheduler_kwargs", &T::lr_scheduler_kwargs,
+                "the schedule's own settings (HF's key): {num_cycles: N} for cosine and cosine_with_restarts; "
+                "{num_decay_steps: N, num_stable_steps, min_lr_ratio, warmup_type, decay_type} for "
+                "warmup_stable_decay; {min_lr or min_lr_rate} for cosine_with_min_lr")
+          .structured(canonical_lr_scheduler_kwargs_text),
       train_key("warmup_type", &T::warmup_type, "ds_* schedules: DeepSpeed's warmup shape").one_of({"log", "linear"}),
       train_key("warmup_min_lr", &T::warmup_min_lr, "ds_warmup, ds_warmup_decay: warmup start (and decay end)")
           .in(at_least(0)),
@@ -177,6 +184,10 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("max_grad_norm", &T::max_grad_norm, "clip the global gradient norm to this; <= 0: no clipping"),
       train_key("adam_beta1", &T::adam_beta1, "AdamW first-moment decay").in(half_open_interval(0, 1)),
       train_key("adam_beta2", &T::adam_beta2, "AdamW second-moment decay").in(half_open_interval(0, 1)),
+      train_key("optim", &T::optim,
+                "the optimizer by HF's name: adamw_torch, adamw_torch_fused, adamw_apex_fused or adamw_hf, all the same "
+                "AdamW (fp32 moments, decoupled weight decay; the update is one fused kernel)")
+          .non_empty(),
       train_key("adam_epsilon", &T::adam_epsilon, "AdamW denominator epsilon").in(greater_than(0)),
       // batch and length of the run
       train_key("per_device_train_batch_size", &T::per_device_train_batch_size, "sequences per rank per micro-batch")
@@ -194,6 +205,7 @@ std::vector<RecipeKey> build_recipe_keys() {
           .in(minus_one_or_at_least(1)),
       // bookkeeping
       train_key("logging_steps", &T::logging_steps, "log every this many optimizer steps").in(at_least(1)),
+      train_key("logging_first_step", &T::logging_first_step, "log the first optimizer step too"),
       train_key("report_to", &T::report_to,
                 "where logged metrics go besides metrics.jsonl: tensorboard (event files in logging_dir; W&B "
                 "imports them with `wandb sync --sync-tensorboard`), all (the same), none")
@@ -220,6 +232,9 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("overwrite_output_dir", &T::overwrite_output_dir,
                 "a run that does not resume clears an earlier run's checkpoints and metrics in output_dir (else: exit 2)"),
       train_key("seed", &T::seed, "seed for initialisation and data order"),
+      train_key("data_seed", &T::data_seed,
+                "seed of the data order alone (epochs, the datasets mixture, the val_set_size split); -1: seed")
+          .in(minus_one_or_at_least(0)),
       train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),
       train_key("fp16", &T::fp16, "compute in IEEE half with loss scaling (master weights stay fp32); not with bf16"),
       train_key("loss_scale", &T::loss_scale, "fp16: 0 scales the loss dynamically (DeepSpeed's rules); > 0: a static scale")

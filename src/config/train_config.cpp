@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "config/hf_model_config.hpp"
+#include "config/lr_scheduler_kwargs.hpp"
 #include "config/recipe_schema.hpp"
 
 namespace shardft {
@@ -344,14 +345,22 @@ void validate_combinations(const TrainConfig& cfg) {
                      "max_seq_length must not exceed max_position_embeddings");
   }
 
-  const bool has_min_lr = cfg.min_lr > 0;
-  const bool has_min_lr_rate = cfg.min_lr_rate > 0;
+  const LrSchedulerKwargs kwargs = parse_lr_scheduler_kwargs_text(cfg.lr_scheduler_kwargs);  // canonical already
+  const std::string kwargs_problem = lr_scheduler_kwargs_problem(cfg.lr_scheduler_type, kwargs);
+  if (!kwargs_problem.empty()) fail_combination(cfg, {"lr_scheduler_kwargs", "lr_scheduler_type"}, kwargs_problem);
+  if ((kwargs.min_lr && cfg.min_lr > 0) || (kwargs.min_lr_rate && cfg.min_lr_rate > 0)) {
+    fail_combination(cfg, {"lr_scheduler_kwargs", "min_lr", "min_lr_rate"},
+                     "the floor of cosine_with_min_lr is given twice, as a key and in lr_scheduler_kwargs; give one");
+  }
+  const double min_lr = kwargs.min_lr ? *kwargs.min_lr : cfg.min_lr;
+  const bool has_min_lr = min_lr > 0;
+  const bool has_min_lr_rate = cfg.min_lr_rate > 0 || (kwargs.min_lr_rate && *kwargs.min_lr_rate > 0);
   if (cfg.lr_scheduler_type == "cosine_with_min_lr") {
     if (has_min_lr == has_min_lr_rate) {
       fail_combination(cfg, {"lr_scheduler_type", "min_lr", "min_lr_rate"},
                        "lr_scheduler_type cosine_with_min_lr needs exactly one of min_lr > 0 or min_lr_rate > 0");
     }
-    if (cfg.min_lr > cfg.learning_rate) {
+    if (min_lr > cfg.learning_rate) {
       fail_combination(cfg, {"min_lr", "learning_rate"}, "min_lr must not exceed learning_rate");
     }
   } else if (has_min_lr || has_min_lr_rate) {
@@ -396,6 +405,18 @@ void validate_combinations(const TrainConfig& cfg) {
     fail_combination(cfg, {"datasets", "dataset_path"},
                      "datasets and dataset_path both name the training data; give one (datasets: a mixture of files, "
                      "each with a weight; a lone path there is a mixture of one)");
+  }
+  // HF's optimizer names: its AdamW variants all mean shardft's AdamW; the others are not implemented.
+  const std::string& optim = cfg.optim;
+  if (optim != "adamw_torch" && optim != "adamw_torch_fused" && optim != "adamw_apex_fused" && optim != "adamw_hf") {
+    const bool low_bit = optim.find("8bit") != std::string::npos || optim.find("4bit") != std::string::npos ||
+                         optim.rfind("paged_", 0) == 0;
+    fail_combination(cfg, {"optim"},
+                     "optim '" + optim + "' is not implemented: shardft's optimizer is AdamW with fp32 moments (optim "
+                     "adamw_torch, adamw_torch_fused, adamw_apex_fused or adamw_hf)" +
+                         std::string(low_bit ? "; instead of 8-bit or paged moments, ZeRO stages 1-3 shard them "
+                                               "over the ranks (zero_stage)"
+                                             : ""));
   }
   if (cfg.do_eval && cfg.eval_dataset_path.empty() && cfg.val_set_size == 0) {
     fail_combination(cfg, {"eval_dataset_path", "do_eval", "val_set_size"},
@@ -603,6 +624,10 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg) {
     }
   }
   return out;
+}
+
+std::uint64_t data_order_seed(const TrainConfig& cfg) {
+  return cfg.data_seed >= 0 ? static_cast<std::uint64_t>(cfg.data_seed) : cfg.seed;
 }
 
 int eval_interval_steps(const TrainConfig& cfg) { return cfg.eval_steps > 0 ? cfg.eval_steps : cfg.logging_steps; }

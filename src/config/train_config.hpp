@@ -46,6 +46,7 @@ struct TrainConfig {
                                              // ds_warmup | ds_warmup_decay | ds_warmup_cosine (train/lr_schedule.hpp)
   int warmup_steps = 0;
   double warmup_ratio = 0.0;                 // used when warmup_steps == 0
+  std::string lr_scheduler_kwargs;           // HF's key: the schedule's own settings (config/lr_scheduler_kwargs.hpp)
   double min_lr = 0.0;                       // cosine_with_min_lr: absolute floor ...
   double min_lr_rate = 0.0;                  // ... or a fraction of learning_rate (one of the two)
   std::string warmup_type = "log";           // ds_*: DeepSpeed's warm-up shape, log | linear
@@ -57,6 +58,7 @@ struct TrainConfig {
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
+  std::string optim = "adamw_torch";         // HF's key: the AdamW names (fp32 moments, decoupled weight decay)
 
   // batch and length of the run
   int per_device_train_batch_size = 8;
@@ -68,6 +70,7 @@ struct TrainConfig {
 
   // bookkeeping
   int logging_steps = 10;
+  bool logging_first_step = false;           // HF's key: log the first step too
   // where the logged metrics also go (metrics.jsonl in output_dir always): none | tensorboard | all (HF's
   // names; shardft's only integration is TensorBoard, so all means tensorboard)
   std::string report_to = "none";
@@ -82,6 +85,7 @@ struct TrainConfig {
   std::string output_dir = "runs/default";
   bool overwrite_output_dir = false;         // HF's key: a fresh run may clear an earlier run's checkpoints and metrics
   std::uint64_t seed = 42;
+  int data_seed = -1;                        // HF's key: the data order's seed (sampler, mixture, val split); -1: seed
   bool bf16 = false;
   // fp16 compute with loss scaling (DeepSpeed's fp16 block; config/deepspeed_json.cpp maps it here)
   bool fp16 = false;
@@ -188,6 +192,9 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg);
 int eval_interval_steps(const TrainConfig& cfg);
 std::string best_model_metric(const TrainConfig& cfg);
 bool best_metric_greater_is_better(const TrainConfig& cfg);
+
+// The seed of the data order (epochs, the mixture's draw, the val_set_size split): data_seed where set.
+std::uint64_t data_order_seed(const TrainConfig& cfg);
 
 // "key: value" lines of every key, for the startup report and for saving beside a run.
 std::string to_yaml(const TrainConfig& cfg);

@@ -384,7 +384,7 @@ MixedDataset mix_datasets(const std::vector<DatasetSpec>& specs, const DatasetOp
 }
 
 MixedDataset read_training_data(const TrainConfig& cfg) {
-  return mix_datasets(training_datasets(cfg), dataset_options(cfg), cfg.seed);
+  return mix_datasets(training_datasets(cfg), dataset_options(cfg), data_order_seed(cfg));
 }
 
 std::string describe_skips(const DatasetFileReport& report) {

@@ -91,7 +91,7 @@ std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& enc
   for (const DatasetSpec& d : training_datasets(cfg)) {
     s << "dataset: " << d.path << " weight " << d.weight << " content " << file_content_hash(d.path) << "\n";
   }
-  s << "seed: " << cfg.seed << "\n"  // the mixture's draw depends on it
+  s << "seed: " << data_order_seed(cfg) << "\n"  // the mixture's draw depends on it
     << "dataset_text_field: " << cfg.dataset_text_field << "\n"
     << "role_map: " << cfg.role_map << "\n"
     << "skip_bad_samples: " << cfg.skip_bad_samples << "\n"
@@ -237,8 +237,9 @@ std::vector<TokenizedSample> split_held_out(std::vector<TokenizedSample>& sample
     throw DataError("val_set_size " + given.str() + " holds out " + std::to_string(count) + " of the " +
                     std::to_string(n) + " training samples; both the eval split and the training set need at least one");
   }
-  // Epoch -1: a stream of its own, unrelated to the training epochs' orders (0, 1, ...).
-  const std::vector<std::int64_t> order = epoch_permutation(n, seed, -1);
+  // A stream of its own, far from the training epochs' (0, 1, ...) and the mixture's draws (-1, -2, ...).
+  constexpr std::int64_t kHeldOutStream = -(std::int64_t{1} << 40);
+  const std::vector<std::int64_t> order = epoch_permutation(n, seed, kHeldOutStream);
   std::vector<char> held(static_cast<std::size_t>(n), 0);
   for (std::int64_t i = 0; i < count; ++i) held[static_cast<std::size_t>(order[i])] = 1;
   std::vector<TokenizedSample> kept, out;
@@ -301,7 +302,7 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
   log << checks << std::flush;
   set.report += checks;
   if (cfg.val_set_size > 0) {
-    set.held_out = split_held_out(set.samples, cfg.val_set_size, cfg.seed);
+    set.held_out = split_held_out(set.samples, cfg.val_set_size, data_order_seed(cfg));
     log << describe_split(cfg, set) << std::flush;
   }
   check_training_targets(set.samples, cfg);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "config/lr_scheduler_kwargs.hpp"
+
 namespace shardft {
 namespace {
 
@@ -37,6 +39,31 @@ double deepspeed_rate(const LrSchedule& s, long i) {
   return s.warmup_min_lr + (s.peak_lr - s.warmup_min_lr) * g;
 }
 
+// warmup_stable_decay's shapes: the warm-up's rise f(p) and the decay's fall g(q), both from 0 to 1.
+double wsd_shape(const std::string& shape, double p, bool rising, double num_cycles) {
+  if (shape == "linear") return rising ? p : 1.0 - p;
+  if (shape == "1-sqrt") return rising ? 1.0 - std::sqrt(1.0 - p) : 1.0 - std::sqrt(p);
+  if (shape == "cosine") {
+    return rising ? 0.5 * (1.0 - std::cos(M_PI * p)) : 0.5 * (1.0 + std::cos(M_PI * num_cycles * 2.0 * p));
+  }
+  throw std::invalid_argument("unknown warmup_stable_decay shape '" + shape + "'");
+}
+
+double wsd_factor(const LrSchedule& s, long step) {
+  const double r = s.min_lr_ratio;
+  if (step < s.warmup_steps) {
+    const double p = static_cast<double>(step) / static_cast<double>(std::max(1L, s.warmup_steps));
+    return std::max(0.0, wsd_shape(s.wsd_warmup, p, true, s.num_cycles) * (1.0 - r) + r);
+  }
+  if (step < s.warmup_steps + s.stable_steps) return 1.0;
+  if (step < s.warmup_steps + s.stable_steps + s.decay_steps) {
+    const double q = static_cast<double>(step - s.warmup_steps - s.stable_steps) /
+                     static_cast<double>(std::max(1L, s.decay_steps));
+    return std::max(0.0, wsd_shape(s.wsd_decay, q, false, s.num_cycles) * (1.0 - r) + r);
+  }
+  return r;
+}
+
 }  // namespace
 
 bool is_deepspeed_schedule(const std::string& type) {
@@ -45,14 +72,19 @@ bool is_deepspeed_schedule(const std::string& type) {
 
 double LrSchedule::at(long step) const {
   if (is_deepspeed_schedule(type)) return deepspeed_rate(*this, step - 1);
+  if (type == "warmup_stable_decay") return peak_lr * wsd_factor(*this, step);
   if (step < warmup_steps) return peak_lr * static_cast<double>(step) / static_cast<double>(std::max(1L, warmup_steps));
   const double span = static_cast<double>(std::max(1L, total_steps - warmup_steps));
   const double progress = static_cast<double>(step - warmup_steps) / span;
-  const double cosine = 0.5 * (1.0 + std::cos(M_PI * std::min(progress, 1.0)));
+  const double cosine = std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * num_cycles * 2.0 * std::min(progress, 1.0))));
   if (type == "constant" || type == "constant_with_warmup") return peak_lr;
   if (type == "linear") return peak_lr * std::max(0.0, static_cast<double>(total_steps - step) / span);
   if (type == "cosine") return peak_lr * cosine;
   if (type == "cosine_with_min_lr") return peak_lr * (min_lr_rate + (1.0 - min_lr_rate) * cosine);
+  if (type == "cosine_with_restarts") {
+    if (progress >= 1.0) return 0.0;
+    return peak_lr * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * std::fmod(num_cycles * progress, 1.0))));
+  }
   throw std::invalid_argument("unknown lr_scheduler_type '" + type + "'");
 }
 
@@ -62,7 +94,22 @@ LrSchedule make_lr_schedule(const TrainConfig& cfg, long total_steps) {
   s.peak_lr = cfg.learning_rate;
   s.total_steps = total_steps;
   s.warmup_steps = resolve_warmup_steps(cfg.warmup_steps, cfg.warmup_ratio, total_steps);
-  s.min_lr_rate = cfg.min_lr > 0 ? cfg.min_lr / cfg.learning_rate : cfg.min_lr_rate;
+  const LrSchedulerKwargs kw = parse_lr_scheduler_kwargs_text(cfg.lr_scheduler_kwargs);
+  const double min_lr = kw.min_lr ? *kw.min_lr : cfg.min_lr;
+  s.min_lr_rate = min_lr > 0 ? min_lr / cfg.learning_rate : kw.min_lr_rate ? *kw.min_lr_rate : cfg.min_lr_rate;
+  s.num_cycles = kw.num_cycles ? *kw.num_cycles : s.type == "cosine_with_restarts" ? 1.0 : 0.5;
+  if (s.type == "warmup_stable_decay") {
+    s.decay_steps = kw.num_decay_steps.value_or(0);
+    s.stable_steps = kw.num_stable_steps ? *kw.num_stable_steps : total_steps - s.warmup_steps - s.decay_steps;
+    s.min_lr_ratio = kw.min_lr_ratio.value_or(0.0);
+    if (!kw.warmup_type.empty()) s.wsd_warmup = kw.warmup_type;
+    if (!kw.decay_type.empty()) s.wsd_decay = kw.decay_type;
+    if (s.stable_steps < 0) {
+      throw ConfigError("lr_scheduler_type warmup_stable_decay: warm-up (" + std::to_string(s.warmup_steps) +
+                        " steps) and num_decay_steps (" + std::to_string(s.decay_steps) + ") exceed the run's " +
+                        std::to_string(total_steps) + " steps");
+    }
+  }
   s.warmup_type = cfg.warmup_type;
   s.warmup_min_lr = cfg.warmup_min_lr;
   s.warmup_min_ratio = cfg.warmup_min_ratio;

@@ -5,8 +5,17 @@
 //   constant, constant_with_warmup:  lr  (HF's constant skips warm-up silently; here a warm-up a recipe
 //                        asks for always runs, so both names mean HF's constant_with_warmup)
 //   linear:              lr * (total - step) / (total - warmup)
-//   cosine:              lr * 0.5 * (1 + cos(pi * progress)),   progress = (step - warmup) / (total - warmup)
-//   cosine_with_min_lr:  lr * (min_rate + (1 - min_rate) * 0.5 * (1 + cos(pi * progress)))
+//   cosine:              lr * max(0, 0.5 * (1 + cos(pi * 2 * num_cycles * progress))),
+//                        progress = (step - warmup) / (total - warmup), num_cycles 0.5 (lr_scheduler_kwargs)
+//   cosine_with_min_lr:  lr * (min_rate + (1 - min_rate) * that cosine)
+//   cosine_with_restarts: 0 once progress >= 1, else lr * max(0, 0.5 * (1 + cos(pi * ((num_cycles * progress) mod 1)))),
+//                        num_cycles 1
+//   warmup_stable_decay: HF's get_wsd_schedule (the version with warmup_type / decay_type): with r = min_lr_ratio,
+//                        warm-up lr * max(0, r + (1 - r) * f(step / warmup)), f = p (linear), 0.5 * (1 - cos(pi p))
+//                        (cosine), 1 - sqrt(1 - p) (1-sqrt); then lr for num_stable_steps (default: total -
+//                        warmup - num_decay_steps); then lr * max(0, r + (1 - r) * g(q)), q the decay's progress,
+//                        g = 1 - q, 0.5 * (1 + cos(pi * 2 * num_cycles * q)) (cosine, the default), 1 - sqrt(q);
+//                        after it lr * r
 //
 // DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR (deepspeed/runtime/lr_schedules.py, v0.19.6) as
 // its engine runs them from a "scheduler" block: the scheduler is built at iteration -1 (which sets the
@@ -35,6 +44,11 @@ struct LrSchedule {
   long warmup_steps = 0;
   long total_steps = 1;
   double min_lr_rate = 0.0;  // cosine_with_min_lr only
+  double num_cycles = 0.5;   // cosine, cosine_with_min_lr (0.5), cosine_with_restarts (1), warmup_stable_decay
+  // warmup_stable_decay only
+  long stable_steps = 0, decay_steps = 0;
+  double min_lr_ratio = 0.0;
+  std::string wsd_warmup = "linear", wsd_decay = "cosine";  // linear | cosine | 1-sqrt
   // DeepSpeed's schedules only (ds_warmup, ds_warmup_decay, ds_warmup_cosine)
   std::string warmup_type = "log";  // log | linear
   double warmup_min_lr = 0.0;       // ds_warmup, ds_warmup_decay: the warm-up's start
@@ -47,7 +61,8 @@ struct LrSchedule {
 // True for the lr_scheduler_type values that name DeepSpeed's schedules.
 bool is_deepspeed_schedule(const std::string& type);
 
-// The run's schedule from the recipe's keys, for a run of total_steps optimizer steps.
+// The run's schedule from the recipe's keys (and lr_scheduler_kwargs), for a run of total_steps optimizer
+// steps. ConfigError where warmup_stable_decay's warm-up and decay do not fit in the run.
 LrSchedule make_lr_schedule(const TrainConfig& cfg, long total_steps);
 
 // Warm-up steps from warmup_steps, or from warmup_ratio of the run when warmup_steps is 0 (HF: ceil).

@@ -369,7 +369,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   for (long s = first_step; s < last_step && !preempted; ++s) {
     const long epoch = s / plan.steps_per_epoch;
     if (epoch != order_epoch) {
-      order = epoch_permutation(num_units, cfg.seed, epoch);
+      order = epoch_permutation(num_units, data_order_seed(cfg), epoch);
       order_epoch = epoch;
     }
     maybe_inject_fault(world.rank(), s + 1);
@@ -419,7 +419,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     ++window_steps;
     run_tokens += static_cast<double>(st.tokens);
     run_seconds += st.seconds;
-    if ((s + 1) % cfg.logging_steps == 0 || s + 1 == plan.total_steps) {
+    if ((s + 1) % cfg.logging_steps == 0 || s + 1 == plan.total_steps || (cfg.logging_first_step && s == 0)) {
       if (bar) bar->clear();
       const double epoch_f = epoch_at(s + 1, plan);
       const double loss = window_loss / static_cast<double>(window_steps);

@@ -218,12 +218,12 @@ const std::map<std::string, std::string>& sample_values() {
       {"dataset_text_field", "content"}, {"role_map", R"({"bot": "assistant", "tool": "user"})"},
       {"skip_bad_samples", "true"}, {"tokenizer_name_or_path", "models/qwen2"}, {"chat_template", "chatml"},
       {"learning_rate", "0.0002"}, {"lr_scheduler_type", "cosine_with_min_lr"}, {"warmup_steps", "5"},
-      {"warmup_ratio", "0.1"}, {"min_lr", "1.0e-05"}, {"min_lr_rate", "0.1"}, {"warmup_type", "linear"}, {"warmup_min_lr", "1.0e-06"},
+      {"warmup_ratio", "0.1"}, {"min_lr", "1.0e-05"}, {"lr_scheduler_kwargs", R"({"num_cycles": 0.75})"}, {"min_lr_rate", "0.1"}, {"warmup_type", "linear"}, {"warmup_min_lr", "1.0e-06"},
       {"warmup_min_ratio", "0.1"}, {"cos_min_ratio", "0.01"}, {"weight_decay", "0.01"},
-      {"max_grad_norm", "0.5"}, {"adam_beta1", "0.8"}, {"adam_beta2", "0.95"}, {"adam_epsilon", "1.0e-06"},
+      {"max_grad_norm", "0.5"}, {"optim", "adamw_torch_fused"}, {"adam_beta1", "0.8"}, {"adam_beta2", "0.95"}, {"adam_epsilon", "1.0e-06"},
       {"per_device_train_batch_size", "4"}, {"train_batch_size", "64"}, {"per_device_eval_batch_size", "2"},
       {"gradient_accumulation_steps", "3"}, {"num_train_epochs", "1.5"}, {"max_steps", "100"},
-      {"logging_steps", "1"}, {"report_to", "tensorboard"}, {"logging_dir", "tb/x"}, {"run_name", "sft-x"}, {"disable_tqdm", "true"}, {"log_level", "debug"}, {"save_strategy", "epoch"}, {"save_steps", "20"}, {"save_total_limit", "3"}, {"resume_from_checkpoint", "runs/x/checkpoint-5"}, {"output_dir", "runs/x"}, {"overwrite_output_dir", "true"}, {"seed", "18446744073709551615"},
+      {"logging_steps", "1"}, {"logging_first_step", "true"}, {"data_seed", "7"}, {"report_to", "tensorboard"}, {"logging_dir", "tb/x"}, {"run_name", "sft-x"}, {"disable_tqdm", "true"}, {"log_level", "debug"}, {"save_strategy", "epoch"}, {"save_steps", "20"}, {"save_total_limit", "3"}, {"resume_from_checkpoint", "runs/x/checkpoint-5"}, {"output_dir", "runs/x"}, {"overwrite_output_dir", "true"}, {"seed", "18446744073709551615"},
       {"bf16", "true"}, {"fp16", "true"}, {"loss_scale", "128.5"}, {"initial_scale_power", "12"}, {"loss_scale_window", "500"}, {"hysteresis", "3"}, {"consecutive_hysteresis", "true"}, {"min_loss_scale", "0.5"}, {"gradient_checkpointing", "true"}, {"logits_chunk_tokens", "512"}, {"attn_implementation", "eager"}, {"zero_stage", "3"}, {"use_peft", "true"}, {"peft_type", "lora"}, {"lora_r", "8"}, {"lora_alpha", "16.0"}, {"lora_dropout", "0.1"}, {"lora_target_modules", "all-linear"}, {"use_rslora", "true"}, {"lora_bias", "none"}, {"adapter_path", "adapters/a"}, {"load_in_4bit", "true"}, {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", "false"}, {"bnb_4bit_compute_dtype", "float32"}, {"ranks_per_node", "2"}, {"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", "2"}, {"collectives", "mpi"}, {"collective_timeout_s", "20.5"},
       {"communication_data_type", "bf16"}, {"reduce_bucket_size", "200000000"}, {"allgather_bucket_size", "50000000"}, {"overlap_comm", "false"},
       {"zero_quantized_weights", "true"}, {"zero_quantized_gradients", "true"},
@@ -450,7 +450,7 @@ TEST(ConfigOverrideErrors, EveryRangeRule) {
       {"--output_dir=", "key 'output_dir' must not be empty"},
       {"--lr_scheduler_type=cosinee",
        "key 'lr_scheduler_type' must be one of constant, constant_with_warmup, linear, cosine, cosine_with_min_lr, "
-       "ds_warmup, ds_warmup_decay, ds_warmup_cosine, got 'cosinee'"},
+       "cosine_with_restarts, warmup_stable_decay, ds_warmup, ds_warmup_decay, ds_warmup_cosine, got 'cosinee'"},
       {"--warmup_type=exp", "key 'warmup_type' must be one of log, linear, got 'exp'"},
   };
   for (const auto& [flag, expected] : cases) {
@@ -524,7 +524,10 @@ TEST(ConfigHfKeys, KnownHfKeysSayWhatToDoInstead) {
   const std::string logging = override_error({"--logging_strategy=steps"});
   EXPECT_CONTAINS(logging, "--logging_strategy: key 'logging_strategy' is not supported by shardft: shardft logs every");
   EXPECT_EQ(logging.find("did you mean"), std::string::npos) << logging;
-  EXPECT_CONTAINS(override_error({"--optim=adamw_torch_fused"}), "the optimizer is always AdamW");
+  EXPECT_CONTAINS(override_error({"--optim=adamw_bnb_8bit"}),
+                  "optim 'adamw_bnb_8bit' is not implemented: shardft's optimizer is AdamW with fp32 moments");
+  EXPECT_CONTAINS(override_error({"--optim=adamw_bnb_8bit"}), "ZeRO stages 1-3 shard them");
+  EXPECT_NO_THROW(load_train_config("", {"--optim=adamw_torch_fused"}));
   EXPECT_CONTAINS(override_error({"--deepspeed_config=x.json"}), "unknown key 'deepspeed_config'");  // not one of them
 }
 
