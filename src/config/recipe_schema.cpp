@@ -140,6 +140,11 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("role_map", &T::role_map,
                 "dataset roles beyond human/gpt/system/user/assistant: {bot: assistant, ...}")
           .structured(canonical_role_map_text),
+      train_key("assistant_only_loss", &T::assistant_only_loss,
+                "conversations: the loss on the assistant's turns only (trl's key; trl defaults to false, the "
+                "whole conversation); false: on every token"),
+      train_key("completion_only_loss", &T::completion_only_loss,
+                "prompt / completion records: the loss on the completion only (trl's default); false: on every token"),
       train_key("skip_bad_samples", &T::skip_bad_samples,
                 "skip malformed records (counted, first reasons logged) instead of stopping"),
       train_key("tokenizer_name_or_path", &T::tokenizer_name_or_path,

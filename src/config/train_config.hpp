@@ -30,6 +30,10 @@ struct TrainConfig {
   std::string eval_dataset_path = "jobs/data/sft_eval.jsonl";
   int max_seq_length = 64;
   bool packing = false;                      // trl: pack samples into rows of max_seq_length
+  // trl's loss switches: true, the loss is on the assistant's turns of a conversation / the completion of a
+  // prompt-completion record; false, on every token (trl's default for conversations is false, shardft's true)
+  bool assistant_only_loss = true;
+  bool completion_only_loss = true;
   std::string datasets;                      // several training files mixed by weight, instead of dataset_path
                                              // (canonical JSON list; config/data_keys.hpp)
   std::string dataset_text_field = "text";   // trl: the column of plain-text datasets

@@ -306,11 +306,20 @@ std::int32_t ChatEncoder::id_of(const std::string& content) const {
   return id;
 }
 
-TokenizedSample ChatEncoder::encode(const Conversation& conv, int max_seq_length) const {
+TokenizedSample ChatEncoder::encode(const Conversation& conv, int max_seq_length, LossOn on) const {
   if (max_seq_length <= 0) {
     throw std::invalid_argument("chat template: max_seq_length must be positive, got " + std::to_string(max_seq_length));
   }
-  return encode_segments(render_chat(tmpl_, conv, false), max_seq_length);
+  if (on == LossOn::assistant || is_text_sample(conv)) return encode_segments(render_chat(tmpl_, conv, false), max_seq_length);
+  check_roles(conv);
+  std::vector<ChatSegment> segments;
+  if (tmpl_.kind == ChatTemplateKind::jinja) {
+    segments.push_back({render_jinja_text(tmpl_, conv, false), false, true});
+  } else {
+    segments = render_chat(tmpl_, conv, false);
+  }
+  for (ChatSegment& s : segments) s.takes_loss = true;
+  return encode_segments(segments, max_seq_length);
 }
 
 TokenizedSample ChatEncoder::encode_segments(const std::vector<ChatSegment>& segments, int max_seq_length) const {

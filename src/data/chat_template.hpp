@@ -125,6 +125,10 @@ std::string segments_text(const std::vector<ChatSegment>& segments);
 // Python's str.strip(): Unicode whitespace off both ends of UTF-8 text (Jinja's `trim`).
 std::string python_strip(const std::string& text);
 
+// Which tokens of a conversation take loss: the assistant's (the template's rule, above), or every token
+// of the rendered conversation (trl's assistant_only_loss / completion_only_loss false).
+enum class LossOn { assistant, all };
+
 // A tokenizer and a template together: samples, generation prompts, stop and pad ids.
 class ChatEncoder {
  public:
@@ -132,7 +136,9 @@ class ChatEncoder {
   ChatEncoder(const Tokenizer& tok, const ChatTemplate& tmpl);
 
   // Rendered, tokenized, labelled, truncated to max_seq_length tokens (std::invalid_argument if < 1).
-  TokenizedSample encode(const Conversation& conv, int max_seq_length) const;
+  // LossOn::all labels every token; a Jinja template then renders the text alone (no assistant spans to
+  // find, so any template will do).
+  TokenizedSample encode(const Conversation& conv, int max_seq_length, LossOn on = LossOn::assistant) const;
   TokenizedSample encode_segments(const std::vector<ChatSegment>& segments, int max_seq_length) const;
 
   // What the model should generate for the conversation's last (assistant) turn: its content as the

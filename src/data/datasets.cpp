@@ -73,7 +73,10 @@ class RecordParser {
  public:
   explicit RecordParser(const DatasetOptions& options) : opt_(options) {}
 
-  Conversation parse(const std::string& text, const RecordPlace& at) const {
+  // `is_prompt_completion`: whether the record was a prompt / completion pair (trl's completion_only_loss
+  // applies to those, assistant_only_loss to conversations).
+  Conversation parse(const std::string& text, const RecordPlace& at, bool* is_prompt_completion) const {
+    *is_prompt_completion = false;
     json record;
     try {
       record = json::parse(text);
@@ -90,6 +93,7 @@ class RecordParser {
       conv = turns(record[f.list], f, f.list, at);
     } else if (record.contains("prompt") || record.contains("completion")) {
       conv = prompt_completion(record, at);
+      *is_prompt_completion = true;
     } else if (record.contains(opt_.text_field)) {
       json& value = record[opt_.text_field];
       if (!value.is_string()) fail_at(at, "\"" + opt_.text_field + "\" must be a string, got " + type_name(value));
@@ -196,7 +200,9 @@ class SampleSink {
   void add(const std::string& text, const RecordPlace& at) {
     ++report_.records;
     try {
-      samples_.push_back(parser_.parse(text, at));
+      bool prompt_completion = false;
+      samples_.push_back(parser_.parse(text, at, &prompt_completion));
+      report_.prompt_completion.push_back(prompt_completion ? 1 : 0);
     } catch (const DataError& e) {
       if (!skip_) throw;
       ++report_.skipped;
@@ -369,13 +375,20 @@ MixedDataset mix_datasets(const std::vector<DatasetSpec>& specs, const DatasetOp
       throw DataError(spec.path + ": weight " + format_double(spec.weight) + " of its " + std::to_string(n) +
                       " samples leaves none in the mixture; raise the weight or drop the file");
     }
-    for (std::int64_t copy = 0; copy < target / n; ++copy) mixed.samples.insert(mixed.samples.end(), file.begin(), file.end());
+    const std::vector<char>& kinds = part.file.prompt_completion;
+    for (std::int64_t copy = 0; copy < target / n; ++copy) {
+      mixed.samples.insert(mixed.samples.end(), file.begin(), file.end());
+      mixed.prompt_completion.insert(mixed.prompt_completion.end(), kinds.begin(), kinds.end());
+    }
     if (const std::int64_t rest = target % n; rest > 0) {
       // Negative "epochs" give permutation streams that the epoch shuffles (epochs >= 0) never use.
       std::vector<std::int64_t> pick = epoch_permutation(n, seed, -1 - static_cast<std::int64_t>(f));
       pick.resize(static_cast<std::size_t>(rest));
       std::sort(pick.begin(), pick.end());
-      for (std::int64_t i : pick) mixed.samples.push_back(file[static_cast<std::size_t>(i)]);
+      for (std::int64_t i : pick) {
+        mixed.samples.push_back(file[static_cast<std::size_t>(i)]);
+        mixed.prompt_completion.push_back(kinds[static_cast<std::size_t>(i)]);
+      }
     }
     part.used = target;
     mixed.parts.push_back(std::move(part));

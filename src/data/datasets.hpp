@@ -44,6 +44,7 @@ struct DatasetFileReport {
   std::int64_t records = 0;               // non-blank records seen
   std::int64_t skipped = 0;               // bad ones skipped (skip_bad_samples)
   std::vector<std::string> skip_reasons;  // the first kReasonsKept, "path:line: reason"
+  std::vector<char> prompt_completion;    // per sample read: 1 where the record was a prompt / completion pair
   std::int64_t samples() const { return records - skipped; }
 };
 
@@ -66,6 +67,7 @@ struct MixedDataset {
     std::int64_t used = 0;  // samples this file put into the mixed set
   };
   std::vector<Conversation> samples;
+  std::vector<char> prompt_completion;  // per sample: from a prompt / completion record
   std::vector<Part> parts;
 };
 MixedDataset mix_datasets(const std::vector<DatasetSpec>& specs, const DatasetOptions& options, std::uint64_t seed);

@@ -101,6 +101,9 @@ std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& enc
     << "max_seq_length: " << cfg.max_seq_length << "\n"
     << "packing: " << cfg.packing << "\n";
   if (cfg.val_set_size > 0) s << "val_set_size: " << cfg.val_set_size << "\n";
+  if (!cfg.assistant_only_loss || !cfg.completion_only_loss) {
+    s << "loss: assistant_only " << cfg.assistant_only_loss << " completion_only " << cfg.completion_only_loss << "\n";
+  }
   return s.str();
 }
 
@@ -228,6 +231,10 @@ std::string describe_data_checks(const MixedDataset& mixed, const std::vector<To
 
 }  // namespace
 
+LossOn loss_on(const TrainConfig& cfg, bool prompt_completion) {
+  return (prompt_completion ? cfg.completion_only_loss : cfg.assistant_only_loss) ? LossOn::assistant : LossOn::all;
+}
+
 std::vector<TokenizedSample> split_held_out(std::vector<TokenizedSample>& samples, double size, std::uint64_t seed) {
   const auto n = static_cast<std::int64_t>(samples.size());
   const auto count = static_cast<std::int64_t>(size < 1 ? std::ceil(size * static_cast<double>(n)) : size);
@@ -292,8 +299,8 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
   set.samples.reserve(mixed.samples.size());
   TokenizeProgress progress(log, mixed.samples.size(), write_cache);  // write_cache: rank 0
   std::int64_t tokens = 0;
-  for (const Conversation& c : mixed.samples) {
-    set.samples.push_back(encoder.encode(c, cfg.max_seq_length));
+  for (std::size_t i = 0; i < mixed.samples.size(); ++i) {
+    set.samples.push_back(encoder.encode(mixed.samples[i], cfg.max_seq_length, loss_on(cfg, mixed.prompt_completion[i])));
     tokens += static_cast<std::int64_t>(set.samples.back().input_ids.size());
     progress.tick(set.samples.size(), tokens);
   }

@@ -38,6 +38,10 @@ std::string training_set_cache_path(const std::string& cache_dir, const std::str
 TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fingerprint,
                                bool write_cache, std::ostream& log);
 
+// Which tokens of a sample take loss: assistant_only_loss for conversations, completion_only_loss for
+// prompt / completion records (trl's switches).
+LossOn loss_on(const TrainConfig& cfg, bool prompt_completion);
+
 // val_set_size (axolotl's meaning): moves ceil(fraction x n) samples (size < 1) or `size` samples (size >= 1),
 // drawn by the seed, out of `samples`; both parts keep their original order. DataError naming val_set_size
 // when either part would be empty.

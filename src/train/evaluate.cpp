@@ -20,10 +20,13 @@ std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSour
 }
 
 EvalResult evaluate(Decoder& model, ParamSource& params, const std::vector<Conversation>& eval_set, int batch_size,
-                    int max_seq_length, int max_new_tokens, const ChatEncoder& encoder) {
+                    int max_seq_length, int max_new_tokens, const ChatEncoder& encoder,
+                    const std::vector<LossOn>& loss_on) {
   EvalResult res;
   std::vector<TokenizedSample> samples;
-  for (const auto& c : eval_set) samples.push_back(encoder.encode(c, max_seq_length));
+  for (std::size_t i = 0; i < eval_set.size(); ++i) {
+    samples.push_back(encoder.encode(eval_set[i], max_seq_length, i < loss_on.size() ? loss_on[i] : LossOn::assistant));
+  }
   res.generations.assign(eval_set.size(), "");
   double loss_sum = 0;
   std::int64_t targets = 0, correct = 0;

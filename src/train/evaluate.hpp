@@ -28,8 +28,10 @@ std::vector<std::vector<std::int32_t>> greedy_generate(Decoder& model, ParamSour
                                                        const std::vector<std::int32_t>& stop_ids,
                                                        std::int32_t pad_id);
 
+// `loss_on`: per conversation, which tokens the loss is over (empty: the assistant's, everywhere).
 EvalResult evaluate(Decoder& model, ParamSource& params, const std::vector<Conversation>& eval_set, int batch_size,
-                    int max_seq_length, int max_new_tokens, const ChatEncoder& encoder);
+                    int max_seq_length, int max_new_tokens, const ChatEncoder& encoder,
+                    const std::vector<LossOn>& loss_on = {});
 
 // The loss alone, over tokenized samples split among the ranks of `world`: batch b goes to rank
 // b mod size, the sums are all-reduced, and every rank returns the same mean over all target tokens.

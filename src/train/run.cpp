@@ -110,11 +110,14 @@ void maybe_inject_fault(int rank, long step) {
   throw std::runtime_error("injected fault (SHARDFT_FAULT) before step " + std::to_string(step));
 }
 
-std::vector<Conversation> eval_subset(const TrainConfig& cfg, const ChatEncoder& encoder, std::ostream& log) {
+// The eval conversations (eval_samples of them), and which tokens of each take loss.
+std::vector<Conversation> eval_subset(const TrainConfig& cfg, const ChatEncoder& encoder, std::ostream& log,
+                                      std::vector<LossOn>* losses = nullptr) {
   DatasetFileReport report;
   auto set = read_dataset(cfg.eval_dataset_path, dataset_options(cfg), &report);
   log << describe_skips(report) << std::flush;
   if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.size()) set.resize(cfg.eval_samples);
+  for (std::size_t i = 0; losses && i < set.size(); ++i) losses->push_back(loss_on(cfg, report.prompt_completion[i]));
   check_eval_targets(set, encoder, cfg);
   return set;
 }
@@ -212,7 +215,7 @@ nlohmann::json best_model_fields(const BestModelTracker& best, bool stopped_earl
 EvalResult final_evaluation(const TrainConfig& cfg, Trainer& tr, const EvalSet& set, const ChatEncoder& encoder) {
   if (cfg.val_set_size == 0) {
     return evaluate(tr.model(), tr.engine(), set.conversations, cfg.per_device_eval_batch_size, cfg.max_seq_length,
-                    cfg.eval_max_new_tokens, encoder);
+                    cfg.eval_max_new_tokens, encoder, set.loss_on);
   }
   const LossEval loss = evaluate_loss(tr.model(), tr.engine(), set.samples, cfg.per_device_eval_batch_size,
                                       encoder.pad_id(), tr.plan().host_world());
@@ -274,11 +277,14 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   TrainingSet train_set = build_training_set(cfg, encoder, text.tokenizer->fingerprint(), writer, log);
   // Read now: a bad eval file fails before training.
   std::vector<Conversation> eval_conversations;
+  std::vector<LossOn> eval_losses;
   if ((cfg.do_eval || cfg.eval_strategy != "no" || cfg.eval_on_start) && cfg.val_set_size == 0) {
-    eval_conversations = eval_subset(cfg, encoder, log);
+    eval_conversations = eval_subset(cfg, encoder, log, &eval_losses);
   }
   const TokenizerExport tokenizer_files = tokenizer_export(cfg, encoder);  // beside every checkpoint and the model
-  TrainingEvaluator evaluator(cfg, make_eval_set(cfg, encoder, std::move(train_set.held_out), std::move(eval_conversations)),
+  TrainingEvaluator evaluator(cfg,
+                              make_eval_set(cfg, encoder, std::move(train_set.held_out), std::move(eval_conversations),
+                                            std::move(eval_losses)),
                               encoder);
   const std::vector<TokenizedSample>& samples = train_set.samples;
 
@@ -557,9 +563,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
 
 namespace {
 EvalResult evaluate_and_report(Decoder& model, LocalParams& params, const std::vector<Conversation>& eval_set,
-                               const TrainConfig& cfg, const ChatEncoder& encoder, std::ostream& log) {
+                               const std::vector<LossOn>& losses, const TrainConfig& cfg, const ChatEncoder& encoder,
+                               std::ostream& log) {
   const EvalResult ev = evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
-                                 cfg.eval_max_new_tokens, encoder);
+                                 cfg.eval_max_new_tokens, encoder, losses);
   report_eval(ev, log);
   int shown = 0;
   for (std::size_t i = 0; i < eval_set.size() && shown < 3; ++i) {
@@ -580,11 +587,13 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
     // A LoRA checkpoint holds the adapter, not its base: evaluated as generate opens it, the base (from
     // adapter_config.json) with the verified adapter merged, tokenizer and template from the run.
     ChatModel cm = open_chat_model(cfg.output_dir, "output_dir", cfg, log);
-    const std::vector<Conversation> eval_set = eval_subset(cm.cfg, *cm.encoder, log);
-    return evaluate_and_report(*cm.model, *cm.params, eval_set, cm.cfg, *cm.encoder, log);
+    std::vector<LossOn> losses;
+    const std::vector<Conversation> eval_set = eval_subset(cm.cfg, *cm.encoder, log, &losses);
+    return evaluate_and_report(*cm.model, *cm.params, eval_set, losses, cm.cfg, *cm.encoder, log);
   }
   const TextPipeline text = text_pipeline(cfg, log);
-  const std::vector<Conversation> eval_set = eval_subset(cfg, *text.encoder, log);
+  std::vector<LossOn> losses;
+  const std::vector<Conversation> eval_set = eval_subset(cfg, *text.encoder, log, &losses);
   Decoder model(cfg.model, compute_dtype(cfg));
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   configure_attention(model, cfg.attn_implementation);
@@ -599,7 +608,7 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
     Kokkos::deep_copy(params.weights(), host);
   }
   round_to_compute_dtype(cfg, params.weights());
-  return evaluate_and_report(model, params, eval_set, cfg, *text.encoder, log);
+  return evaluate_and_report(model, params, eval_set, losses, cfg, *text.encoder, log);
 }
 
 }  // namespace shardft

@@ -15,16 +15,20 @@ TrainingEvaluator::TrainingEvaluator(const TrainConfig& cfg, EvalSet set, const 
 }
 
 EvalSet make_eval_set(const TrainConfig& cfg, const ChatEncoder& encoder, std::vector<TokenizedSample> held_out,
-                      std::vector<Conversation> conversations) {
+                      std::vector<Conversation> conversations, std::vector<LossOn> loss_on) {
   EvalSet set;
   set.conversations = std::move(conversations);
+  set.loss_on = std::move(loss_on);
   if (cfg.val_set_size > 0) {
     set.samples = std::move(held_out);
     if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.samples.size()) {
       set.samples.resize(static_cast<std::size_t>(cfg.eval_samples));
     }
   } else if (cfg.eval_strategy != "no" || cfg.eval_on_start) {
-    for (const Conversation& c : set.conversations) set.samples.push_back(encoder.encode(c, cfg.max_seq_length));
+    for (std::size_t i = 0; i < set.conversations.size(); ++i) {
+      const LossOn on = i < set.loss_on.size() ? set.loss_on[i] : LossOn::assistant;
+      set.samples.push_back(encoder.encode(set.conversations[i], cfg.max_seq_length, on));
+    }
   }
   return set;
 }
@@ -47,7 +51,7 @@ BestModelTracker::Verdict TrainingEvaluator::evaluate(Trainer& tr, long step, do
   if (cfg_.eval_generate) {
     // Generation as at the end, on every rank (stage 3's gathers are collective); its loss is the same sum.
     const EvalResult ev = shardft::evaluate(tr.model(), tr.engine(), set_.conversations, cfg_.per_device_eval_batch_size,
-                                            cfg_.max_seq_length, cfg_.eval_max_new_tokens, encoder_);
+                                            cfg_.max_seq_length, cfg_.eval_max_new_tokens, encoder_, set_.loss_on);
     record["eval_loss"] = ev.eval_loss;
     record["eval_exact_match"] = ev.exact_match;
     line = {{"eval_loss", ev.eval_loss}, {"eval_exact_match", ev.exact_match}};

@@ -24,12 +24,13 @@ namespace shardft {
 struct EvalSet {
   std::vector<TokenizedSample> samples;    // the loss is taken over these
   std::vector<Conversation> conversations;  // generation prompts; empty for a held-out split
+  std::vector<LossOn> loss_on;              // per conversation: which of its tokens take loss
 };
 
 // held_out: the training set's val_set_size split; conversations: eval_dataset_path's, eval_samples applied.
 // The samples are tokenized only where the run evaluates during training.
 EvalSet make_eval_set(const TrainConfig& cfg, const ChatEncoder& encoder, std::vector<TokenizedSample> held_out,
-                      std::vector<Conversation> conversations);
+                      std::vector<Conversation> conversations, std::vector<LossOn> loss_on);
 
 class TrainingEvaluator {
  public:
