@@ -110,6 +110,15 @@ std::string device_name() {
   return prop.name;
 }
 
+int compute_capability() {
+  if (device_count() == 0) return 0;
+  int dev = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+  return prop.major * 10 + prop.minor;
+}
+
 DeviceMemory device_memory() {
   DeviceMemory m;
   if (device_count() == 0) return m;

@@ -48,6 +48,8 @@ int device_count();
 // The current device's name as cudaGetDeviceProperties reports it ("NVIDIA H100 80GB HBM3"); "" when
 // there is no device.
 std::string device_name();
+// The current device's compute capability as major * 10 + minor (90 for an H100); 0 when there is no device.
+int compute_capability();
 // The current device's free and total memory (cudaMemGetInfo); zeros when there is no device.
 struct DeviceMemory {
   std::size_t free_bytes = 0, total_bytes = 0;

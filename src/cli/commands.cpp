@@ -5,6 +5,7 @@
 #include "config/deepspeed_json.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
+#include "kernels/compute_device.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "train/startup_report.hpp"
 #include "train/run.hpp"
@@ -29,8 +30,15 @@ Invocation parse_invocation(const std::vector<std::string>& args) {
   return inv;
 }
 
+TrainConfig load_recipe(const Invocation& inv) {
+  TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
+  const ComputeDevice device = compute_device();
+  resolve_bf16_auto(cfg, has_bf16_tensor_cores(device), describe_bf16_support(device));
+  return cfg;
+}
+
 int train(const Invocation& inv, const MpiSession& mpi) {
-  const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
+  const TrainConfig cfg = load_recipe(inv);
   (void)mpi;
   const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
   const Topology& topo = plan.topology();
@@ -48,7 +56,7 @@ int train(const Invocation& inv, const MpiSession& mpi) {
 }
 
 int eval(const Invocation& inv, const MpiSession& mpi) {
-  const TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
+  const TrainConfig cfg = load_recipe(inv);
   (void)mpi;
   MpiCommunicator world(MPI_COMM_WORLD, "world");
   run_evaluation(cfg, world, std::cout);

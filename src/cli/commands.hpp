@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "config/train_config.hpp"
 
 namespace shardft::cli {
 
@@ -16,6 +17,9 @@ struct Invocation {
 
 // Splits --config PATH and --deepspeed PATH (or =PATH) from the recipe overrides.
 Invocation parse_invocation(const std::vector<std::string>& args);
+
+// The recipe, DeepSpeed config and flags as one TrainConfig, `bf16: auto` decided for this device.
+TrainConfig load_recipe(const Invocation& inv);
 
 int train(const Invocation& inv, const MpiSession& mpi);
 int eval(const Invocation& inv, const MpiSession& mpi);

@@ -119,7 +119,7 @@ int estimate(const std::vector<std::string>& args, std::ostream& out) {
     else if (key == "--seq_len") seq_len = as_int(value);
   }
   recipe = parse_invocation(rest);
-  const TrainConfig cfg = load_train_config(recipe.config_path, recipe.overrides, recipe.deepspeed_path);
+  const TrainConfig cfg = load_recipe(recipe);
   const bool from_counts = !total.empty();
   if (from_counts != !largest.empty()) {
     throw ConfigError("--total_params and --largest_layer_params go together");

@@ -165,7 +165,7 @@ int generate(const std::vector<std::string>& args, const MpiSession& mpi) {
                       " ranks: start it without mpirun (or with -np 1)");
   }
   const Invocation inv = parse_invocation(g.rest);
-  TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
+  TrainConfig cfg = load_recipe(inv);
   std::ostream& log = std::cerr;
   const std::string what = g.model_dir.empty() ? "output_dir" : "--model";
   const std::string dir = g.model_dir.empty() ? cfg.output_dir : g.model_dir;

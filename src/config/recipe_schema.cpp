@@ -95,6 +95,7 @@ RecipeKey RecipeKey::also_named(std::string alias) const {
 RecipeKey RecipeKey::structured(std::function<std::string(const std::string&)> canonical) const {
   RecipeKey k = *this; k.normalize = std::move(canonical); return k;
 }
+RecipeKey RecipeKey::or_auto(bool TrainConfig::*flag) const { RecipeKey k = *this; k.auto_flag = flag; return k; }
 
 // ---- the table ----------------------------------------------------------------------------
 
@@ -240,7 +241,10 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("data_seed", &T::data_seed,
                 "seed of the data order alone (epochs, the datasets mixture, the val_set_size split); -1: seed")
           .in(minus_one_or_at_least(0)),
-      train_key("bf16", &T::bf16, "compute in bfloat16 (master weights stay fp32)"),
+      train_key("bf16", &T::bf16,
+                "compute in bfloat16 (master weights stay fp32); auto: where the GPU has bf16 tensor cores "
+                "(compute capability 8.0 on), not on the CPU (bf16 is emulated there) nor with fp16")
+          .or_auto(&T::bf16_auto),
       train_key("fp16", &T::fp16, "compute in IEEE half with loss scaling (master weights stay fp32); not with bf16"),
       train_key("loss_scale", &T::loss_scale, "fp16: 0 scales the loss dynamically (DeepSpeed's rules); > 0: a static scale")
           .in(at_least(0)),
@@ -605,6 +609,11 @@ std::string expected_value_text(const RecipeKey& key) {
 
 void set_value_from_text(TrainConfig& cfg, const RecipeKey& key, const std::string& text,
                          const std::string& where) {
+  if (key.auto_flag) cfg.*key.auto_flag = to_lower(text) == "auto";
+  if (key.auto_flag && cfg.*key.auto_flag) {
+    std::visit([](auto* p) { parse_text("false", p); }, key.field(cfg));
+    return;
+  }
   if (key.normalize) {
     std::string canonical;
     try {

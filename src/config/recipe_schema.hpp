@@ -49,6 +49,9 @@ struct RecipeKey {
   // the canonical one, throwing std::invalid_argument with the reason. A recipe may then give the key
   // a YAML list or mapping, and to_yaml writes the canonical text as it is. Empty: a plain string key.
   std::function<std::string(const std::string&)> normalize;
+  // Bool keys that also take "auto" (bf16): the companion flag it sets, the key itself left false until
+  // the run resolves it (resolve_bf16_auto in config/train_config.hpp).
+  bool TrainConfig::*auto_flag = nullptr;
 
   // Chained modifiers, so each table row reads as one sentence.
   RecipeKey in(ValueRange r) const;
@@ -56,6 +59,7 @@ struct RecipeKey {
   RecipeKey non_empty() const;
   RecipeKey also_named(std::string alias) const;
   RecipeKey structured(std::function<std::string(const std::string&)> canonical) const;
+  RecipeKey or_auto(bool TrainConfig::*flag) const;
 };
 
 // Every key, in the order to_yaml writes them.

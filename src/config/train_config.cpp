@@ -626,6 +626,16 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg) {
   return out;
 }
 
+void resolve_bf16_auto(TrainConfig& cfg, bool supported, const std::string& why) {
+  if (!cfg.bf16_auto) return;
+  cfg.bf16 = supported && !cfg.fp16;
+  cfg.bf16_auto = false;
+  const std::string where = source_of(cfg, "bf16");
+  record_source(cfg, "bf16", (where.empty() ? std::string() : where + ", ") + "auto: " +
+                                 (cfg.fp16 && supported ? "fp16 is on" : why));
+  validate(cfg);
+}
+
 std::uint64_t data_order_seed(const TrainConfig& cfg) {
   return cfg.data_seed >= 0 ? static_cast<std::uint64_t>(cfg.data_seed) : cfg.seed;
 }

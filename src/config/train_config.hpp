@@ -91,6 +91,7 @@ struct TrainConfig {
   std::uint64_t seed = 42;
   int data_seed = -1;                        // HF's key: the data order's seed (sampler, mixture, val split); -1: seed
   bool bf16 = false;
+  bool bf16_auto = false;                    // bf16: auto, until resolve_bf16_auto decides (bf16 stays false)
   // fp16 compute with loss scaling (DeepSpeed's fp16 block; config/deepspeed_json.cpp maps it here)
   bool fp16 = false;
   double loss_scale = 0;                     // 0: dynamic; > 0: this static scale
@@ -196,6 +197,11 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg);
 int eval_interval_steps(const TrainConfig& cfg);
 std::string best_model_metric(const TrainConfig& cfg);
 bool best_metric_greater_is_better(const TrainConfig& cfg);
+
+// bf16: auto, decided for the device the run computes on: bf16 where `supported` (and fp16 is off),
+// recorded as the key's source with `why` ("auto: NVIDIA H100 ... has bf16 tensor cores"), then validated
+// again. Nothing where bf16 was not auto.
+void resolve_bf16_auto(TrainConfig& cfg, bool supported, const std::string& why);
 
 // The seed of the data order (epochs, the mixture's draw, the val_set_size split): data_seed where set.
 std::uint64_t data_order_seed(const TrainConfig& cfg);

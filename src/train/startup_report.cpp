@@ -44,11 +44,12 @@ std::string startup_report(const TrainConfig& cfg, const JobShape& job) {
   std::string changed;
   for (const RecipeKey& key : recipe_keys()) {
     const std::string value = value_text(cfg, key);
-    if (value == value_text(defaults, key)) continue;
     std::string where;
     for (const auto& src : cfg.sources) {
       if (src.first == key.name) where = src.second;
     }
+    // A key the recipe left to `auto` shows what auto decided, default or not.
+    if (value == value_text(defaults, key) && where.find("auto: ") == std::string::npos) continue;
     changed += "  " + key.name + ": " + value + (where.empty() ? "" : "   # " + where) + "\n";
   }
   s << "resolved config (keys off their defaults; `shardft keys` lists all):\n" << changed;

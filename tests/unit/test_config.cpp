@@ -734,3 +734,31 @@ TEST(ConfigEvalKeys, KeysWithoutTheirFeatureAreWarnedAbout) {
 
 }  // namespace
 }  // namespace shardft
+
+namespace shardft {
+namespace {
+
+// bf16: auto (axolotl's): decided per device at start, and the decision recorded where the key came from.
+TEST(ConfigBf16Auto, DecidedForTheDevice) {
+  TrainConfig cfg = load_train_config("", {"--bf16=auto"});
+  EXPECT_TRUE(cfg.bf16_auto);
+  EXPECT_FALSE(cfg.bf16);
+  resolve_bf16_auto(cfg, true, "NVIDIA H100 (sm_90) has bf16 tensor cores");
+  EXPECT_TRUE(cfg.bf16);
+  EXPECT_FALSE(cfg.bf16_auto);
+  EXPECT_EQ(source_of(cfg, "bf16"), "--bf16, auto: NVIDIA H100 (sm_90) has bf16 tensor cores");
+  TrainConfig cpu = load_train_config("", {"--bf16=AUTO"});
+  resolve_bf16_auto(cpu, false, "the host CPU");
+  EXPECT_FALSE(cpu.bf16);
+  TrainConfig half = load_train_config("", {"--bf16=auto", "--fp16=true"});  // fp16 wins: one compute dtype
+  resolve_bf16_auto(half, true, "a GPU");
+  EXPECT_FALSE(half.bf16);
+  EXPECT_EQ(source_of(half, "bf16"), "--bf16, auto: fp16 is on");
+  TrainConfig fixed = load_train_config("", {"--bf16=true"});
+  resolve_bf16_auto(fixed, false, "ignored: bf16 was not auto");
+  EXPECT_TRUE(fixed.bf16);
+  EXPECT_CONTAINS(override_error({"--bf16=maybe"}), "key 'bf16' expects true or false");
+}
+
+}  // namespace
+}  // namespace shardft
