@@ -11,7 +11,6 @@ const std::pair<const char*, const char*> kKeys[] = {
     {"lr_scheduler_kwargs",
      "each schedule's settings are keys of their own: min_lr, min_lr_rate, warmup_type, warmup_min_lr, "
      "warmup_min_ratio, cos_min_ratio (shardft keys)"},
-    {"neftune_noise_alpha", "NEFTune (noise on the input embeddings) is not implemented"},
     {"push_to_hub", "shardft uploads nothing; output_dir is an HF model directory: `huggingface-cli upload` it"},
     {"hub_model_id", "shardft uploads nothing; output_dir is an HF model directory: `huggingface-cli upload` it"},
     {"torch_compile", "shardft is compiled ahead of time; there is nothing to compile at start"},

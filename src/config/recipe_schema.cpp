@@ -260,6 +260,10 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("min_loss_scale", &T::min_loss_scale,
                 "fp16, dynamic scale: it never halves below this; an overflow there fails the run")
           .in(greater_than(0)),
+      train_key("neftune_noise_alpha", &T::neftune_noise_alpha,
+                "NEFTune: uniform noise of magnitude alpha / sqrt(sequence length x hidden_size) on the input "
+                "embeddings in training (HF's; the paper uses 5); 0: off")
+          .in(at_least(0)),
       train_key("gradient_checkpointing", &T::gradient_checkpointing,
                 "keep only each layer's input in forward and recompute the layer in backward"),
       train_key("attn_implementation", &T::attn_implementation,

@@ -100,6 +100,7 @@ struct TrainConfig {
   int hysteresis = 2;                        // dynamic: overflows tolerated before the scale halves
   bool consecutive_hysteresis = false;       // dynamic: a good step refills the hysteresis
   double min_loss_scale = 1;                 // dynamic: the scale never halves below this
+  double neftune_noise_alpha = 0;            // HF's key: NEFTune's uniform noise on the embeddings while training; 0: off
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
   int logits_chunk_tokens = 256;             // LM head + cross-entropy in chunks of this many tokens; 0: all
   // HF's key: auto | sdpa | flash_attention_2 (the fused bf16 kernels where built, train/attention_choice.hpp)

@@ -1,13 +1,16 @@
 #include "model/decoder.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include "kernels/elementwise.hpp"
+#include "kernels/dropout_mask.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/kernel_timer.hpp"
 #include "kernels/rows.hpp"
+#include "kernels/uniform_noise.hpp"
 #include "model/decoder_layer.hpp"
 #include "model/lm_head.hpp"
 #include "model/rope_frequencies.hpp"
@@ -35,6 +38,9 @@ struct Decoder::Activations {
 };
 
 namespace {
+
+// NEFTune's noise stream: the dropout streams' layer field, past any layer index.
+constexpr int kNeftuneStreamLayer = 0xffffff;
 // max(position_ids) + 1: from the host's upload where it is known, else reduced on the device (a read
 // back that only dynamic-NTK RoPE asks for).
 std::int64_t position_limit(const ModelInputs& in) {
@@ -129,7 +135,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   auto input_of = [&](int l) { return A.inputs[l].staging(N, d, inputs_as, A.staging.input); };
   auto saved_of = [&](int l) -> LayerActivations& { return checkpointing_ ? A.scratch : A.saved[l]; };
   Unmanaged1<const std::uint64_t> row_key;
-  if (lora_dropout_ > 0.f) {
+  if (lora_dropout_ > 0.f || neftune_alpha_ > 0.f) {
     const auto keys = A.dropout_keys.vec(N);
     if (in.sample_ids.extent(0) > 0) {
       dropout_row_keys(in.sample_ids, in.position_ids, keys);
@@ -148,6 +154,12 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   };
 
   embed(in, params, input_of(0));
+  if (neftune_alpha_ > 0.f) {
+    // HF: alpha / sqrt(output.size(1) * output.size(2)), the batch's padded length times the width.
+    const float magnitude = neftune_alpha_ / std::sqrt(static_cast<float>(in.seq) * static_cast<float>(d));
+    add_uniform_noise(input_of(0), magnitude, dropout_stream(neftune_seed_, dropout_step_, kNeftuneStreamLayer, 0),
+                      row_key);
+  }
   std::int64_t launches_before = kernel_launches();
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1);

@@ -109,6 +109,14 @@ class Decoder {
     dropout_seed_ = seed;
   }
   float lora_dropout() const { return lora_dropout_; }
+  // NEFTune (alpha > 0; HF's neftune_noise_alpha): forward_backward adds uniform noise of magnitude
+  // alpha / sqrt(seq * hidden_size) to the embeddings (kernels/uniform_noise.hpp), keyed like the dropout
+  // masks by (seed, step, token, column); evaluation and generation see none, as HF's hook in eval mode.
+  void set_neftune(double alpha, std::uint64_t seed) {
+    neftune_alpha_ = static_cast<float>(alpha);
+    neftune_seed_ = seed;
+  }
+  float neftune_alpha() const { return neftune_alpha_; }
   void set_dropout_step(std::int64_t step) {
     dropout_step_ = step;
     dropout_calls_ = 0;
@@ -164,8 +172,8 @@ class Decoder {
   bool fused_attention_ = false;
   bool fused_column_blocks_ = true;
   std::int64_t logits_chunk_ = 0;
-  float lora_dropout_ = 0.f;
-  std::uint64_t dropout_seed_ = 0;
+  float lora_dropout_ = 0.f, neftune_alpha_ = 0.f;
+  std::uint64_t dropout_seed_ = 0, neftune_seed_ = 0;
   std::int64_t dropout_step_ = 0, dropout_calls_ = 0;
   std::int64_t layer_launches_ = 0;
   std::unique_ptr<Activations> acts_;

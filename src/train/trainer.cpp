@@ -97,6 +97,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
   install_kernel_launch_counter();
   model_.set_activation_checkpointing(cfg_.gradient_checkpointing);
   if (lora_spec(cfg_).enabled) model_.set_lora_dropout(cfg_.lora_dropout, cfg_.seed);
+  if (cfg_.neftune_noise_alpha > 0) model_.set_neftune(cfg_.neftune_noise_alpha, cfg_.seed);
   model_.set_logits_chunk_tokens(cfg_.logits_chunk_tokens);
   attention_ = configure_attention(model_, cfg_.attn_implementation);
   // With LoRA the seeded initialisation gives A and B (Kaiming-uniform, zero) and the pretrained model
@@ -198,8 +199,11 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     // reduced gradient is that of one big batch, however it is split over ranks and micro-batches.
     if (st.targets > 0) {
       ModelInputs in = to_model_inputs(micro_batches[m], model_.config().vocab_size, inputs_);
-      // LoRA dropout keys its masks on the tokens' samples; uploaded only when it draws any
-      if (model_.lora_dropout() > 0) upload_sample_ids(in, micro_batches[m].sample_ids, &inputs_);
+      // LoRA dropout's masks and NEFTune's noise are keyed by (sample, position), the same on every parallel
+      // layout: the sample ids are uploaded only when either draws any.
+      if (model_.lora_dropout() > 0 || model_.neftune_alpha() > 0) {
+        upload_sample_ids(in, micro_batches[m].sample_ids, &inputs_);
+      }
       model_.forward_backward(in, engine_, engine_, static_cast<double>(st.targets) / st.loss_scale, loss_sum);
     }
     engine_.end_micro_batch();
