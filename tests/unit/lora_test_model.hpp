@@ -64,17 +64,17 @@ inline void init_with_random_b(const ParamLayout& layout, const ModelConfig& cfg
   Kokkos::deep_copy(params.weights(), host);
 }
 
-// Central differences (eps 1e-2) of loss() at three elements of every LoRA factor, element 0,
+// Central differences (eps 1e-2) of loss() at three elements of every parameter `which` picks, element 0,
 // numel / divisor and the last, against grads (the flat analytic gradient): each to 2e-2 relative (or
 // 2e-2 absolute where |fd| < 1e-2). Restores every element it moves. Returns the worst relative error
 // and counts the elements it checked into *checked.
-inline double check_lora_finite_differences(const ParamLayout& layout, LocalParams& params,
-                                            const std::vector<float>& grads, const std::function<double()>& loss,
-                                            std::int64_t divisor, int* checked) {
+inline double check_finite_differences(const ParamLayout& layout, LocalParams& params, const std::vector<float>& grads,
+                                       const std::function<double()>& loss, std::int64_t divisor, int* checked,
+                                       const std::function<bool(const ParamSpec&)>& which) {
   double worst = 0.0;
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
     const ParamSpec& spec = layout.params()[p];
-    if (!spec.is_lora()) continue;
+    if (!which(spec)) continue;
     const std::int64_t off = layout.offset(static_cast<int>(p));
     for (std::int64_t i : {std::int64_t(0), spec.numel() / divisor, spec.numel() - 1}) {
       auto w = Kokkos::subview(params.weights(), off + i);
@@ -94,6 +94,24 @@ inline double check_lora_finite_differences(const ParamLayout& layout, LocalPara
     }
   }
   return worst;
+}
+
+// The same over every LoRA factor.
+inline double check_lora_finite_differences(const ParamLayout& layout, LocalParams& params,
+                                            const std::vector<float>& grads, const std::function<double()>& loss,
+                                            std::int64_t divisor, int* checked) {
+  return check_finite_differences(layout, params, grads, loss, divisor, checked,
+                                  [](const ParamSpec& spec) { return spec.is_lora(); });
+}
+
+// random_batch whose rows are samples 5, 9, 13, ... of some dataset: LoRA dropout's masks and NEFTune's
+// noise key on (sample, position), as in a run.
+inline ModelInputs sample_batch(int batch, int seq) {
+  ModelInputs in = random_batch(batch, seq);
+  std::vector<std::int32_t> samples;
+  for (int i = 0; i < batch * seq; ++i) samples.push_back(5 + 4 * (i / seq));
+  upload_sample_ids(in, samples);
+  return in;
 }
 
 }  // namespace lora_test

@@ -23,14 +23,7 @@ constexpr double kDropout = 0.3;
 ModelConfig small_model() { return lora_test::small_model(/*qkv_bias=*/false); }
 LoraSpec all_linear() { return lora_test::all_linear(2, kDropout); }
 
-// Rows are samples 5 and 9 of some dataset.
-ModelInputs batch() {
-  ModelInputs in = lora_test::random_batch(kBatch, kSeq);
-  std::vector<std::int32_t> samples;
-  for (int i = 0; i < kBatch * kSeq; ++i) samples.push_back(i < kSeq ? 5 : 9);
-  upload_sample_ids(in, samples);
-  return in;
-}
+ModelInputs batch() { return lora_test::sample_batch(kBatch, kSeq); }
 
 // Base from the seed, every B random (B = 0 would leave A's gradient zero) unless zero_b.
 void init(const ParamLayout& layout, const ModelConfig& cfg, LocalParams& params, bool zero_b = false) {

@@ -52,14 +52,7 @@ TEST(UniformNoise, UniformInTheRangeAndKeyedByRowAndStream) {
 
 constexpr int kBatch = 2, kSeq = 10;
 
-// Rows are samples 5 and 9 of some dataset: their tokens' noise is keyed by (sample, position), as in a run.
-ModelInputs batch() {
-  ModelInputs in = lora_test::random_batch(kBatch, kSeq);
-  std::vector<std::int32_t> samples;
-  for (int i = 0; i < kBatch * kSeq; ++i) samples.push_back(i < kSeq ? 5 : 9);
-  upload_sample_ids(in, samples);
-  return in;
-}
+ModelInputs batch() { return lora_test::sample_batch(kBatch, kSeq); }
 
 std::vector<float> step_grads(Decoder& model, LocalParams& params, const ModelInputs& in) {
   Kokkos::deep_copy(params.grads(), 0.f);
@@ -77,30 +70,11 @@ TEST(Neftune, GradientsMatchFiniteDifferencesWithTheNoiseFixed) {
   const ModelInputs in = batch();
   const std::vector<float> grads = step_grads(model, params, in);
   auto loss = [&] { return model.forward_backward(in, params, params, 1.0).loss_sum; };
-  // Central differences at a few elements of every parameter (the noise does not move: same step, same
+  // Central differences at three elements of every parameter (the noise does not move: same step, same
   // tokens, so the loss is a smooth function of the weights).
-  double worst = 0;
   int checked = 0;
-  const ParamLayout& layout = model.layout();
-  for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    const std::int64_t off = layout.offset(static_cast<int>(p)), numel = layout.params()[p].numel();
-    for (std::int64_t i : {std::int64_t(0), numel / 3, numel - 1}) {
-      auto w = Kokkos::subview(params.weights(), off + i);
-      float v = 0;
-      Kokkos::deep_copy(v, w);
-      const float h = 1e-2f;
-      Kokkos::deep_copy(w, v + h);
-      const double up = loss();
-      Kokkos::deep_copy(w, v - h);
-      const double down = loss();
-      Kokkos::deep_copy(w, v);
-      const double fd = (up - down) / (2.0 * h), an = grads[static_cast<std::size_t>(off + i)];
-      const double err = std::fabs(fd - an) / std::max(std::fabs(fd), 1e-2);
-      EXPECT_LT(err, 2e-2) << layout.params()[p].name << "[" << i << "]: fd " << fd << ", analytic " << an;
-      worst = std::max(worst, err);
-      ++checked;
-    }
-  }
+  const double worst = lora_test::check_finite_differences(model.layout(), params, grads, loss, 3, &checked,
+                                                           [](const ParamSpec&) { return true; });
   std::printf("NEFTune finite differences: %d elements, worst relative error %.2e\n", checked, worst);
 
   // Noise in training (another loss than without it), none in evaluation; another step, other noise.
