@@ -160,6 +160,9 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "the template and the length; empty: no cache"),
       // optimisation
       train_key("packing", &T::packing, "pack samples into rows of max_seq_length (first-fit decreasing)"),
+      train_key("packing_strategy", &T::packing_strategy,
+                "how packing fills rows: ffd (first-fit decreasing) or bfd (best-fit decreasing, trl's default); "
+                "trl's wrapped (rows cut across samples) is not offered: a sample stays whole in its row"),
       train_key("learning_rate", &T::learning_rate,
                 "peak learning rate; unset while fine-tuning model_name_or_path: 2e-5 (trl's default)")
           .in(greater_than(0)),

@@ -406,6 +406,14 @@ void validate_combinations(const TrainConfig& cfg) {
                      "datasets and dataset_path both name the training data; give one (datasets: a mixture of files, "
                      "each with a weight; a lone path there is a mixture of one)");
   }
+  if (cfg.packing_strategy != "ffd" && cfg.packing_strategy != "bfd") {
+    fail_combination(cfg, {"packing_strategy"},
+                     "packing_strategy must be ffd or bfd" +
+                         std::string(cfg.packing_strategy == "wrapped"
+                                         ? ": trl's wrapped concatenates samples and cuts rows across them; shardft "
+                                           "keeps each sample whole in one row (its positions and attention mask its own)"
+                                         : ""));
+  }
   // HF's optimizer names: its AdamW variants all mean shardft's AdamW; the others are not implemented.
   const std::string& optim = cfg.optim;
   if (optim != "adamw_torch" && optim != "adamw_torch_fused" && optim != "adamw_apex_fused" && optim != "adamw_hf") {
@@ -604,6 +612,7 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg) {
        cfg.load_in_4bit,
        "it applies only with load_in_4bit: true"},
       {{"eval_steps"}, cfg.eval_strategy == "steps", "it applies only with eval_strategy: steps"},
+      {{"packing_strategy"}, cfg.packing, "packing is off"},
       {{"eval_generate"},
        cfg.eval_strategy != "no" || cfg.eval_on_start,
        "nothing is evaluated during training (eval_strategy: no, eval_on_start: false)"},

@@ -30,6 +30,7 @@ struct TrainConfig {
   std::string eval_dataset_path = "jobs/data/sft_eval.jsonl";
   int max_seq_length = 64;
   bool packing = false;                      // trl: pack samples into rows of max_seq_length
+  std::string packing_strategy = "ffd";      // trl's key: ffd (first-fit decreasing) | bfd (best-fit, trl's default)
   // trl's loss switches: true, the loss is on the assistant's turns of a conversation / the completion of a
   // prompt-completion record; false, on every token (trl's default for conversations is false, shardft's true)
   bool assistant_only_loss = true;

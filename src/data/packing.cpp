@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -65,6 +66,41 @@ std::vector<std::vector<std::int64_t>> pack_first_fit_decreasing(const std::vect
     room.set(static_cast<std::size_t>(r), room.room(static_cast<std::size_t>(r)) - len);
   }
   return rows;
+}
+
+std::vector<std::vector<std::int64_t>> pack_best_fit_decreasing(const std::vector<TokenizedSample>& samples,
+                                                                int max_len) {
+  if (max_len < 1) throw std::invalid_argument("pack_best_fit_decreasing: max_len must be >= 1");
+  std::vector<std::int64_t> order(samples.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return samples[a].input_ids.size() > samples[b].input_ids.size();
+  });
+  std::vector<std::vector<std::int64_t>> rows;
+  std::set<std::pair<std::int64_t, std::size_t>> open;  // (room, row): the least room that fits is one lookup
+  for (std::int64_t i : order) {
+    const std::int64_t len = static_cast<std::int64_t>(samples[i].input_ids.size());
+    auto fit = open.lower_bound({len, 0});
+    std::size_t r = rows.size();
+    std::int64_t room = max_len;
+    if (fit != open.end()) {
+      r = fit->second;
+      room = fit->first;
+      open.erase(fit);
+    } else {
+      rows.emplace_back();  // a new row (longer than max_len: a row of its own)
+    }
+    rows[r].push_back(i);
+    if (room - len > 0) open.insert({room - len, r});
+  }
+  return rows;
+}
+
+std::vector<std::vector<std::int64_t>> pack_samples(const std::vector<TokenizedSample>& samples, int max_len,
+                                                    const std::string& strategy) {
+  if (strategy == "bfd") return pack_best_fit_decreasing(samples, max_len);
+  if (strategy == "ffd") return pack_first_fit_decreasing(samples, max_len);
+  throw std::invalid_argument("packing_strategy '" + strategy + "': expected ffd or bfd");
 }
 
 TokenBatch collate_packed(const std::vector<TokenizedSample>& samples,

@@ -100,6 +100,7 @@ std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& enc
     << "' eos '" << encoder.chat_template().eos << "'\n"
     << "max_seq_length: " << cfg.max_seq_length << "\n"
     << "packing: " << cfg.packing << "\n";
+  if (cfg.packing && cfg.packing_strategy != "ffd") s << "packing_strategy: " << cfg.packing_strategy << "\n";
   if (cfg.val_set_size > 0) s << "val_set_size: " << cfg.val_set_size << "\n";
   if (!cfg.assistant_only_loss || !cfg.completion_only_loss) {
     s << "loss: assistant_only " << cfg.assistant_only_loss << " completion_only " << cfg.completion_only_loss << "\n";
@@ -313,7 +314,7 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
     log << describe_split(cfg, set) << std::flush;
   }
   check_training_targets(set.samples, cfg);
-  if (cfg.packing) set.rows = pack_first_fit_decreasing(set.samples, cfg.max_seq_length);
+  if (cfg.packing) set.rows = pack_samples(set.samples, cfg.max_seq_length, cfg.packing_strategy);
   set.cache_path = path;
   if (write_cache && !path.empty()) {
     try {

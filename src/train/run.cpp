@@ -293,7 +293,8 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   const std::vector<std::vector<std::int64_t>>& units = train_set.rows;
   if (cfg.packing) {
     log << "packing: " << samples.size() << " samples into " << units.size() << " rows of " << cfg.max_seq_length
-        << " tokens (" << 100.0 * packing_efficiency(samples, units, cfg.max_seq_length) << "% real tokens)" << std::endl;
+        << " tokens (" << 100.0 * packing_efficiency(samples, units, cfg.max_seq_length) << "% real tokens, "
+        << (cfg.packing_strategy == "bfd" ? "best" : "first") << "-fit decreasing)" << std::endl;
   }
   const long num_units = cfg.packing ? static_cast<long>(units.size()) : static_cast<long>(samples.size());
   double mean_sample_tokens = 0;

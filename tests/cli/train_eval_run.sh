@@ -41,9 +41,12 @@ got=$(python3 -c "import ast,sys; d=[ast.literal_eval(l) for l in open(sys.argv[
 
 "$bin" eval --config jobs/recipes/default.yaml --output_dir "$tmp/nothing" > "$tmp/eval2.log" 2>&1 && fail "eval without a model succeeded"
 grep -q "model.safetensors" "$tmp/eval2.log" || fail "eval without a model does not name the file"
-"$bin" train --config jobs/recipes/default.yaml --packing --max_seq_length 128 --per_device_train_batch_size 2 \
-  --max_steps 20 --logging_steps 10 --do_eval false --output_dir "$tmp/packed" > "$tmp/packed.log" 2>&1 \
-  || { cat "$tmp/packed.log"; fail "packed training failed"; }
-grep -qE "packing: 4000 samples into [0-9]+ rows of 128 tokens \(9[0-9]\.[0-9]+% real tokens\)" "$tmp/packed.log" \
-  || { cat "$tmp/packed.log"; fail "packing did not pack the bundled data above 90%"; }
+for strategy in ffd bfd; do
+  "$bin" train --config jobs/recipes/default.yaml --packing --packing_strategy $strategy --max_seq_length 128 \
+    --per_device_train_batch_size 2 --max_steps 20 --logging_steps 10 --do_eval false --output_dir "$tmp/packed-$strategy" \
+    > "$tmp/packed.log" 2>&1 || { cat "$tmp/packed.log"; fail "packed training ($strategy) failed"; }
+  fit=first; [ $strategy = bfd ] && fit=best
+  grep -qE "packing: 4000 samples into [0-9]+ rows of 128 tokens \(9[0-9]\.[0-9]+% real tokens, $fit-fit decreasing\)" \
+    "$tmp/packed.log" || { cat "$tmp/packed.log"; fail "packing ($strategy) did not pack the bundled data above 90%"; }
+done
 echo "train_eval_run: ok"

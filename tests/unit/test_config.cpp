@@ -213,7 +213,7 @@ TEST(ConfigOverrides, DashedAndModelPrefixedSpellings) {
 const std::map<std::string, std::string>& sample_values() {
   static const std::map<std::string, std::string> samples = {
       {"model_name_or_path", SHARDFT_REFERENCE_DIR "/hf/tiny_qwen2"},
-      {"dataset_path", "data/a.jsonl"}, {"max_memory_per_rank", "12GiB"}, {"dataset_cache_dir", "/tmp/shardft-cache"}, {"peak_tflops", "989.0"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"}, {"assistant_only_loss", "false"}, {"completion_only_loss", "false"},
+      {"dataset_path", "data/a.jsonl"}, {"max_memory_per_rank", "12GiB"}, {"dataset_cache_dir", "/tmp/shardft-cache"}, {"peak_tflops", "989.0"}, {"eval_dataset_path", "data/b.jsonl"}, {"max_seq_length", "128"}, {"packing", "true"}, {"packing_strategy", "bfd"}, {"assistant_only_loss", "false"}, {"completion_only_loss", "false"},
       {"datasets", R"([{"path": "data/a.jsonl", "weight": 2.0}, {"path": "data/b.json", "weight": 0.5}])"},
       {"dataset_text_field", "content"}, {"role_map", R"({"bot": "assistant", "tool": "user"})"},
       {"skip_bad_samples", "true"}, {"tokenizer_name_or_path", "models/qwen2"}, {"chat_template", "chatml"},

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <set>
 
 #include "data/packing.hpp"
@@ -45,6 +46,45 @@ TEST(Packing, FirstFitDecreasingFillsRowsWithEverySampleOnce) {
   // FFD packs: fewer rows than samples, and well filled
   EXPECT_LT(rows.size(), samples.size() / 2);
   EXPECT_GT(packing_efficiency(samples, rows, max_len), 0.8);
+}
+
+// Best-fit decreasing against its definition, run naively: each sample (longest first) into the open row
+// with the least room that fits it, the earliest on a tie, else a new row.
+TEST(Packing, BestFitDecreasingPutsEachSampleWhereTheLeastRoomRemains) {
+  const auto samples = varied_samples(60);
+  const int max_len = 50;
+  std::vector<std::int64_t> order(samples.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return samples[a].input_ids.size() > samples[b].input_ids.size();
+  });
+  std::vector<std::vector<std::int64_t>> want;
+  std::vector<std::int64_t> room;
+  for (std::int64_t i : order) {
+    const auto len = static_cast<std::int64_t>(samples[i].input_ids.size());
+    std::int64_t best = -1;
+    for (std::size_t r = 0; r < want.size(); ++r) {
+      if (room[r] >= len && (best < 0 || room[r] < room[best])) best = static_cast<std::int64_t>(r);
+    }
+    if (best < 0) {
+      want.emplace_back();
+      room.push_back(max_len);
+      best = static_cast<std::int64_t>(want.size()) - 1;
+    }
+    want[best].push_back(i);
+    room[best] -= len;
+  }
+  const auto bfd = pack_best_fit_decreasing(samples, max_len);
+  EXPECT_EQ(bfd, want);
+  EXPECT_EQ(pack_samples(samples, max_len, "bfd"), bfd);
+  // Where the two differ: rows of 10 after 8, 7 and 5 + 4 have room 2, 3 and 1; first fit puts the 2 in
+  // the first row and the last token into the second, best fit that last one into the third.
+  std::vector<TokenizedSample> sized;
+  for (int len : {8, 7, 5, 4, 2, 1}) sized.push_back({std::vector<std::int32_t>(len, 1), std::vector<std::int32_t>(len, 1)});
+  using Rows = std::vector<std::vector<std::int64_t>>;
+  EXPECT_EQ(pack_first_fit_decreasing(sized, 10), (Rows{{0, 4}, {1, 5}, {2, 3}}));
+  EXPECT_EQ(pack_best_fit_decreasing(sized, 10), (Rows{{0, 4}, {1}, {2, 3, 5}}));
+  EXPECT_THROW(pack_samples(samples, max_len, "wrapped"), std::invalid_argument);
 }
 
 TEST(Packing, PositionsRestartAndTargetsStayInsideTheirSample) {
