@@ -277,7 +277,7 @@ void check_eval_keys(const TrainConfig& cfg) {
     fail_combination(cfg, {"val_set_size", "eval_dataset_path"},
                      "val_set_size and eval_dataset_path both give the eval set; give one");
   }
-  if ((evaluates || cfg.eval_on_start) && cfg.val_set_size == 0 && cfg.eval_dataset_path.empty()) {
+  if (evaluates_during_training(cfg) && cfg.val_set_size == 0 && cfg.eval_dataset_path.empty()) {
     fail_combination(cfg, {"eval_strategy", "eval_on_start", "eval_dataset_path", "val_set_size"},
                      "evaluation needs an eval set: eval_dataset_path, or val_set_size to hold out training samples");
   }
@@ -286,7 +286,7 @@ void check_eval_keys(const TrainConfig& cfg) {
                      "eval_generate needs conversations to prompt with (eval_dataset_path); the val_set_size split "
                      "holds tokenized samples, which evaluate the loss");
   }
-  const bool judges_best = cfg.load_best_model_at_end || cfg.save_strategy == "best" || cfg.early_stopping_patience > 0;
+  const bool judges_best = judges_best_model(cfg);
   if (judges_best && !evaluates) {
     fail_combination(cfg, {"eval_strategy", "load_best_model_at_end", "save_strategy", "early_stopping_patience"},
                      "load_best_model_at_end, save_strategy best and early_stopping_patience judge evaluations made "
@@ -614,10 +614,10 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg) {
       {{"eval_steps"}, cfg.eval_strategy == "steps", "it applies only with eval_strategy: steps"},
       {{"packing_strategy"}, cfg.packing, "packing is off"},
       {{"eval_generate"},
-       cfg.eval_strategy != "no" || cfg.eval_on_start,
+       evaluates_during_training(cfg),
        "nothing is evaluated during training (eval_strategy: no, eval_on_start: false)"},
       {{"metric_for_best_model", "greater_is_better"},
-       cfg.load_best_model_at_end || cfg.save_strategy == "best" || cfg.early_stopping_patience > 0,
+       judges_best_model(cfg),
        "no best checkpoint is judged (load_best_model_at_end, save_strategy best, early_stopping_patience are off)"},
       {{"early_stopping_threshold"}, cfg.early_stopping_patience > 0, "early_stopping_patience is 0"},
   };
@@ -647,6 +647,12 @@ void resolve_bf16_auto(TrainConfig& cfg, bool supported, const std::string& why)
 
 std::uint64_t data_order_seed(const TrainConfig& cfg) {
   return cfg.data_seed >= 0 ? static_cast<std::uint64_t>(cfg.data_seed) : cfg.seed;
+}
+
+bool evaluates_during_training(const TrainConfig& cfg) { return cfg.eval_strategy != "no" || cfg.eval_on_start; }
+
+bool judges_best_model(const TrainConfig& cfg) {
+  return cfg.load_best_model_at_end || cfg.save_strategy == "best" || cfg.early_stopping_patience > 0;
 }
 
 int eval_interval_steps(const TrainConfig& cfg) { return cfg.eval_steps > 0 ? cfg.eval_steps : cfg.logging_steps; }

@@ -197,6 +197,11 @@ std::vector<std::string> ineffective_keys(const TrainConfig& cfg);
 // logging_steps where it is 0); the metric judging the best checkpoint without its eval_ prefix ("loss",
 // "exact_match"); and whether higher is better (greater_is_better, else HF's rule: not for a loss).
 int eval_interval_steps(const TrainConfig& cfg);
+// Whether the run evaluates before or during training (eval_strategy steps | epoch, or eval_on_start).
+bool evaluates_during_training(const TrainConfig& cfg);
+// Whether a best checkpoint is judged (load_best_model_at_end, save_strategy best or early stopping:
+// HF then sets metric_for_best_model); only then is the best kept from rotation.
+bool judges_best_model(const TrainConfig& cfg);
 std::string best_model_metric(const TrainConfig& cfg);
 bool best_metric_greater_is_better(const TrainConfig& cfg);
 

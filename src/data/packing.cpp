@@ -43,16 +43,22 @@ class RowRoom {
   std::vector<std::int64_t> tree_;
 };
 
-}  // namespace
-
-std::vector<std::vector<std::int64_t>> pack_first_fit_decreasing(const std::vector<TokenizedSample>& samples,
-                                                                 int max_len) {
-  if (max_len < 1) throw std::invalid_argument("pack_first_fit_decreasing: max_len must be >= 1");
+// Sample indices, longest first (ties in index order): the order both decreasing packings place them in.
+std::vector<std::int64_t> longest_first(const std::vector<TokenizedSample>& samples) {
   std::vector<std::int64_t> order(samples.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
     return samples[a].input_ids.size() > samples[b].input_ids.size();
   });
+  return order;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::int64_t>> pack_first_fit_decreasing(const std::vector<TokenizedSample>& samples,
+                                                                 int max_len) {
+  if (max_len < 1) throw std::invalid_argument("pack_first_fit_decreasing: max_len must be >= 1");
+  const std::vector<std::int64_t> order = longest_first(samples);
   std::vector<std::vector<std::int64_t>> rows;
   RowRoom room(std::max<std::size_t>(samples.size(), 1), max_len);
   for (std::int64_t i : order) {
@@ -71,11 +77,7 @@ std::vector<std::vector<std::int64_t>> pack_first_fit_decreasing(const std::vect
 std::vector<std::vector<std::int64_t>> pack_best_fit_decreasing(const std::vector<TokenizedSample>& samples,
                                                                 int max_len) {
   if (max_len < 1) throw std::invalid_argument("pack_best_fit_decreasing: max_len must be >= 1");
-  std::vector<std::int64_t> order(samples.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
-    return samples[a].input_ids.size() > samples[b].input_ids.size();
-  });
+  const std::vector<std::int64_t> order = longest_first(samples);
   std::vector<std::vector<std::int64_t>> rows;
   std::set<std::pair<std::int64_t, std::size_t>> open;  // (room, row): the least room that fits is one lookup
   for (std::int64_t i : order) {

@@ -278,7 +278,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   // Read now: a bad eval file fails before training.
   std::vector<Conversation> eval_conversations;
   std::vector<LossOn> eval_losses;
-  if ((cfg.do_eval || cfg.eval_strategy != "no" || cfg.eval_on_start) && cfg.val_set_size == 0) {
+  if ((cfg.do_eval || evaluates_during_training(cfg)) && cfg.val_set_size == 0) {
     eval_conversations = eval_subset(cfg, encoder, log, &eval_losses);
   }
   const TokenizerExport tokenizer_files = tokenizer_export(cfg, encoder);  // beside every checkpoint and the model

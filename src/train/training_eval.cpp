@@ -8,7 +8,7 @@ namespace shardft {
 
 TrainingEvaluator::TrainingEvaluator(const TrainConfig& cfg, EvalSet set, const ChatEncoder& encoder)
     : cfg_(cfg), set_(std::move(set)), encoder_(encoder), tracker_(best_model_rule(cfg)) {
-  if (set_.samples.empty() && (cfg.eval_strategy != "no" || cfg.eval_on_start)) {
+  if (set_.samples.empty() && evaluates_during_training(cfg)) {
     throw DataError((cfg.val_set_size > 0 ? std::string("val_set_size") : cfg.eval_dataset_path) +
                     ": the eval set is empty, so eval_strategy " + cfg.eval_strategy + " has nothing to evaluate");
   }
@@ -24,7 +24,7 @@ EvalSet make_eval_set(const TrainConfig& cfg, const ChatEncoder& encoder, std::v
     if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.samples.size()) {
       set.samples.resize(static_cast<std::size_t>(cfg.eval_samples));
     }
-  } else if (cfg.eval_strategy != "no" || cfg.eval_on_start) {
+  } else if (evaluates_during_training(cfg)) {
     for (std::size_t i = 0; i < set.conversations.size(); ++i) {
       const LossOn on = i < set.loss_on.size() ? set.loss_on[i] : LossOn::assistant;
       set.samples.push_back(encoder.encode(set.conversations[i], cfg.max_seq_length, on));
@@ -34,7 +34,7 @@ EvalSet make_eval_set(const TrainConfig& cfg, const ChatEncoder& encoder, std::v
 }
 
 bool TrainingEvaluator::judges_best() const {
-  return cfg_.load_best_model_at_end || cfg_.save_strategy == "best" || cfg_.early_stopping_patience > 0;
+  return judges_best_model(cfg_);
 }
 
 bool TrainingEvaluator::due(long step, long steps_per_epoch, long total_steps) const {

@@ -44,8 +44,7 @@ class TrainingEvaluator {
   BestModelTracker::Verdict evaluate(Trainer& tr, long step, double epoch, bool judged, std::ostream& log,
                                      RunMetrics& metrics);
 
-  // Whether a best checkpoint is judged at all (load_best_model_at_end, save_strategy best or early
-  // stopping: HF's metric_for_best_model is then set); only then is it kept from rotation.
+  // judges_best_model of the recipe (config/train_config.hpp).
   bool judges_best() const;
   BestModelTracker& tracker() { return tracker_; }
   const EvalSet& set() const { return set_; }
