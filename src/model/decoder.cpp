@@ -109,9 +109,9 @@ void embed_tokens(ParamSource& params, const ParamLayout& layout, Unmanaged1<con
 }
 
 void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float> x) const {
-  params.acquire(0);
+  params.acquire(0, Pass::forward);
   embed_tokens(params, layout_, in.input_ids, x);
-  params.release(0);
+  params.release(0, Pass::forward);
 }
 
 LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads,
@@ -162,28 +162,28 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   }
   std::int64_t launches_before = kernel_launches();
   for (int l = 0; l < L; ++l) {
-    params.acquire(l + 1);
+    params.acquire(l + 1, Pass::forward);
     // Each layer's input is kept by the layer's first norm as it reads it; the last layer's output goes
     // to the LM head, rounded by the layer.
     const bool kept = l + 1 < L;
     decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging, nullptr, kept,
                           StreamKeep{&A.inputs[l], input_of(l), inputs_as});
-    params.release(l + 1);
+    params.release(l + 1, Pass::forward);
   }
   layer_launches_ += kernel_launches() - launches_before;
 
   const auto dx = A.dx.mat(N, d);
-  params.acquire(head);
+  params.acquire(head, Pass::backward);  // the loss and its gradient: backward starts here
   head_loss_backward(head_weights_of(params, layout_, cfg_, dtype_), head_grads_of(grads, layout_), input_of(L),
                      in.targets, logits_chunk_, static_cast<float>(1.0 / loss_normalizer), A.head,
                      A.grad_buffers.dh.mat(N, d), dx,
                      dtype_ == ComputeDtype::bf16 ? A.grad_buffers.dx_rounded.mat(N, d) : Unmanaged2<bf16>(), loss_sum);
   grads.block_done(head);
-  params.release(head);
+  params.release(head, Pass::backward);
 
   launches_before = kernel_launches();
   for (int l = L - 1; l >= 0; --l) {
-    params.acquire(l + 1);
+    params.acquire(l + 1, Pass::backward);
     const LayerWeights w = weights_of(l);
     if (checkpointing_) {  // forward kept only its input
       decoder_layer_forward(w, t, A.inputs[l].values(N, d, inputs_as, A.staging.input), A.scratch, {}, A.staging);
@@ -191,7 +191,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
     decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, A.inputs[l].kept(N, d, inputs_as), saved_of(l), dx,
                            A.grad_buffers, A.staging);
     grads.block_done(l + 1);
-    params.release(l + 1);
+    params.release(l + 1, Pass::backward);
   }
   layer_launches_ += kernel_launches() - launches_before;
   // The embedding's backward is a scatter-add of dx: it needs no weights, so block 0 is not acquired.
@@ -206,29 +206,29 @@ Unmanaged2<const float> Decoder::forward_layers(const ModelInputs& in, ParamSour
   const auto x = A.inputs[0].staging(t.num_tokens(), cfg_.hidden_size, kept_as(dtype_, true), A.staging.input);
   embed(in, params, x);
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
-    params.acquire(l + 1);
+    params.acquire(l + 1, Pass::forward);
     decoder_layer_forward(layer_weights_of(params, layout_, cfg_, l, dtype_, A.gate_up_copy), t, x, A.scratch, x,
                           A.staging);
-    params.release(l + 1);
+    params.release(l + 1, Pass::forward);
   }
   return x;
 }
 
 LossSums Decoder::forward_loss(const ModelInputs& in, ParamSource& params) {
   const auto x = forward_layers(in, params);
-  params.acquire(layout_.head_block());
+  params.acquire(layout_.head_block(), Pass::forward);
   const CrossEntropySums loss =
       head_loss(head_weights_of(params, layout_, cfg_, dtype_), x, in.targets, logits_chunk_, acts_->head);
-  params.release(layout_.head_block());
+  params.release(layout_.head_block(), Pass::forward);
   return {loss.loss_sum, loss.count};
 }
 
 void Decoder::forward_logits(const ModelInputs& in, ParamSource& params, View1<const std::int32_t> rows,
                              View2<float> logits) {
   const auto x = forward_layers(in, params);
-  params.acquire(layout_.head_block());
+  params.acquire(layout_.head_block(), Pass::forward);
   head_logits(head_weights_of(params, layout_, cfg_, dtype_), x, rows, acts_->head, logits);
-  params.release(layout_.head_block());
+  params.release(layout_.head_block(), Pass::forward);
 }
 
 }  // namespace shardft

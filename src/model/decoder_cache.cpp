@@ -110,19 +110,19 @@ void cached_forward(const Decoder& model, ParamSource& params, KvCache& cache, c
                                 std::to_string(cfg.vocab_size) + "]");
   }
   const auto x = w.x.mat(N, cfg.hidden_size);
-  params.acquire(0);
+  params.acquire(0, Pass::forward);
   embed_tokens(params, layout, t.ids, x);
-  params.release(0);
+  params.release(0, Pass::forward);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    params.acquire(l + 1);
+    params.acquire(l + 1, Pass::forward);
     const LayerKvCache layer_cache{cache.layer_k(l), cache.layer_v(l), t.dest, t.reads};
     decoder_layer_forward(layer_weights_of(params, layout, cfg, l, model.dtype(), w.gate_up_copy), t.attention, x,
                           w.layer, x, w.staging, &layer_cache);
-    params.release(l + 1);
+    params.release(l + 1, Pass::forward);
   }
-  params.acquire(layout.head_block());
+  params.acquire(layout.head_block(), Pass::forward);
   head_logits(head_weights_of(params, layout, cfg, model.dtype()), x, t.logit_rows, w.head, logits);
-  params.release(layout.head_block());
+  params.release(layout.head_block(), Pass::forward);
 }
 
 }  // namespace

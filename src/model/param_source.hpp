@@ -8,11 +8,17 @@
 
 namespace shardft {
 
+// The pass that reads a block's weights, told by the model at every acquire and release: a sharded
+// source prefetches up the layers in forward and down them in backward, and hpZ keeps a node-local copy
+// in forward for backward's gathers. The LM head computes its loss and the loss's gradient in one turn:
+// a training step acquires it for backward (the pass it starts), a forward-only pass for forward.
+enum class Pass { forward, backward };
+
 class ParamSource {
  public:
   virtual ~ParamSource() = default;
-  // Makes the weights of `block` readable until release(block); may communicate.
-  virtual void acquire(int block) = 0;
+  // Makes the weights of `block` readable until release(block, pass); may communicate.
+  virtual void acquire(int block, Pass pass) = 0;
   // A parameter of an acquired block, in compute precision (bf16-rounded values in bf16 mode), as fp32.
   virtual Unmanaged1<const float> weight(int param) = 0;
   // The same parameter as bf16 storage, where the source keeps its compute weights as bf16 (the sharding
@@ -21,7 +27,7 @@ class ParamSource {
   // and weight() only for biases and Qwen3's per-head q/k norms (a bf16 source widens those into an fp32
   // copy).
   virtual Unmanaged1<const bf16> weight_bf16(int /*param*/) { return {}; }
-  virtual void release(int block) = 0;
+  virtual void release(int block, Pass pass) = 0;
 };
 
 class GradSink {
@@ -47,9 +53,9 @@ class LocalParams : public ParamSource, public GradSink {
  public:
   explicit LocalParams(const ParamLayout& layout);
 
-  void acquire(int) override {}
+  void acquire(int, Pass) override {}
   Unmanaged1<const float> weight(int param) override;
-  void release(int) override {}
+  void release(int, Pass) override {}
   Unmanaged1<float> grad(int param) override;
   void block_done(int) override {}
 

@@ -6,15 +6,17 @@
 namespace shardft {
 
 bool in_param_set(const ParamSpec& p, ParamSet set) {
-  if (p.nf4) return false;  // NF4 weights are held whole by the frozen engine's Nf4Weights, outside any partition
+  if (p.nf4) return false;  // NF4 weights are held whole by the frozen store's Nf4Weights, outside any partition
   return set == ParamSet::all || (set == ParamSet::frozen) == p.frozen;
 }
 
-FlatPartition::FlatPartition(const ParamLayout& layout, int num_shards, ParamSet set) : num_shards_(num_shards) {
+FlatPartition::FlatPartition(const ParamLayout& layout, int num_shards, ParamSet set) : layout_(&layout), num_shards_(num_shards) {
   if (num_shards < 1) throw std::invalid_argument("FlatPartition: num_shards must be >= 1");
   const std::size_t np = layout.params().size();
   unit_of_.assign(np, -1);
   offset_in_unit_.assign(np, 0);
+  numel_.resize(np);
+  for (std::size_t p = 0; p < np; ++p) numel_[p] = layout.params()[p].numel();
   const std::int64_t quantum = kAlign * num_shards;
   for (std::size_t b = 0; b < layout.blocks().size(); ++b) {
     FlatUnit u;

@@ -13,7 +13,7 @@
 
 namespace shardft {
 
-// NF4 parameters (ParamSpec::nf4, QLoRA) belong to no set: the frozen engine holds them as 4-bit blocks.
+// NF4 parameters (ParamSpec::nf4, QLoRA) belong to no set: the frozen store holds them as 4-bit blocks.
 enum class ParamSet { all, trainable, frozen };
 bool in_param_set(const ParamSpec& p, ParamSet set);
 
@@ -35,19 +35,24 @@ class FlatPartition {
   FlatPartition(const ParamLayout& layout, int num_shards, ParamSet set = ParamSet::all);
 
   int num_shards() const { return num_shards_; }
+  const ParamLayout& layout() const { return *layout_; }  // the layout it was made from (it must outlive it)
   const std::vector<FlatUnit>& units() const { return units_; }
   int unit_of(int param) const { return unit_of_[param]; }  // -1: not in this partition's set
   std::int64_t offset_in_unit(int param) const { return offset_in_unit_[param]; }
+  std::int64_t numel_of(int param) const { return numel_[param]; }  // the parameter's elements
+  int num_params() const { return static_cast<int>(numel_.size()); }  // of the layout, in the set or not
+  int head_block() const { return static_cast<int>(units_.size()) - 1; }
   // Non-empty units whose weights `block` reads (its own, plus the tied embedding's for the head).
   const std::vector<int>& units_of_block(int block) const { return block_units_[block]; }
   std::int64_t full_numel() const { return full_numel_; }    // sum of padded
   std::int64_t shard_numel() const { return shard_numel_; }  // sum of shard
 
  private:
+  const ParamLayout* layout_;
   int num_shards_;
   std::vector<FlatUnit> units_;
   std::vector<int> unit_of_;
-  std::vector<std::int64_t> offset_in_unit_;
+  std::vector<std::int64_t> offset_in_unit_, numel_;
   std::vector<std::vector<int>> block_units_;
   std::int64_t full_numel_ = 0, shard_numel_ = 0;
 };

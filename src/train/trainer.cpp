@@ -194,7 +194,7 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   // LoRA dropout masks are keyed on the optimizer step (and each token's sample and position)
   model_.set_dropout_step(engine_.steps_taken());
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
-    engine_.begin_micro_batch(m + 1 == micro_batches.size());
+    engine_.begin_micro_batch({static_cast<int>(m), static_cast<int>(micro_batches.size())});
     // Every micro-batch's loss is divided by the global step's target count, so the accumulated and
     // reduced gradient is that of one big batch, however it is split over ranks and micro-batches.
     if (st.targets > 0) {

@@ -76,7 +76,7 @@ TEST(HfImportSharded, HeadDimFamiliesLossAndGradientsMatchTransformers) {
       Trainer tr(cfg, 1, world);
       ZeroEngine& eng = tr.engine();
       eng.begin_step();
-      eng.begin_micro_batch(true);
+      eng.begin_micro_batch({0, 1});
       const double normalizer = static_cast<double>(all.num_targets()) * (N == 2 ? 1 : N);
       const LossSums ls = tr.model().forward_backward(to_model_inputs(mine), eng, eng, normalizer);
       eng.end_micro_batch();

@@ -42,7 +42,7 @@ std::vector<float> random_values(std::size_t n, unsigned seed, float scale) {
 // in backward order as the model hands gradients over.
 void feed_gradient(ZeroEngine& eng, const ParamLayout& layout, const std::vector<float>& g) {
   eng.begin_step();
-  eng.begin_micro_batch(true);
+  eng.begin_micro_batch({0, 1});
   for (int b = static_cast<int>(layout.blocks().size()) - 1; b >= 0; --b) {
     for (const int p : layout.blocks()[b].params) {
       const Unmanaged1<float> d = eng.grad(p);
@@ -147,7 +147,7 @@ TEST(ZeroOptimizerStep, RefreshedWeightsAreTheMastersInTheComputeDtype) {
       eng.optimizer_step(1e-2);
       const std::vector<float> master = eng.gather_master();
       for (int b = 0; b < static_cast<int>(layout.blocks().size()); ++b) {
-        eng.acquire(b);
+        eng.acquire(b, Pass::forward);
         for (const int p : layout.blocks()[b].params) {
           auto w = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), eng.weight(p));
           for (std::size_t i = 0; i < w.extent(0); ++i) {
@@ -155,11 +155,11 @@ TEST(ZeroOptimizerStep, RefreshedWeightsAreTheMastersInTheComputeDtype) {
             ASSERT_EQ(std::memcmp(&w(i), &want, sizeof(float)), 0) << layout.params()[p].name << " " << i;
           }
         }
-        eng.release(b);
+        eng.release(b, Pass::forward);
       }
       // A step in which the model hands over no gradient at all: begin_step alone must have zeroed it.
       eng.begin_step();
-      eng.begin_micro_batch(true);
+      eng.begin_micro_batch({0, 1});
       eng.end_micro_batch();
       for (const float g : eng.gather_grads()) ASSERT_EQ(g, 0.f);
     }

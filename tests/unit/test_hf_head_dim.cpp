@@ -34,7 +34,7 @@ StepResult step(Trainer& tr, const nlohmann::json& fx) {
   const TokenBatch b = testing_util::hf_fixture_batch(fx);
   ZeroEngine& eng = tr.engine();
   eng.begin_step();
-  eng.begin_micro_batch(true);
+  eng.begin_micro_batch({0, 1});
   const LossSums ls = tr.model().forward_backward(to_model_inputs(b), eng, eng, static_cast<double>(b.num_targets()));
   eng.end_micro_batch();
   return {ls.loss_sum / static_cast<double>(ls.num_targets), eng.gather_grads()};

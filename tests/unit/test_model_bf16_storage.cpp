@@ -28,8 +28,8 @@ class Bf16Params : public ParamSource {
     to_bf16(src.weights(), half_);
     to_f32(half_, widened_);
   }
-  void acquire(int) override {}
-  void release(int) override {}
+  void acquire(int, Pass) override {}
+  void release(int, Pass) override {}
   Unmanaged1<const float> weight(int p) override {
     return Unmanaged1<const float>(widened_.data() + layout_.offset(p), layout_.params()[p].numel());
   }

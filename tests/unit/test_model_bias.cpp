@@ -110,7 +110,7 @@ TEST(BiasTraining, BiasesTakeNoWeightDecay) {
     ZeroEngine eng(layout, zc, ParallelPlan::over(self()));
     eng.load_weights(std::vector<float>(layout.total_numel(), 1.f));
     eng.begin_step();
-    eng.begin_micro_batch(true);
+    eng.begin_micro_batch({0, 1});
     eng.end_micro_batch();
     eng.optimizer_step(0.1);
     const std::vector<float> w = eng.gather_master();

@@ -292,9 +292,9 @@ class ScatteredParams : public ParamSource, public GradSink {
       Kokkos::deep_copy(weights_.back(), Unmanaged1<const float>(flat.weights().data() + layout.offset(p), n));
     }
   }
-  void acquire(int) override {}
+  void acquire(int, Pass) override {}
   Unmanaged1<const float> weight(int p) override { return Unmanaged1<const float>(weights_[p].data(), weights_[p].extent(0)); }
-  void release(int) override {}
+  void release(int, Pass) override {}
   Unmanaged1<float> grad(int p) override { return Unmanaged1<float>(grads_[p].data(), grads_[p].extent(0)); }
   void block_done(int) override {}
   std::vector<float> flat_grads() const {

@@ -131,10 +131,11 @@ TEST(Qlora, EqualsLoraOnTheNf4RoundTrippedBase) {
   }
 }
 
-// Stage 3 keeps a block's NF4 bytes prefetched past a forward-only pass (its head acquire prefetches the
-// last layer for a backward that never comes). Loading new weights gives those old bytes back once their
-// gathers are done (none is left held or counted; no gather writes into a freed buffer), and the base read
-// after load_weights is the new weights' NF4 round trip, exactly as in a trainer that never prefetched.
+// Stage 3 keeps a block's NF4 bytes prefetched past a pass that ends early (a head acquired for backward
+// prefetches the last layer, here for a backward that never comes). Loading new weights gives those old
+// bytes back once their gathers are done (none is left held or counted; no gather writes into a freed
+// buffer), and the base read after load_weights is the new weights' NF4 round trip, exactly as in a
+// trainer that never prefetched.
 TEST(Qlora, LoadingWeightsDropsPrefetchedBytes) {
   const std::string name = "llama_all_linear";
   const std::vector<std::string> flags = {"--zero_stage=3", "--load_in_4bit=true"};
@@ -144,8 +145,8 @@ TEST(Qlora, LoadingWeightsDropsPrefetchedBytes) {
   std::vector<float> values = prefetched.engine().gather_master();
   for (float& v : values) v = -2.f * v;  // other weights, other NF4 bytes
   const int head = layout.head_block();
-  prefetched.engine().acquire(head);
-  prefetched.engine().release(head);
+  prefetched.engine().acquire(head, Pass::backward);
+  prefetched.engine().release(head, Pass::backward);
   ASSERT_GT(prefetched.engine().frozen_part()->nf4()->transient_bytes(), 0) << "nothing was left prefetched";
   prefetched.engine().load_weights(values);
   EXPECT_EQ(prefetched.engine().frozen_part()->nf4()->transient_bytes(), 0);

@@ -1,0 +1,61 @@
+#include "parallel/zero/optimizer_shard.hpp"
+
+#include <string>
+#include <utility>
+
+#include "kernels/elementwise.hpp"
+
+namespace shardft {
+
+OptimizerShard::OptimizerShard(std::int64_t owned_numel, const ZeroConfig& cfg, Communicator* norm_group)
+    : cfg_(cfg),
+      norm_group_(norm_group),
+      master_(std::string("zero_master"), owned_numel),
+      exp_avg_(std::string("zero_exp_avg"), owned_numel),
+      exp_avg_sq_(std::string("zero_exp_avg_sq"), owned_numel),
+      clip_factor_(std::string("zero_clip_factor"), 1) {}
+
+void OptimizerShard::set_runs(FlatRuns decay, FlatRuns copy, bool compute_is_copy) {
+  decay_runs_ = std::move(decay);
+  copy_runs_ = std::move(copy);
+  has_copy_ = compute_is_copy;
+}
+
+void OptimizerShard::clip_grad_norm(View1<float> grad, double max_norm, Unmanaged1<double> norm_sq) {
+  apply_pending_clip(grad);  // a second call measures the gradient the first one clipped
+  sum_squares(grad, norm_sq);
+  if (norm_group_) norm_group_->all_reduce(norm_sq.data(), norm_sq.data(), 1, DType::f64, ReduceOp::sum);
+  if (!(max_norm > 0)) return;
+  clip_factor(norm_sq, max_norm, clip_factor_);  // clip_to_norm's factor, left for step() to apply
+  clip_pending_ = true;
+}
+
+void OptimizerShard::apply_pending_clip(View1<float> grad) {
+  if (!clip_pending_) return;
+  apply_clip_factor(grad, clip_factor_);
+  clip_pending_ = false;
+}
+
+AdamWHyper OptimizerShard::hyper(double lr) const {
+  AdamWHyper h;
+  h.lr = static_cast<float>(lr);
+  h.beta1 = static_cast<float>(cfg_.adam_beta1);
+  h.beta2 = static_cast<float>(cfg_.adam_beta2);
+  h.eps = static_cast<float>(cfg_.adam_epsilon);
+  h.step = step_;
+  h.weight_decay = static_cast<float>(cfg_.weight_decay);  // where the decay runs say the parameter takes it
+  return h;
+}
+
+void OptimizerShard::step(double lr, View1<float> grad, const ComputeWeights& compute) {
+  ++step_;
+  const AdamWHyper h = hyper(lr);
+  const Unmanaged1<const float> clip = clip_pending_ ? Unmanaged1<const float>(clip_factor_.data(), 1) : Unmanaged1<const float>();
+  if (has_copy_) {
+    adamw_update_runs(h, copy_runs_, master_, grad, exp_avg_, exp_avg_sq_, clip, compute);
+  } else {
+    adamw_update_runs(h, decay_runs_, master_, grad, exp_avg_, exp_avg_sq_, clip);
+  }
+}
+
+}  // namespace shardft

@@ -1,0 +1,90 @@
+#include "parallel/zero/owned_region.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "model/decoder.hpp"
+
+namespace shardft {
+
+OwnedRegion::OwnedRegion(const FlatPartition& part, bool sharded, int rank) : part_(part), sharded_(sharded), rank_(rank) {
+  for (const FlatUnit& u : part.units()) {
+    if (sharded) {
+      segments_.push_back({u.shard_offset, u.full_offset + rank * u.shard, u.shard});
+    } else {
+      segments_.push_back({u.full_offset, u.full_offset, u.padded});
+    }
+  }
+  numel_ = sharded ? part.shard_numel() : part.full_numel();
+}
+
+std::vector<FlatRun> OwnedRegion::compute_runs(bool compute_in_full_buffer) const {
+  std::vector<FlatRun> runs;
+  for (const OwnedSegment& o : segments_) {
+    runs.push_back({o.owned_offset, o.length, compute_in_full_buffer ? o.full_offset - o.owned_offset : 0});
+  }
+  return runs;
+}
+
+std::vector<float> OwnedRegion::to_layout(View1<float> owned, Communicator& group, const ParamLayout& layout) const {
+  using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  auto slice = [](const View1<float>& v, std::int64_t off, std::int64_t n) { return Unmanaged1<float>(v.data() + off, n); };
+  std::vector<float> host(static_cast<std::size_t>(part_.full_numel()), 0.f);
+  if (!sharded_) {
+    for (const OwnedSegment& o : segments_) {
+      Kokkos::deep_copy(HostSlice(host.data() + o.full_offset, o.length), slice(owned, o.owned_offset, o.length));
+    }
+    return full_to_layout(host.data(), layout);
+  }
+  std::int64_t largest = 0;
+  for (const FlatUnit& u : part_.units()) largest = std::max(largest, u.padded);
+  View1<float> unit("zero_export_unit", static_cast<std::size_t>(largest));
+  for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
+    const FlatUnit& u = part_.units()[ui];
+    if (u.padded == 0) continue;
+    const OwnedSegment& o = segments_[ui];  // this rank's shard of the unit
+    Kokkos::deep_copy(slice(unit, o.full_offset - u.full_offset, o.length), slice(owned, o.owned_offset, o.length));
+    group.all_gather(unit.data() + rank_ * u.shard, unit.data(), static_cast<std::size_t>(u.shard), DType::f32);
+    Kokkos::deep_copy(HostSlice(host.data() + u.full_offset, u.padded), slice(unit, 0, u.padded));
+  }
+  return full_to_layout(host.data(), layout);
+}
+
+std::vector<float> OwnedRegion::full_to_layout(const float* full, const ParamLayout& layout) const {
+  std::vector<float> out(layout.total_numel());
+  for (const FlatUnit& u : part_.units()) {
+    for (std::size_t k = 0; k < u.params.size(); ++k) {
+      const int p = u.params[k];
+      std::copy_n(full + u.full_offset + u.param_offset[k], part_.numel_of(p), out.begin() + layout.offset(p));
+    }
+  }
+  return out;
+}
+
+void init_owned(const OwnedRegion& owned, const ParamLayout& layout, const ModelConfig& model, std::uint64_t seed,
+                View1<float> dst) {
+  owned.for_each_param_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
+    init_param_range(layout, model, seed, param, first, Unmanaged1<float>(dst.data() + owned_offset, length));
+  });
+}
+
+void load_owned(const OwnedRegion& owned, const ParamLayout& layout, const std::vector<float>& layout_order,
+                View1<float> dst) {
+  auto host = Kokkos::create_mirror_view(dst);
+  Kokkos::deep_copy(host, 0.f);
+  owned.for_each_param_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
+    std::copy_n(layout_order.begin() + layout.offset(param) + first, length, host.data() + owned_offset);
+  });
+  Kokkos::deep_copy(dst, host);
+}
+
+void read_owned(const OwnedRegion& owned, const OwnedSliceReader& read, const std::function<bool(int param)>& wanted,
+                View1<float> dst) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dst);
+  owned.for_each_param_slice([&](int param, std::int64_t first, std::int64_t owned_offset, std::int64_t length) {
+    if (wanted(param)) read(param, first, length, host.data() + owned_offset);
+  });
+  Kokkos::deep_copy(dst, host);
+}
+
+}  // namespace shardft

@@ -1,0 +1,81 @@
+#pragma once
+// The part of a partition this rank owns: the elements whose master weights, moments and reduced
+// gradient it keeps and updates. With replicated state (stage 0) every unit whole, at its full offset;
+// with sharded state (stages 1-3) this rank's shard of every unit, packed.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "config/model_config.hpp"
+#include "kernels/flat_runs.hpp"
+#include "kernels/types.hpp"
+#include "model/param_layout.hpp"
+#include "parallel/flat_partition.hpp"
+
+namespace shardft {
+
+struct OwnedSegment {  // a piece of the owned region
+  std::int64_t owned_offset, full_offset, length;
+};
+
+class OwnedRegion {
+ public:
+  OwnedRegion(const FlatPartition& part, bool sharded, int rank);
+
+  bool sharded() const { return sharded_; }
+  std::int64_t numel() const { return numel_; }
+  const std::vector<OwnedSegment>& segments() const { return segments_; }  // one per unit
+
+  // fn(param, first element of the param, offset in the owned region, length) for every piece of a
+  // parameter this rank owns.
+  template <class Fn>
+  void for_each_param_slice(Fn&& fn) const;
+  // One run per unit (kernels/flat_runs.hpp) whose value is the offset from the owned element to its
+  // compute weight: 0 where the compute weights share the owned layout (stage 0, stage 3's shards),
+  // else where the rank's shard lies in the full buffer (stages 1-2).
+  std::vector<FlatRun> compute_runs(bool compute_in_full_buffer) const;
+  // The owned region's values (a buffer laid out as the region) as the whole partition in layout
+  // order on every rank; collective over `group` when sharded. Through the host unit by unit: the
+  // device holds no second copy of the model, only, sharded, the one unit being gathered.
+  std::vector<float> to_layout(View1<float> owned, Communicator& group, const ParamLayout& layout) const;
+  // A buffer laid out as the partition's full units (on the host) -> layout order (other sets: zero).
+  std::vector<float> full_to_layout(const float* full, const ParamLayout& layout) const;
+
+ private:
+  const FlatPartition& part_;
+  bool sharded_;
+  int rank_;
+  std::vector<OwnedSegment> segments_;
+  std::int64_t numel_ = 0;
+};
+
+// Filling a buffer laid out as the owned region (master weights, or a frozen store's staging):
+// with the seeded initialisation (init_params' values on one rank, each rank creating only its part),
+void init_owned(const OwnedRegion& owned, const ParamLayout& layout, const ModelConfig& model, std::uint64_t seed,
+                View1<float> dst);
+// from the whole model in layout order,
+void load_owned(const OwnedRegion& owned, const ParamLayout& layout, const std::vector<float>& layout_order,
+                View1<float> dst);
+// or piecewise: read(param, first, count, out) writes elements [first, first + count) of `param` (host);
+// only parameters for which `wanted` says yes are read, the others keep dst's values.
+using OwnedSliceReader = std::function<void(int param, std::int64_t first, std::int64_t count, float* out)>;
+void read_owned(const OwnedRegion& owned, const OwnedSliceReader& read, const std::function<bool(int param)>& wanted,
+                View1<float> dst);
+
+template <class Fn>
+void OwnedRegion::for_each_param_slice(Fn&& fn) const {
+  const auto& units = part_.units();
+  for (std::size_t ui = 0; ui < units.size(); ++ui) {
+    const FlatUnit& u = units[ui];
+    const OwnedSegment& o = segments_[ui];
+    const std::int64_t lo = o.full_offset - u.full_offset, hi = lo + o.length;  // owned range inside the unit
+    for (std::size_t k = 0; k < u.params.size(); ++k) {
+      const std::int64_t b = std::max(lo, u.param_offset[k]);
+      const std::int64_t e = std::min(hi, u.param_offset[k] + part_.numel_of(u.params[k]));
+      if (b < e) fn(u.params[k], b - u.param_offset[k], o.owned_offset + (b - lo), e - b);
+    }
+  }
+}
+
+}  // namespace shardft
