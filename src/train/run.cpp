@@ -15,6 +15,7 @@
 #include "kernels/memory_capacity.hpp"
 #include "data/datasets.hpp"
 #include "data/packing.hpp"
+#include "data/sampler.hpp"
 #include "data/tokenizer.hpp"
 #include "data/training_set.hpp"
 #include "io/progress_bar.hpp"
@@ -141,11 +142,6 @@ TextPipeline text_pipeline(const TrainConfig& cfg, std::ostream& log) {
   return p;
 }
 
-// What the training data is called in messages: the one file, or the mixture.
-std::string training_data_name(const TrainConfig& cfg) {
-  return cfg.datasets.empty() ? cfg.dataset_path : "datasets " + cfg.datasets;
-}
-
 // A step whose loss or gradient norm is NaN or Inf names the step and where the bad values are.
 std::string nonfinite_step_message(long step, const StepStats& st, const std::string& first_bad,
                                    const std::string& adapter_path) {
@@ -165,10 +161,6 @@ std::string nonfinite_step_message(long step, const StepStats& st, const std::st
   }
   m << ". Check learning_rate, max_grad_norm and the data of this step, or resume from the last checkpoint";
   return m.str();
-}
-
-double epoch_at(long step, const StepPlan& plan) {
-  return static_cast<double>(step) / static_cast<double>(plan.steps_per_epoch);
 }
 
 // What a checkpoint at `step` carries, with the best so far (its own name where this step is the best).
@@ -226,39 +218,6 @@ EvalResult final_evaluation(const TrainConfig& cfg, Trainer& tr, const EvalSet& 
 }
 
 }  // namespace
-
-StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks) {
-  if (cfg.train_batch_size > 0) {
-    const long got = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;
-    if (got != cfg.train_batch_size) {
-      throw ConfigError("train_batch_size " + std::to_string(cfg.train_batch_size) + " != per_device_train_batch_size " +
-                        std::to_string(cfg.per_device_train_batch_size) + " x gradient_accumulation_steps " +
-                        std::to_string(cfg.gradient_accumulation_steps) + " x " + std::to_string(dp_ranks) +
-                        " ranks = " + std::to_string(got));
-    }
-  }
-  StepPlan p;
-  p.samples_per_step = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;
-  if (num_samples < p.samples_per_step) {
-    throw ConfigError(training_data_name(cfg) + ": " + std::to_string(num_samples) +
-                      " samples, fewer than one optimizer step needs (global batch = per_device_train_batch_size " +
-                      std::to_string(cfg.per_device_train_batch_size) + " x gradient_accumulation_steps " +
-                      std::to_string(cfg.gradient_accumulation_steps) + " x " + std::to_string(dp_ranks) +
-                      " ranks = " + std::to_string(p.samples_per_step) + ")");
-  }
-  p.steps_per_epoch = num_samples / p.samples_per_step;
-  p.total_steps = cfg.max_steps > 0 ? cfg.max_steps
-                                    : static_cast<long>(std::ceil(cfg.num_train_epochs * static_cast<double>(p.steps_per_epoch)));
-  return p;
-}
-
-std::vector<std::int64_t> micro_batch_indices(const TrainConfig& cfg, const StepPlan& plan,
-                                              const std::vector<std::int64_t>& epoch_order, long step, int micro,
-                                              int rank, int dp_ranks) {
-  const long B = cfg.per_device_train_batch_size;
-  const long first = (step % plan.steps_per_epoch) * plan.samples_per_step + (static_cast<long>(micro) * dp_ranks + rank) * B;
-  return std::vector<std::int64_t>(epoch_order.begin() + first, epoch_order.begin() + first + B);
-}
 
 RunSummary run_training(const TrainConfig& cfg, Communicator& world, std::ostream& log) {
   return run_training(cfg, ParallelPlan::over(world), log);

@@ -7,6 +7,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/train_config.hpp"
+#include "data/sampler.hpp"  // StepPlan, plan_steps, micro_batch_indices: the sampler the run trains with
 #include "train/evaluate.hpp"
 #include "train/trainer.hpp"
 
@@ -19,20 +20,6 @@ struct RunSummary {
   bool preempted = false;  // stopped by SIGTERM / SIGUSR1 after saving a checkpoint
   EvalResult eval;
 };
-
-// How many optimizer steps a run takes over n training samples (HF semantics: an epoch is the
-// whole global batches that fit; max_steps > 0 wins over num_train_epochs).
-// Global batch = per_device_train_batch_size x gradient_accumulation_steps x data-parallel ranks.
-struct StepPlan {
-  long samples_per_step = 0, steps_per_epoch = 0, total_steps = 0;
-};
-StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks);
-
-// The distributed sampler: the sample indices of micro-batch `micro` of optimizer step `step` on
-// data-parallel rank `rank`. Ranks get disjoint slices of each global batch; epochs reshuffle.
-std::vector<std::int64_t> micro_batch_indices(const TrainConfig& cfg, const StepPlan& plan,
-                                              const std::vector<std::int64_t>& epoch_order, long step, int micro,
-                                              int rank, int dp_ranks);
 
 // Every rank calls it; only rank 0 of the world writes logs, metrics.jsonl and the model.
 RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& plan, std::ostream& log);
