@@ -1,6 +1,10 @@
 #pragma once
 // The training run behind `shardft train`: data, the step loop over epochs, trl-style logs,
 // output_dir/metrics.jsonl, the final model and the end-of-run evaluation; and `shardft eval`.
+// run_training is the loop; its parts are objects of their own: the start (train/run_setup.hpp), the
+// batch source (data/batch_source.hpp), the step (train/training_step.hpp), the logger
+// (train/step_logger.hpp), the evaluator (train/training_eval.hpp), the stop-signal check
+// (train/stop_check.hpp), the checkpointer (train/checkpointer.hpp) and the end (train/run_end.hpp).
 #include <ostream>
 #include <string>
 #include <vector>

@@ -1,0 +1,135 @@
+#include "train/run_setup.hpp"
+
+#include "data/datasets.hpp"
+#include "data/packing.hpp"
+#include "kernels/memory_capacity.hpp"
+#include "parallel/memory_estimate.hpp"
+#include "train/checkpoint.hpp"
+#include "train/mfu.hpp"
+#include "train/output_dir_claim.hpp"
+
+namespace shardft {
+
+TextPipeline text_pipeline(const TrainConfig& cfg, std::ostream& log) {
+  TextPipeline p;
+  p.tokenizer = load_tokenizer(cfg.tokenizer_name_or_path);
+  if (cfg.model.vocab_size < p.tokenizer->vocab_size()) {
+    throw ConfigError("vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
+                      std::to_string(p.tokenizer->vocab_size()) + " (" + p.tokenizer->fingerprint() + ")");
+  }
+  p.encoder = std::make_unique<ChatEncoder>(
+      *p.tokenizer, resolve_chat_template(cfg.chat_template, cfg.tokenizer_name_or_path, *p.tokenizer));
+  log << "tokenizer " << p.tokenizer->fingerprint() << " (" << p.tokenizer->vocab_size() << " ids), "
+      << p.encoder->describe() << std::endl;
+  return p;
+}
+
+std::vector<Conversation> eval_subset(const TrainConfig& cfg, const ChatEncoder& encoder, std::ostream& log,
+                                      std::vector<LossOn>* losses) {
+  DatasetFileReport report;
+  auto set = read_dataset(cfg.eval_dataset_path, dataset_options(cfg), &report);
+  log << describe_skips(report) << std::flush;
+  if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.size()) set.resize(cfg.eval_samples);
+  for (std::size_t i = 0; losses && i < set.size(); ++i) losses->push_back(loss_on(cfg, report.prompt_completion[i]));
+  check_eval_targets(set, encoder, cfg);
+  return set;
+}
+
+RunData read_run_data(const TrainConfig& cfg, bool writer, std::ostream& log) {
+  RunData d;
+  d.text = text_pipeline(cfg, log);
+  const ChatEncoder& encoder = *d.text.encoder;
+  d.train_set = build_training_set(cfg, encoder, d.text.tokenizer->fingerprint(), writer, log);
+  std::vector<Conversation> eval_conversations;
+  std::vector<LossOn> eval_losses;
+  if ((cfg.do_eval || evaluates_during_training(cfg)) && cfg.val_set_size == 0) {
+    eval_conversations = eval_subset(cfg, encoder, log, &eval_losses);
+  }
+  d.tokenizer_files = tokenizer_export(cfg, encoder);
+  d.eval_set = make_eval_set(cfg, encoder, std::move(d.train_set.held_out), std::move(eval_conversations),
+                             std::move(eval_losses));
+  return d;
+}
+
+void report_packing(const TrainConfig& cfg, const TrainingSet& set, std::ostream& log) {
+  if (!cfg.packing) return;
+  log << "packing: " << set.samples.size() << " samples into " << set.rows.size() << " rows of " << cfg.max_seq_length
+      << " tokens (" << 100.0 * packing_efficiency(set.samples, set.rows, cfg.max_seq_length) << "% real tokens, "
+      << (cfg.packing_strategy == "bfd" ? "best" : "first") << "-fit decreasing)" << std::endl;
+}
+
+MfuBasis mfu_basis(const TrainConfig& cfg, const std::vector<TokenizedSample>& samples, int ranks, std::ostream& log) {
+  double mean_sample_tokens = 0;
+  for (const auto& smp : samples) mean_sample_tokens += static_cast<double>(smp.input_ids.size());
+  mean_sample_tokens /= std::max<double>(1.0, static_cast<double>(samples.size()));
+  MfuBasis basis;
+  basis.flops_per_token = training_flops_per_token(cfg.model, mean_sample_tokens);
+  const PeakFlops peak = resolve_peak_flops(cfg.peak_tflops, cfg.bf16 || cfg.fp16);
+  basis.peak_flops = peak.flops;
+  basis.ranks = ranks;
+  log << "MFU basis: " << basis.flops_per_token << " FLOPs per token (6 x matmul params + attention at "
+      << mean_sample_tokens << " tokens per sample), peak " << basis.peak_flops / 1e9 << " GFLOP/s per rank ("
+      << peak.basis << ")" << std::endl;
+  return basis;
+}
+
+RunMetrics open_run_metrics(const TrainConfig& cfg, bool writer, std::ostream& log) {
+  RunMetrics metrics = writer ? RunMetrics({cfg.output_dir, cfg.report_to, cfg.logging_dir, cfg.run_name,
+                                            !cfg.resume_from_checkpoint.empty()})
+                              : RunMetrics();
+  if (!metrics.tensorboard_dir().empty()) log << "TensorBoard: event files in " << metrics.tensorboard_dir() << std::endl;
+  return metrics;
+}
+
+void describe_trainer(const TrainConfig& cfg, Trainer& tr, std::ostream& log) {
+  for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
+  log << "attention: " << tr.attention().description << std::endl;
+  if (tr.model().layout().has_frozen() && cfg.model_name_or_path.empty()) {
+    log << "warning: LoRA without model_name_or_path: the frozen base is randomly initialised (seed "
+        << cfg.seed << "), so the adapters learn on random weights (fine for benchmarks, not for fine-tuning)"
+        << std::endl;
+  }
+  log << "memory per rank (estimate): " << tr.memory_estimate().describe() << "; budget "
+      << (tr.memory_budget().bytes >= 0 ? format_bytes(tr.memory_budget().bytes) + " (" + tr.memory_budget().source + ")"
+                                        : tr.memory_budget().source)
+      << std::endl;
+}
+
+StartPoint start_point(const TrainConfig& cfg, Trainer& tr, TrainingEvaluator& evaluator, Communicator& host_world,
+                       std::string run_id, std::ostream& log) {
+  StartPoint start;
+  start.run_id = std::move(run_id);
+  if (cfg.resume_from_checkpoint.empty()) return start;
+  const ResumePoint rp = resume_checkpoint(cfg, tr, log);
+  start.step = rp.state.step;
+  start.total_loss = rp.state.train_loss_sum;
+  start.run_id = rp.state.run_id;
+  evaluator.tracker().restore(rp.state.best_model);
+  claim_output_dir(cfg, host_world, log, &start.run_id);  // no other run's checkpoints to collide with
+  log << "resumed from " << rp.dir << " at step " << start.step << std::endl;
+  return start;
+}
+
+void describe_run(const TrainConfig& cfg, const ParallelPlan& parallel, Trainer& tr, const StepPlan& plan,
+                  std::size_t num_samples, std::ostream& log) {
+  const Communicator& world = parallel.world();
+  const int dp = world.size();
+  const int shard_size = parallel.shard().size();
+  const MemoryReport mem = tr.engine().memory();
+  log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << num_samples << " samples, "
+      << (cfg.bf16 ? "bf16" : cfg.fp16 ? "fp16" : "fp32") << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
+      << (dp > 1 ? "s" : "") << " (" << world.backend() << "), shard groups of " << shard_size << ", "
+      << dp / shard_size << " replica" << (dp / shard_size > 1 ? "s" : "")
+      << (cfg.zero_quantized_weights ? ", qwZ int8 weights" : "") << (cfg.zero_quantized_gradients ? ", qgZ int4 gradients" : "")
+      << (cfg.zero_hpz_partition_size > 1 ? ", hpZ groups of " + std::to_string(cfg.zero_hpz_partition_size) : "")
+      << "\n"
+      << "  global batch " << plan.samples_per_step << " = " << cfg.per_device_train_batch_size
+      << " per device x " << cfg.gradient_accumulation_steps << " accumulation x " << dp << " ranks; "
+      << plan.total_steps << " steps (" << plan.steps_per_epoch << " per epoch)\n"
+      << "  per-rank state: weights " << mem.weights << " B, gradients " << mem.grads << " B, optimizer "
+      << mem.optimizer << " B; activations (estimate) "
+      << static_cast<std::int64_t>(activation_bytes(cfg.model, cfg.per_device_train_batch_size, cfg.max_seq_length))
+      << " B" << std::endl;
+}
+
+}  // namespace shardft
