@@ -26,7 +26,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$out/$t/corpus" "$out/$t/findings"
   seeds=("$root/tests/fuzz/corpus/$t")
   [ -d "$root/tests/fuzz/regressions/$t" ] && seeds+=("$root/tests/fuzz/regressions/$t")
-  # A template may work up to its render budget (src/data/jinja_limits.hpp): ~0.1 s, but 10-15 s under
+  # A template may work up to its render budget (src/jinja/limits.hpp): ~0.1 s, but 10-15 s under
   # ASan and the fuzzer's instrumentation, which is not a finding.
   unit_timeout=10
   [ "$t" = jinja ] && unit_timeout=40

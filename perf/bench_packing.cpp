@@ -15,7 +15,7 @@
 
 #include "data/chat_template.hpp"
 #include "data/packing.hpp"
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace shardft::perf {
 namespace {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "data/bpe_tokenizer.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft::perf {

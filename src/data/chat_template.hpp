@@ -6,7 +6,7 @@
 //   auto     the default: the model's own Jinja chat_template from the tokenizer_config.json next to the
 //            tokenizer (tokenizer_name_or_path, a directory or a tokenizer.json in one) when it has one,
 //            else shardft (what the default was before templates could come from the model).
-//   jinja    any Hugging Face Jinja chat template (data/jinja_template.hpp): `auto` as above, or
+//   jinja    any Hugging Face Jinja chat template (jinja/template.hpp): `auto` as above, or
 //            chat_template: /path/to/template.jinja (or a tokenizer_config.json file). Rendered exactly as
 //            transformers' apply_chat_template renders it, with messages, add_generation_prompt,
 //            bos_token / eos_token (from tokenizer_config.json, when it sets them), tools=None.
@@ -58,7 +58,7 @@
 #include <vector>
 
 #include "data/sft_data.hpp"
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace shardft {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "data/chat_template.hpp"
-#include "data/jinja_template.hpp"
+#include "jinja/template.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {

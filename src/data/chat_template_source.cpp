@@ -1,6 +1,6 @@
 #include "data/chat_template_source.hpp"
 
-#include "data/jinja_template.hpp"
+#include "jinja/template.hpp"
 
 namespace shardft {
 

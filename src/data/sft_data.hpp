@@ -3,19 +3,14 @@
 // tokenized, and collated into padded micro-batches with assistant-only targets.
 // (Dataset files: data/datasets.hpp; chat templates and any tokenizer: data/chat_template.hpp.)
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.hpp"
+#include "io/data_error.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace shardft {
-
-// Malformed data. The message names file:line and what was expected.
-class DataError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // The role of a plain-text sample's one turn: every token takes loss (trl's `text` datasets).
 inline constexpr char kTextRole[] = "text";
@@ -33,29 +28,6 @@ inline bool is_text_sample(const Conversation& conv) { return conv.size() == 1 &
 // array of records in the conversations / messages / prompt-completion / text formats. Anything
 // malformed throws DataError("path:line: ...").
 std::vector<Conversation> read_conversations_jsonl(const std::string& path);
-
-// Byte-level tokenizer: ids 0..255 are the bytes, then the special tokens.
-class ByteTokenizer : public Tokenizer {
- public:
-  static constexpr int kPad = 256;
-  static constexpr int kBos = 257;
-  static constexpr int kEnd = 258;        // ends every turn; generation stops on it
-  static constexpr int kSystem = 259;
-  static constexpr int kUser = 260;
-  static constexpr int kAssistant = 261;
-  static constexpr int kVocabSize = 262;
-
-  // Never matches special tokens inside text: "<|end|>" in a user's message stays seven bytes.
-  std::vector<std::int32_t> encode(const std::string& text, std::vector<TokenSpan>* spans = nullptr) const override;
-  // One id per byte: the first max_tokens bytes.
-  std::vector<std::int32_t> encode_prefix(const std::string& text, std::size_t max_tokens,
-                                          std::vector<TokenSpan>* spans = nullptr) const override;
-  // Special tokens are rendered as "<|pad|>", "<|bos|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>".
-  std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const override;
-  int vocab_size() const override { return kVocabSize; }
-  std::int32_t special_token_id(const std::string& content) const override;
-  std::string fingerprint() const override { return "byte"; }
-};
 
 // One tokenized training sample. labels[t] is the token at t when it takes loss (assistant content
 // and the <|end|> that closes an assistant turn), else -100. Not yet shifted.

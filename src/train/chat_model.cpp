@@ -12,7 +12,7 @@
 #include "config/hf_model_config.hpp"
 #include "config/recipe_schema.hpp"
 #include "data/sft_data.hpp"
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "kernels/elementwise.hpp"
 #include "train/attention_choice.hpp"
 #include "train/consolidate.hpp"

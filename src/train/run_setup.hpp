@@ -11,7 +11,7 @@
 #include "config/train_config.hpp"
 #include "data/chat_template.hpp"
 #include "data/sampler.hpp"
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "data/training_set.hpp"
 #include "train/run_metrics.hpp"
 #include "train/step_logger.hpp"

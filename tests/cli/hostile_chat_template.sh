@@ -2,7 +2,7 @@
 # A chat template is downloaded input (a model's tokenizer_config.json, or a file): one that recurses
 # without end, nests 100000 brackets, divides the smallest integer by -1, loops 10^10 times or builds a
 # 10 GB string stops the run with exit 2 and an error naming the file and the line, in about a second,
-# before anything is written; no crash, no hang, no memory exhaustion (src/data/jinja_limits.hpp).
+# before anything is written; no crash, no hang, no memory exhaustion (src/jinja/limits.hpp).
 # Usage: hostile_chat_template.sh SHARDFT_BINARY SOURCE_DIR
 set -u
 bin=$1; src=$2

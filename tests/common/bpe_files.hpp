@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "data/bpe_tokenizer.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "data/bpe_internal.hpp"
+#include "tokenizer/bpe_internal.hpp"
 
 namespace shardft {
 namespace testing_util {

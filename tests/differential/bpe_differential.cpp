@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "data/bpe_internal.hpp"
-#include "data/bpe_tokenizer.hpp"
+#include "tokenizer/bpe_internal.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 #include "data/sft_data.hpp"
 #include "tests/common/bpe_probes.hpp"
 

@@ -10,9 +10,9 @@
 
 #include "config/deepspeed_json.hpp"
 #include "config/train_config.hpp"
-#include "data/bpe_tokenizer.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 #include "data/datasets.hpp"
-#include "data/jinja_template.hpp"
+#include "jinja/template.hpp"
 #include "data/sft_data.hpp"
 #include "io/checkpoint_meta.hpp"
 #include "io/safetensors.hpp"
@@ -144,7 +144,7 @@ bool checkpoint_meta(const std::string& bytes) {
 
 // A chat template (tokenizer_config.json's chat_template, downloaded with a model): parsed, then rendered
 // with a conversation as transformers passes one. It may fail with a DataError; it must not crash, hang
-// or run out of memory (src/data/jinja_limits.hpp bounds what a render may cost).
+// or run out of memory (src/jinja/limits.hpp bounds what a render may cost).
 bool jinja(const std::string& bytes) {
   return parses([&] {
     const jinja::Template t(bytes, "chat_template");

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Trains small byte-level BPE tokenizers with Hugging Face `tokenizers` and writes the parity
-fixtures the C++ tokenizer (src/data/bpe_tokenizer.cpp) is tested against.
+fixtures the C++ tokenizer (src/tokenizer/bpe_tokenizer.cpp) is tested against.
 
     /tmp/hfvenv/bin/python tests/reference/make_bpe_tokenizer.py      # any python with tokenizers 0.20
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Jinja chat-template fixtures: what transformers renders, for shardft's own Jinja interpreter
-(src/data/jinja_*.cpp) and its chat-template hook (src/data/chat_template_jinja.cpp).
+(src/jinja/*.cpp) and its chat-template hook (src/data/chat_template_jinja.cpp).
 
 Writes, next to this script:
   jinja/<name>.jinja       the chat templates below, WRITTEN FOR THE TESTS in the styles of ChatML,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trains a small SentencePiece-style BPE (Unicode characters, byte fallback, the metaspace "▁") with
 Hugging Face `tokenizers` and writes it in the tokenizer.json layouts Llama 2, Mistral, TinyLlama and
-Phi-3 ship, as parity fixtures for src/data/bpe_tokenizer.cpp (make_bpe_tokenizer.py does the
+Phi-3 ship, as parity fixtures for src/tokenizer/bpe_tokenizer.cpp (make_bpe_tokenizer.py does the
 byte-level ones; this script reuses its training text, test strings and writer).
 
     .cache/hfvenv/bin/python tests/reference/make_spm_tokenizer.py

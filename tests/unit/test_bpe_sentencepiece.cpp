@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "data/bpe_internal.hpp"
-#include "data/bpe_tokenizer.hpp"
+#include "tokenizer/bpe_internal.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 #include "tests/common/bpe_files.hpp"
 #include "data/sft_data.hpp"
 

@@ -15,8 +15,8 @@
 #include <sstream>
 #include <thread>
 
-#include "data/bpe_internal.hpp"
-#include "data/bpe_tokenizer.hpp"
+#include "tokenizer/bpe_internal.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 #include "tests/common/bpe_files.hpp"
 #include "data/sft_data.hpp"
 #include "tests/common/bpe_probes.hpp"

@@ -16,7 +16,7 @@
 
 #include "tests/common/scratch_dir_test.hpp"
 #include "data/chat_template.hpp"
-#include "data/jinja_template.hpp"
+#include "jinja/template.hpp"
 
 namespace shardft {
 namespace {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "data/chat_template_source.hpp"
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace shardft {
 namespace {

@@ -1,4 +1,4 @@
-// The Jinja interpreter (src/data/jinja_*.cpp): one differential case per construct against jinja2 as
+// The Jinja interpreter (src/jinja/*.cpp): one differential case per construct against jinja2 as
 // transformers configures it (tests/reference/jinja_chat.json "snippets", made by
 // make_jinja_chat_fixtures.py), and the errors: where they point (line:column), what they say.
 #include <fstream>
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "data/jinja_template.hpp"
+#include "jinja/template.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {

@@ -1,13 +1,13 @@
 // Hostile chat templates (they come with downloaded models): every one ends in a DataError naming the
 // template and the line, instead of a crash (stack overflow, SIGFPE), a hang or memory without bound
-// (src/data/jinja_limits.hpp). And Python's answers where 64 bits hold them: float literals beyond
+// (src/jinja/limits.hpp). And Python's answers where 64 bits hold them: float literals beyond
 // double's range, slices and ranges with steps near 2**63, floor division and modulo of negatives.
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "data/jinja_limits.hpp"
-#include "data/jinja_template.hpp"
+#include "jinja/limits.hpp"
+#include "jinja/template.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {

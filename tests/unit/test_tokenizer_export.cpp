@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "data/chat_template_source.hpp"
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "train/tokenizer_export.hpp"
 
 namespace fs = std::filesystem;

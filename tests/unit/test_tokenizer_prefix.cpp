@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "data/sft_data.hpp"
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace shardft {
 namespace {

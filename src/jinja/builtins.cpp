@@ -1,5 +1,5 @@
 // Filters, tests, methods and globals for chat templates (jinja_builtins.hpp).
-#include "data/jinja_builtins.hpp"
+#include "jinja/builtins.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <ctime>
 #include <map>
 
-#include "data/jinja_limits.hpp"
-#include "data/jinja_value.hpp"
+#include "jinja/limits.hpp"
+#include "jinja/value.hpp"
 
 namespace shardft::jinja {
 

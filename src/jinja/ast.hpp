@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "data/jinja_lexer.hpp"
-#include "data/jinja_value.hpp"
+#include "jinja/lexer.hpp"
+#include "jinja/value.hpp"
 
 namespace shardft::jinja {
 

@@ -3,7 +3,7 @@
 // point into the original text.
 #include <cstring>
 
-#include "data/bpe_internal.hpp"
+#include "tokenizer/bpe_internal.hpp"
 
 namespace shardft::bpe {
 namespace {

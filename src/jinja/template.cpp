@@ -1,14 +1,14 @@
 // The public face of the Jinja interpreter (jinja_template.hpp): parse once, check every filter and
 // test name (jinja2 refuses unknown ones when it compiles the template), render many times.
-#include "data/jinja_template.hpp"
+#include "jinja/template.hpp"
 
 #include <string_view>
 
-#include "data/bpe_internal.hpp"
-#include "data/jinja_ast.hpp"
-#include "data/jinja_builtins.hpp"
-#include "data/jinja_render.hpp"
-#include "data/sft_data.hpp"
+#include "io/utf8.hpp"
+#include "jinja/ast.hpp"
+#include "jinja/builtins.hpp"
+#include "jinja/render.hpp"
+#include "io/data_error.hpp"
 
 namespace shardft::jinja {
 namespace {
@@ -45,7 +45,7 @@ struct Checker {
 
 Template::Template(const std::string& source, std::string origin) : source_(source), origin_(std::move(origin)) {
   // jinja2 renders str: a template file that does not decode is refused, as Python's open() would.
-  const std::size_t bad = bpe::find_invalid_utf8(source_);
+  const std::size_t bad = find_invalid_utf8(source_);
   if (bad != std::string_view::npos) {
     throw DataError(origin_ + ": not valid UTF-8 at byte " + std::to_string(bad) + " (a chat template is text)");
   }

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "data/bpe_internal.hpp"
+#include "tokenizer/bpe_internal.hpp"
 
 namespace shardft::bpe {
 

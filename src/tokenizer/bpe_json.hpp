@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "data/bpe_internal.hpp"
-#include "data/sft_data.hpp"
+#include "tokenizer/bpe_internal.hpp"
+#include "io/data_error.hpp"
 
 namespace shardft::bpe {
 

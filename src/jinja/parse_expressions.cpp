@@ -1,7 +1,7 @@
 // Jinja expressions (jinja_parser.hpp): recursive descent with jinja2's operator precedence, lowest
 // first: `x if c else y`, or, and, not, comparisons and `in`, + -, ~, * / // %, **, unary - +, then
 // postfix (.attr, [index or slice], calls) and filters / tests (`|f(args)`, `is [not] t(args)`).
-#include "data/jinja_parser.hpp"
+#include "jinja/parser.hpp"
 
 namespace shardft::jinja {
 

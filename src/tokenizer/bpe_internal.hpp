@@ -1,7 +1,7 @@
 #pragma once
-// Building blocks of the BPE tokenizer (data/bpe_tokenizer.hpp), shared by its source files and the
+// Building blocks of the BPE tokenizer (tokenizer/bpe_tokenizer.hpp), shared by its source files and the
 // tests: UTF-8 helpers, GPT-2's byte <-> unicode map, normalizers with an offset map, the PCRE2 splitter,
-// the merge model and its word cache, the added-token matcher, the decoders. Not part of the data/
+// the merge model and its word cache, the added-token matcher, the decoders. Not part of the tokenizer/
 // interface.
 #include <array>
 #include <cstddef>
@@ -12,13 +12,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "io/utf8.hpp"
+
 struct pcre2_real_code_8;  // pcre2.h, kept out of this header
 
 namespace shardft::bpe {
 
 // ---- UTF-8 -----------------------------------------------------------------------------------
-// Offset of the first byte that does not start a well-formed UTF-8 sequence; npos when s is valid.
-std::size_t find_invalid_utf8(std::string_view s);
+using shardft::find_invalid_utf8;  // io/utf8.hpp
 bool is_ascii(std::string_view s);
 void append_utf8(char32_t cp, std::string& out);
 // The code point starting at s[i] (s valid UTF-8); moves i past it.
@@ -185,7 +186,7 @@ struct AddedToken {
   bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = true;  // HF defaults
 };
 
-// ---- normalizers (data/bpe_normalize.cpp) ------------------------------------------------------
+// ---- normalizers (tokenizer/bpe_normalize.cpp) ------------------------------------------------------
 struct NormalizerStep {
   enum class Kind { nfc, prepend, replace } kind = Kind::nfc;
   std::string pattern;  // replace: the literal string replaced
@@ -222,7 +223,7 @@ struct MetaspaceSpec {
 void metaspace(const MetaspaceSpec& spec, std::string_view piece, bool starts_input, std::size_t base, std::string& out,
                std::vector<std::uint32_t>& map, std::vector<std::size_t>& word_ends);
 
-// ---- decoders of SentencePiece-style tokenizers (data/bpe_decode.cpp) ------------------------------
+// ---- decoders of SentencePiece-style tokenizers (tokenizer/bpe_decode.cpp) ------------------------------
 struct DecoderStep {
   enum class Kind { replace, byte_fallback, fuse, strip, metaspace } kind = Kind::fuse;
   std::string pattern, content;  // replace: literal pattern -> content; metaspace: content = replacement
@@ -242,7 +243,7 @@ void apply_decoder_step(const DecoderStep& step, std::vector<std::string>& token
 // One token through a per_token() step.
 std::string decode_token(const DecoderStep& step, std::string token);
 
-// ---- added tokens (data/bpe_added_tokens.cpp) ----------------------------------------------------
+// ---- added tokens (tokenizer/bpe_added_tokens.cpp) ----------------------------------------------------
 // Leftmost-longest matching of a set of strings (a byte trie), then HF's single_word / lstrip / rstrip
 // rules on each match (AddedVocabulary::find_matches).
 class AddedTokenMatcher {

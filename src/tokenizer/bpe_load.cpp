@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "data/bpe_json.hpp"
+#include "tokenizer/bpe_json.hpp"
 
 namespace shardft::bpe {
 

@@ -1,12 +1,12 @@
 // Jinja values (jinja_value.hpp): Python's truthiness, str(), repr(), json.dumps, == and <.
-#include "data/jinja_value.hpp"
+#include "jinja/value.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "data/jinja_limits.hpp"
+#include "jinja/limits.hpp"
 
 namespace shardft::jinja {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "data/jinja_ast.hpp"
-#include "data/jinja_limits.hpp"
+#include "jinja/ast.hpp"
+#include "jinja/limits.hpp"
 
 namespace shardft::jinja {
 

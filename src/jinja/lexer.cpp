@@ -1,11 +1,11 @@
 // Jinja lexing (jinja_lexer.hpp), following jinja2's lexer rules for whitespace control.
-#include "data/jinja_lexer.hpp"
+#include "jinja/lexer.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "data/jinja_value.hpp"
-#include "data/sft_data.hpp"
+#include "jinja/value.hpp"
+#include "io/data_error.hpp"
 
 namespace shardft::jinja {
 

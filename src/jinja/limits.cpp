@@ -1,11 +1,11 @@
 // The render's budget and the checked integer arithmetic (jinja_limits.hpp).
-#include "data/jinja_limits.hpp"
+#include "jinja/limits.hpp"
 
 #include <cmath>
 #include <limits>
 #include <string>
 
-#include "data/jinja_value.hpp"
+#include "jinja/value.hpp"
 
 namespace shardft::jinja {
 

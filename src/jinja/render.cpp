@@ -2,16 +2,16 @@
 // (a missing variable, key, attribute or index is undefined; using an undefined beyond printing,
 // testing or iterating it is an error), statements with jinja2's scoping (each loop iteration and each
 // macro call has its own scope; `if` has none, so a `set` inside it is seen after it).
-#include "data/jinja_render.hpp"
+#include "jinja/render.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "data/jinja_builtins.hpp"
-#include "data/jinja_limits.hpp"
-#include "data/sft_data.hpp"
+#include "jinja/builtins.hpp"
+#include "jinja/limits.hpp"
+#include "io/data_error.hpp"
 
 namespace shardft::jinja {
 namespace {

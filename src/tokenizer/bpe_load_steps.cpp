@@ -3,7 +3,7 @@
 // Llama 3, Qwen2) and SentencePiece style (Unicode characters with byte fallback, Metaspace or a
 // Prepend / Replace normalizer, a Replace / ByteFallback / Fuse / Strip or Metaspace decoder: Llama 2,
 // Mistral, TinyLlama, Phi-3).
-#include "data/bpe_json.hpp"
+#include "tokenizer/bpe_json.hpp"
 
 namespace shardft::bpe {
 namespace {

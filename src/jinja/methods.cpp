@@ -4,8 +4,8 @@
 #include <ctime>
 #include <map>
 
-#include "data/jinja_builtins.hpp"
-#include "data/jinja_limits.hpp"
+#include "jinja/builtins.hpp"
+#include "jinja/limits.hpp"
 
 namespace shardft::jinja {
 

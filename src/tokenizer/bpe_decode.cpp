@@ -1,7 +1,7 @@
 // The decoder steps of SentencePiece-style tokenizer.json files (Llama 2, Mistral: Replace "▁" -> " ",
 // ByteFallback, Fuse, Strip; or Metaspace), each doing to the list of token strings what HF's decode_chain
 // does.
-#include "data/bpe_internal.hpp"
+#include "tokenizer/bpe_internal.hpp"
 
 namespace shardft::bpe {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "data/sft_data.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace shardft {
 namespace {

@@ -1,6 +1,6 @@
 // Jinja statements (jinja_parser.hpp): text, {{ }}, and the block tags chat templates use; expressions
 // are parsed in jinja_parse_expressions.cpp.
-#include "data/jinja_parser.hpp"
+#include "jinja/parser.hpp"
 
 namespace shardft::jinja {
 

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/jinja_ast.hpp"
+#include "jinja/ast.hpp"
 
 namespace shardft::jinja {
 

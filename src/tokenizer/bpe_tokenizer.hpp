@@ -46,7 +46,7 @@
 #include <memory>
 #include <string>
 
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace shardft {
 

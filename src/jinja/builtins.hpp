@@ -5,7 +5,7 @@
 // own tojson (json.dumps with ensure_ascii=False) replaces jinja2's.
 #include <string>
 
-#include "data/jinja_value.hpp"
+#include "jinja/value.hpp"
 
 namespace shardft::jinja {
 

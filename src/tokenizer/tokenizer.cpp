@@ -1,8 +1,8 @@
 // Picks the tokenizer a run names: the built-in byte tokenizer or an HF tokenizer.json.
-#include "data/tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
-#include "data/bpe_tokenizer.hpp"
-#include "data/sft_data.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace shardft {
 

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/jinja_value.hpp"
+#include "jinja/value.hpp"
 
 namespace shardft::jinja {
 

@@ -1,7 +1,7 @@
 // HF tokenizer.json BPE, the encode / decode pipeline (bpe_load.cpp reads the file): added tokens ->
 // normalizer -> added tokens on the normalized text -> Split regexes -> ByteLevel (prefix space, GPT-2
 // regex) or Metaspace -> BPE merges, with byte spans into the original text.
-#include "data/bpe_tokenizer.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "data/bpe_internal.hpp"
-#include "data/sft_data.hpp"
+#include "tokenizer/bpe_internal.hpp"
+#include "io/data_error.hpp"
 
 namespace shardft {
 namespace {
