@@ -41,7 +41,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
       optimizer_(std::make_unique<OptimizerShard>(owned_.numel(), cfg, cfg.stage > 0 ? &group_ : nullptr)),
       weights_(make_weight_store(part_, owned_, cfg, plan_, pool_, optimizer_->master())),
       reducer_(make_grad_reducer(part_, cfg, plan_, pool_)),
-      frozen_(layout.has_frozen() ? std::make_unique<FrozenStore>(layout, cfg, plan_) : nullptr) {
+      frozen_(std::make_unique<FrozenStore>(layout, cfg, plan_)) {
   // The optimizer's tables: the owned pieces with their weight-decay flag, and, where the compute
   // weights are a copy, with their compute offsets too, so that one AdamW launch also refreshes them.
   std::vector<FlatRun> decay;
@@ -54,7 +54,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
-  if (frozen_) frozen_->init(model, seed);
+  frozen_->init(model, seed);
   init_owned(owned_, layout_, model, seed, optimizer_->master());
   weights_->write_from(optimizer_->master());
 }
@@ -63,13 +63,13 @@ void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
   if (static_cast<std::int64_t>(layout_order.size()) != layout_.total_numel()) {
     throw std::invalid_argument("load_weights: expected " + std::to_string(layout_.total_numel()) + " values");
   }
-  if (frozen_) frozen_->load(layout_order);
+  frozen_->load(layout_order);
   load_owned(owned_, layout_, layout_order, optimizer_->master());
   weights_->write_from(optimizer_->master());
 }
 
 void ZeroEngine::load_weights(const WeightSliceReader& read, ParamSet which, const Nf4Weights::StoredNf4& stored) {
-  if (frozen_ && which != ParamSet::trainable) frozen_->load(read, stored);
+  if (which != ParamSet::trainable) frozen_->load(read, stored);
   if (which == ParamSet::frozen) return;  // the trainable part holds none of them
   // Parameters not read keep their values (padding is zero either way).
   read_owned(owned_, read, [&](int param) { return in_param_set(layout_.params()[param], which); },
@@ -111,14 +111,14 @@ void ZeroEngine::optimizer_step(double lr) {
   // Gathered copies hold the old weights, and no gather may read the compute weights now. The frozen
   // weights do not change: what is gathered of them stays.
   weights_->drain();
-  optimizer_->step(lr, reducer_->owned(), weights_->is_copy() ? weights_->owned_target() : ComputeWeights());
+  optimizer_->step(lr, reducer_->owned(), weights_->owned_target());
   weights_->share();
 }
 
 void ZeroEngine::set_nonfinite_counter(Unmanaged1<double> counter) {
   reducer_->set_nonfinite_counter(counter);
   weights_->set_nonfinite_counter(counter);
-  if (frozen_) frozen_->set_nonfinite_counter(counter);
+  frozen_->set_nonfinite_counter(counter);
 }
 
 // ---- GradSink --------------------------------------------------------------------------------------
@@ -139,22 +139,22 @@ void ZeroEngine::block_done(int block) {
 // ---- inspection ------------------------------------------------------------------------------------
 
 std::vector<float> ZeroEngine::gather_master() {
-  std::vector<float> out = owned_.to_layout(optimizer_->master(), group_, layout_);
-  if (!frozen_) return out;
-  const std::vector<float> base = frozen_->to_layout();
-  for (std::size_t p = 0; p < layout_.params().size(); ++p) {
-    if (holds(static_cast<int>(p))) continue;
-    const std::int64_t off = layout_.offset(static_cast<int>(p));
-    std::copy_n(base.begin() + off, layout_.params()[p].numel(), out.begin() + off);
-  }
+  std::vector<float> out = gather_trainable();
+  frozen_->fill_layout(out);
   return out;
 }
 
-std::vector<float> ZeroEngine::gather_trainable() { return owned_.to_layout(optimizer_->master(), group_, layout_); }
+std::vector<float> ZeroEngine::gather_trainable() { return owned_to_layout(optimizer_->master()); }
 
 std::vector<float> ZeroEngine::gather_grads() {
   apply_pending_clip();
-  return owned_.to_layout(reducer_->owned(), group_, layout_);
+  return owned_to_layout(reducer_->owned());
+}
+
+std::vector<float> ZeroEngine::owned_to_layout(View1<float> owned) {
+  std::vector<float> out(static_cast<std::size_t>(layout_.total_numel()), 0.f);
+  owned_.fill_layout(owned, group_, out);
+  return out;
 }
 
 std::vector<ZeroEngine::OwnedSlice> ZeroEngine::owned_slices() const {
@@ -199,7 +199,7 @@ MemoryReport ZeroEngine::memory() const {
   m.peak_gathered = weights_->peak_gathered_bytes();
   m.peak_unit_grads = 4 * reducer_->peak_transient_elements();
   m.pooled = pool_.held_bytes();
-  if (frozen_) frozen_->add_to(m);
+  frozen_->add_to(m);
   return m;
 }
 

@@ -137,7 +137,8 @@ class ZeroEngine : public ParamSource, public GradSink {
   MemoryReport memory() const;
   const BufferPool& buffer_pool() const { return pool_; }
   const FlatPartition& partition() const { return part_; }  // the trainable parameters'
-  const FrozenStore* frozen_part() const { return frozen_.get(); }  // nullptr without frozen parameters
+  // nullptr without frozen parameters (the engine then holds an empty store)
+  const FrozenStore* frozen_part() const { return layout_.has_frozen() ? frozen_.get() : nullptr; }
   int stage() const { return cfg_.stage; }
   Communicator& group() { return group_; }
   Communicator* replica_group() { return replica_; }
@@ -150,6 +151,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   void drain_gathers();
   void apply_pending_clip() { optimizer_->apply_pending_clip(reducer_->owned()); }
   int first_nonfinite_in(View1<float> owned) const;
+  std::vector<float> owned_to_layout(View1<float> owned);  // collective where sharded
 
   const ParamLayout& layout_;
   ZeroConfig cfg_;
@@ -162,7 +164,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   std::unique_ptr<OptimizerShard> optimizer_;
   std::unique_ptr<WeightStore> weights_;
   std::unique_ptr<GradReducer> reducer_;
-  std::unique_ptr<FrozenStore> frozen_;
+  std::unique_ptr<FrozenStore> frozen_;  // empty where the layout has no frozen parameters
   StepProtocol protocol_;
 };
 

@@ -6,13 +6,13 @@ namespace shardft {
 
 void ZeroEngine::acquire(int block, Pass pass) {
   progress();
-  if (frozen_) frozen_->acquire(block, pass);
+  frozen_->acquire(block, pass);
   weights_->acquire(block, pass);
 }
 
 void ZeroEngine::release(int block, Pass pass) {
   progress();
-  if (frozen_) frozen_->release(block, pass);
+  frozen_->release(block, pass);
   weights_->release(block, pass);
 }
 
@@ -30,13 +30,13 @@ Unmanaged1<const bf16> ZeroEngine::weight_bf16(int param) {
 
 // Nonblocking collectives advance only inside MPI calls: one test per engine call during compute.
 void ZeroEngine::progress() {
-  if (frozen_) frozen_->progress();
+  frozen_->progress();
   reducer_->progress();
   weights_->progress();
 }
 
 void ZeroEngine::drain_gathers() {
-  if (frozen_) frozen_->drain();
+  frozen_->drain();
   weights_->drain();
 }
 

@@ -119,5 +119,31 @@ TEST(StepProtocol, TheEngineRefusesAnUpdateBeforeTheGradientIsReduced) {
   }
 }
 
+// The model names the pass at each acquire, and stage 3 prefetches in its direction: a forward-only pass
+// (evaluation) that ends at the head gathers nothing beyond it, while the head acquired for backward
+// (a training step, whose backward starts there) prefetches the last layer.
+TEST(StepProtocol, ThePassDecidesWhichWayStage3Prefetches) {
+  SelfCommunicator self;
+  const ParamLayout layout(tiny_model());
+  ZeroConfig zc;
+  zc.stage = 3;
+  ZeroEngine eng(layout, zc, ParallelPlan::over(self));
+  const int head = layout.head_block();
+  auto pass = [&](Pass at_head) {
+    const std::int64_t before = eng.buffer_pool().takes();
+    for (int b = 0; b < head; ++b) {
+      eng.acquire(b, Pass::forward);
+      eng.release(b, Pass::forward);
+    }
+    eng.acquire(head, at_head);
+    eng.release(head, at_head);
+    return eng.buffer_pool().takes() - before;
+  };
+  const std::int64_t forward_only = pass(Pass::forward);
+  EXPECT_EQ(forward_only, pass(Pass::forward)) << "a forward-only pass leaves nothing gathered for the next";
+  EXPECT_EQ(pass(Pass::backward), forward_only + static_cast<std::int64_t>(eng.partition().units_of_block(head - 1).size()))
+      << "the head acquired for backward prefetches the last layer's units";
+}
+
 }  // namespace
 }  // namespace shardft

@@ -79,9 +79,9 @@ Unmanaged1<const bf16> FrozenStore::weight_bf16(int param) {
   return weights_->weight_bf16(param);
 }
 
-std::vector<float> FrozenStore::to_layout() {
-  std::vector<float> out = weights_->to_layout(group_, layout_);
-  if (!nf4_) return out;
+void FrozenStore::fill_layout(std::vector<float>& out) {
+  weights_->fill_layout(group_, out);
+  if (!nf4_) return;
   for (int p = 0; p < static_cast<int>(layout_.params().size()); ++p) {
     if (!nf4_->holds(p)) continue;
     View1<float> d("zero_nf4_read", layout_.params()[p].numel());
@@ -89,7 +89,6 @@ std::vector<float> FrozenStore::to_layout() {
     auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
     std::copy_n(host.data(), host.extent(0), out.begin() + layout_.offset(p));
   }
-  return out;
 }
 
 void FrozenStore::add_to(MemoryReport& m) const {

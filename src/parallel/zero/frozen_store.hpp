@@ -5,7 +5,7 @@
 // gathered with its trainable ones. With QLoRA the decoder linears' matrices are NF4 blocks instead
 // (Nf4Weights: at stage 3 their bytes sharded and gathered per block, the next block's prefetched).
 // A load fills a staging buffer laid out as the owned region, writes the compute weights from it and
-// drops it.
+// drops it. A layout without frozen parameters gets an empty store, whose every call does nothing.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -41,9 +41,9 @@ class FrozenStore {
   Unmanaged1<const float> weight(int param);
   Unmanaged1<const bf16> weight_bf16(int param);
 
-  // The frozen parameters' compute weights (NF4: dequantized) in layout order, as fp32; other
-  // parameters zero. Collective where sharded.
-  std::vector<float> to_layout();
+  // The frozen parameters' compute weights (NF4: dequantized) as fp32 into `out` (the whole model in
+  // layout order). Collective where sharded.
+  void fill_layout(std::vector<float>& out);
   // Adds its bytes to a report of the trainable parts (its peaks may come at other times: the sum
   // bounds the true peak).
   void add_to(MemoryReport& m) const;

@@ -42,7 +42,7 @@ class OptimizerShard {
   void apply_pending_clip(View1<float> grad);
   // One AdamW launch over the owned region at learning rate lr, applying a pending clip as it reads
   // the gradient (which stays unclipped in memory), and writing `compute` as it updates where the
-  // compute weights are a copy.
+  // compute weights are a copy (set_runs said so; else `compute` is the master itself, left alone).
   void step(double lr, View1<float> grad, const ComputeWeights& compute);
 
   std::int64_t bytes() const { return 4 * static_cast<std::int64_t>(3 * master_.extent(0)); }

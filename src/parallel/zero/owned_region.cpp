@@ -26,7 +26,7 @@ std::vector<FlatRun> OwnedRegion::compute_runs(bool compute_in_full_buffer) cons
   return runs;
 }
 
-std::vector<float> OwnedRegion::to_layout(View1<float> owned, Communicator& group, const ParamLayout& layout) const {
+void OwnedRegion::fill_layout(View1<float> owned, Communicator& group, std::vector<float>& out) const {
   using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   auto slice = [](const View1<float>& v, std::int64_t off, std::int64_t n) { return Unmanaged1<float>(v.data() + off, n); };
   std::vector<float> host(static_cast<std::size_t>(part_.full_numel()), 0.f);
@@ -34,7 +34,8 @@ std::vector<float> OwnedRegion::to_layout(View1<float> owned, Communicator& grou
     for (const OwnedSegment& o : segments_) {
       Kokkos::deep_copy(HostSlice(host.data() + o.full_offset, o.length), slice(owned, o.owned_offset, o.length));
     }
-    return full_to_layout(host.data(), layout);
+    fill_layout_from_full(host.data(), out);
+    return;
   }
   std::int64_t largest = 0;
   for (const FlatUnit& u : part_.units()) largest = std::max(largest, u.padded);
@@ -47,18 +48,17 @@ std::vector<float> OwnedRegion::to_layout(View1<float> owned, Communicator& grou
     group.all_gather(unit.data() + rank_ * u.shard, unit.data(), static_cast<std::size_t>(u.shard), DType::f32);
     Kokkos::deep_copy(HostSlice(host.data() + u.full_offset, u.padded), slice(unit, 0, u.padded));
   }
-  return full_to_layout(host.data(), layout);
+  fill_layout_from_full(host.data(), out);
 }
 
-std::vector<float> OwnedRegion::full_to_layout(const float* full, const ParamLayout& layout) const {
-  std::vector<float> out(layout.total_numel());
+void OwnedRegion::fill_layout_from_full(const float* full, std::vector<float>& out) const {
+  const ParamLayout& layout = part_.layout();
   for (const FlatUnit& u : part_.units()) {
     for (std::size_t k = 0; k < u.params.size(); ++k) {
       const int p = u.params[k];
       std::copy_n(full + u.full_offset + u.param_offset[k], part_.numel_of(p), out.begin() + layout.offset(p));
     }
   }
-  return out;
 }
 
 void init_owned(const OwnedRegion& owned, const ParamLayout& layout, const ModelConfig& model, std::uint64_t seed,

@@ -35,12 +35,13 @@ class OwnedRegion {
   // compute weight: 0 where the compute weights share the owned layout (stage 0, stage 3's shards),
   // else where the rank's shard lies in the full buffer (stages 1-2).
   std::vector<FlatRun> compute_runs(bool compute_in_full_buffer) const;
-  // The owned region's values (a buffer laid out as the region) as the whole partition in layout
-  // order on every rank; collective over `group` when sharded. Through the host unit by unit: the
-  // device holds no second copy of the model, only, sharded, the one unit being gathered.
-  std::vector<float> to_layout(View1<float> owned, Communicator& group, const ParamLayout& layout) const;
-  // A buffer laid out as the partition's full units (on the host) -> layout order (other sets: zero).
-  std::vector<float> full_to_layout(const float* full, const ParamLayout& layout) const;
+  // The owned region's values (a buffer laid out as the region) written into `out` (the whole model in
+  // layout order) at the partition's parameters, on every rank; collective over `group` when sharded.
+  // Through the host unit by unit: the device holds no second copy of the model, only, sharded, the one
+  // unit being gathered.
+  void fill_layout(View1<float> owned, Communicator& group, std::vector<float>& out) const;
+  // A buffer laid out as the partition's full units (on the host) into `out` at the partition's parameters.
+  void fill_layout_from_full(const float* full, std::vector<float>& out) const;
 
  private:
   const FlatPartition& part_;

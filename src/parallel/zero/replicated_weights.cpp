@@ -27,10 +27,10 @@ class ReplicatedWeights : public WeightStore {
 
   bool is_copy() const override { return !aliased_; }
   void share() override;
-  std::vector<float> to_layout(Communicator&, const ParamLayout& layout) const override {
+  void fill_layout(Communicator&, std::vector<float>& out) const override {
     const View1<float> w = full_.widened();
     auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
-    return owned_.full_to_layout(host.data(), layout);
+    owned_.fill_layout_from_full(host.data(), out);
   }
   std::int64_t bytes() const override { return aliased_ ? 0 : full_.bytes(); }  // aliased: counted as optimizer state
 

@@ -57,8 +57,9 @@ class WeightStore {
   // The same as bf16 storage; empty where the storage is fp32.
   Unmanaged1<const bf16> weight_bf16(int param);
 
-  // The compute weights as fp32 in layout order on every rank (collective where sharded).
-  virtual std::vector<float> to_layout(Communicator& group, const ParamLayout& layout) const = 0;
+  // The compute weights as fp32 into `out` (the whole model in layout order) at the partition's
+  // parameters, on every rank (collective where sharded).
+  virtual void fill_layout(Communicator& group, std::vector<float>& out) const = 0;
   virtual std::int64_t bytes() const = 0;
   virtual std::int64_t peak_gathered_bytes() const { return 0; }
 
