@@ -3,7 +3,7 @@
 
 #include "cli/commands.hpp"
 #include "config/train_config.hpp"
-#include "parallel/memory_estimate.hpp"
+#include "parallel/estimate/memory_estimate.hpp"
 #include "train/consolidate.hpp"
 #include "train/merge_adapters.hpp"
 

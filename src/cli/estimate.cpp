@@ -7,8 +7,8 @@
 #include "cli/commands.hpp"
 #include "config/lora_config.hpp"
 #include "config/train_config.hpp"
-#include "parallel/lora_estimate.hpp"
-#include "parallel/memory_estimate.hpp"
+#include "parallel/estimate/lora_estimate.hpp"
+#include "parallel/estimate/memory_estimate.hpp"
 #include "train/lora_adapter_init.hpp"
 
 namespace shardft::cli {

@@ -3,7 +3,7 @@
 #include "data/datasets.hpp"
 #include "data/packing.hpp"
 #include "kernels/memory_capacity.hpp"
-#include "parallel/memory_estimate.hpp"
+#include "parallel/estimate/memory_estimate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/mfu.hpp"
 #include "train/output_dir_claim.hpp"

@@ -12,7 +12,7 @@
 #include "kernels/device_traffic.hpp"
 #include "kernels/gemm_counters.hpp"
 #include "model/decoder.hpp"
-#include "parallel/memory_preflight.hpp"
+#include "parallel/estimate/memory_preflight.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "parallel/zero_engine.hpp"
 #include "train/attention_choice.hpp"
@@ -79,7 +79,7 @@ class Trainer {
   // Test hook: this rank's gradient of the next step becomes inf/NaN after the reduction (an injected
   // fp16 overflow on one rank only); the step clears it.
   void poison_next_gradient() { poison_next_gradient_ = true; }
-  // What the memory preflight estimated for this rank before allocating (parallel/memory_preflight.hpp).
+  // What the memory preflight estimated for this rank before allocating (parallel/estimate/memory_preflight.hpp).
   const RankMemoryEstimate& memory_estimate() const { return memory_estimate_; }
   const RankMemoryBudget& memory_budget() const { return memory_budget_; }
   // The attention kernel this run uses and why (train/attention_choice.hpp).

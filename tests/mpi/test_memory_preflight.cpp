@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "parallel/memory_preflight.hpp"
+#include "parallel/estimate/memory_preflight.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "train/trainer.hpp"
 

@@ -9,8 +9,8 @@
 #include "config/lora_config.hpp"
 #include "kernels/nf4_quantize.hpp"
 #include "parallel/flat_partition.hpp"
-#include "parallel/lora_estimate.hpp"
-#include "parallel/memory_preflight.hpp"
+#include "parallel/estimate/lora_estimate.hpp"
+#include "parallel/estimate/memory_preflight.hpp"
 #include "train/trainer.hpp"
 #include "tests/common/small_model.hpp"
 

@@ -13,7 +13,7 @@
 #include "config/memory_size.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/memory_capacity.hpp"
-#include "parallel/memory_preflight.hpp"
+#include "parallel/estimate/memory_preflight.hpp"
 #include "train/trainer.hpp"
 #include "tests/common/small_model.hpp"
 

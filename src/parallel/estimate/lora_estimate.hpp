@@ -1,5 +1,5 @@
 #pragma once
-// What LoRA and QLoRA cost per GPU, in the style of DeepSpeed's estimators (parallel/memory_estimate.hpp),
+// What LoRA and QLoRA cost per GPU, in the style of DeepSpeed's estimators (parallel/estimate/memory_estimate.hpp),
 // so a DeepSpeed + PEFT user can set them beside the full fine-tuning numbers they know. The trainable A
 // and B cost what DeepSpeed's formulas say for that many parameters (2-byte weights and gradients, 12 bytes
 // of fp32 master + Adam, sharded by the stage); the frozen base costs only its weights (compute dtype,
@@ -9,7 +9,7 @@
 
 #include "config/lora_config.hpp"
 #include "config/model_config.hpp"
-#include "parallel/memory_estimate.hpp"
+#include "parallel/estimate/memory_estimate.hpp"
 
 namespace shardft {
 

@@ -1,4 +1,4 @@
-#include "parallel/memory_preflight.hpp"
+#include "parallel/estimate/memory_preflight.hpp"
 
 #include <algorithm>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "parallel/lora_estimate.hpp"
+#include "parallel/estimate/lora_estimate.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "parallel/memory_estimate.hpp"
+#include "parallel/estimate/memory_estimate.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include "comm/communicator.hpp"
 #include "config/train_config.hpp"
 #include "model/param_layout.hpp"
-#include "parallel/zero_engine.hpp"
+#include "parallel/zero/zero_config.hpp"
 
 namespace shardft {
 
