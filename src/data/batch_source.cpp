@@ -4,12 +4,12 @@
 
 namespace shardft {
 
-BatchSource::BatchSource(const TrainConfig& cfg, const std::vector<TokenizedSample>& samples,
+BatchSource::BatchSource(const SamplerConfig& cfg, const std::vector<TokenizedSample>& samples,
                          const std::vector<std::vector<std::int64_t>>& rows, const StepPlan& plan, int rank,
                          int dp_ranks, std::int32_t pad_id)
     : cfg_(cfg), samples_(samples), rows_(rows), plan_(plan), rank_(rank), dp_ranks_(dp_ranks), pad_id_(pad_id) {}
 
-long BatchSource::num_units(const TrainConfig& cfg, const std::vector<TokenizedSample>& samples,
+long BatchSource::num_units(const SamplerConfig& cfg, const std::vector<TokenizedSample>& samples,
                             const std::vector<std::vector<std::int64_t>>& rows) {
   return cfg.packing ? static_cast<long>(rows.size()) : static_cast<long>(samples.size());
 }
@@ -17,7 +17,7 @@ long BatchSource::num_units(const TrainConfig& cfg, const std::vector<TokenizedS
 std::vector<TokenBatch> BatchSource::step_batches(long step) {
   const long epoch = step / plan_.steps_per_epoch;
   if (epoch != order_epoch_) {  // a resumed run starts mid-epoch: the order is the epoch's, not the process's
-    order_ = epoch_permutation(num_units(cfg_, samples_, rows_), data_order_seed(cfg_), epoch);
+    order_ = epoch_permutation(num_units(cfg_, samples_, rows_), cfg_.order_seed, epoch);
     order_epoch_ = epoch;
   }
   std::vector<TokenBatch> micro;

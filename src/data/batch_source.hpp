@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "config/train_config.hpp"
 #include "data/sampler.hpp"
 #include "data/sft_data.hpp"
 
@@ -14,7 +13,7 @@ namespace shardft {
 class BatchSource {
  public:
   // samples and rows (the packed rows' sample indices; unused without packing) must outlive the source.
-  BatchSource(const TrainConfig& cfg, const std::vector<TokenizedSample>& samples,
+  BatchSource(const SamplerConfig& cfg, const std::vector<TokenizedSample>& samples,
               const std::vector<std::vector<std::int64_t>>& rows, const StepPlan& plan, int rank, int dp_ranks,
               std::int32_t pad_id);
 
@@ -22,11 +21,11 @@ class BatchSource {
   std::vector<TokenBatch> step_batches(long step);
 
   // How many units an epoch orders: rows with packing, samples without.
-  static long num_units(const TrainConfig& cfg, const std::vector<TokenizedSample>& samples,
+  static long num_units(const SamplerConfig& cfg, const std::vector<TokenizedSample>& samples,
                         const std::vector<std::vector<std::int64_t>>& rows);
 
  private:
-  const TrainConfig& cfg_;
+  SamplerConfig cfg_;
   const std::vector<TokenizedSample>& samples_;
   const std::vector<std::vector<std::int64_t>>& rows_;
   StepPlan plan_;

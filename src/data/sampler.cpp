@@ -5,16 +5,21 @@
 
 namespace shardft {
 
-namespace {
-
-// What the training data is called in messages: the one file, or the mixture.
-std::string training_data_name(const TrainConfig& cfg) {
-  return cfg.datasets.empty() ? cfg.dataset_path : "datasets " + cfg.datasets;
+SamplerConfig sampler_section(const TrainConfig& cfg) {
+  SamplerConfig s;
+  s.per_device_train_batch_size = cfg.per_device_train_batch_size;
+  s.gradient_accumulation_steps = cfg.gradient_accumulation_steps;
+  s.train_batch_size = cfg.train_batch_size;
+  s.max_steps = cfg.max_steps;
+  s.num_train_epochs = cfg.num_train_epochs;
+  s.packing = cfg.packing;
+  s.order_seed = data_order_seed(cfg);
+  // The one file, or the mixture.
+  s.data_name = cfg.datasets.empty() ? cfg.dataset_path : "datasets " + cfg.datasets;
+  return s;
 }
 
-}  // namespace
-
-StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks) {
+StepPlan plan_steps(const SamplerConfig& cfg, long num_samples, int dp_ranks) {
   if (cfg.train_batch_size > 0) {
     const long got = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;
     if (got != cfg.train_batch_size) {
@@ -27,7 +32,7 @@ StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks) {
   StepPlan p;
   p.samples_per_step = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;
   if (num_samples < p.samples_per_step) {
-    throw ConfigError(training_data_name(cfg) + ": " + std::to_string(num_samples) +
+    throw ConfigError(cfg.data_name + ": " + std::to_string(num_samples) +
                       " samples, fewer than one optimizer step needs (global batch = per_device_train_batch_size " +
                       std::to_string(cfg.per_device_train_batch_size) + " x gradient_accumulation_steps " +
                       std::to_string(cfg.gradient_accumulation_steps) + " x " + std::to_string(dp_ranks) +
@@ -43,7 +48,7 @@ double epoch_at(long step, const StepPlan& plan) {
   return static_cast<double>(step) / static_cast<double>(plan.steps_per_epoch);
 }
 
-std::vector<std::int64_t> micro_batch_indices(const TrainConfig& cfg, const StepPlan& plan,
+std::vector<std::int64_t> micro_batch_indices(const SamplerConfig& cfg, const StepPlan& plan,
                                               const std::vector<std::int64_t>& epoch_order, long step, int micro,
                                               int rank, int dp_ranks) {
   const long B = cfg.per_device_train_batch_size;

@@ -3,11 +3,26 @@
 // rows) each data-parallel rank trains on in each micro-batch. The order within an epoch is
 // epoch_permutation's (data/sft_data.hpp); ranks get disjoint slices of each global batch.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "config/train_config.hpp"
 
 namespace shardft {
+
+// The recipe's sampling settings, resolved once (sampler_section): all the sampler, the step plan and
+// the batch source read.
+struct SamplerConfig {
+  int per_device_train_batch_size = 1;
+  int gradient_accumulation_steps = 1;
+  long train_batch_size = 0;     // > 0: the global batch the recipe asks for, checked against the plan
+  long max_steps = 0;            // > 0 wins over num_train_epochs
+  double num_train_epochs = 1;
+  bool packing = false;          // units are packed rows, not samples
+  std::uint64_t order_seed = 0;  // the epochs' order (data_seed, else seed)
+  std::string data_name;         // what the training data is called in messages
+};
+SamplerConfig sampler_section(const TrainConfig& cfg);
 
 // How many optimizer steps a run takes over n training samples (HF semantics: an epoch is the
 // whole global batches that fit; max_steps > 0 wins over num_train_epochs).
@@ -17,14 +32,14 @@ struct StepPlan {
 };
 // ConfigError when train_batch_size disagrees with the global batch, or one step needs more samples
 // than the data has.
-StepPlan plan_steps(const TrainConfig& cfg, long num_samples, int dp_ranks);
+StepPlan plan_steps(const SamplerConfig& cfg, long num_samples, int dp_ranks);
 
 // The epoch (fractional) at which `step` optimizer steps are done.
 double epoch_at(long step, const StepPlan& plan);
 
 // The sample indices of micro-batch `micro` of optimizer step `step` (0-based) on data-parallel rank
 // `rank`, from the epoch's order. Epochs reshuffle.
-std::vector<std::int64_t> micro_batch_indices(const TrainConfig& cfg, const StepPlan& plan,
+std::vector<std::int64_t> micro_batch_indices(const SamplerConfig& cfg, const StepPlan& plan,
                                               const std::vector<std::int64_t>& epoch_order, long step, int micro,
                                               int rank, int dp_ranks);
 

@@ -44,7 +44,9 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   const TrainingSet& train_set = data.train_set;
   report_packing(cfg, train_set, log);
   const MfuBasis mfu = mfu_basis(cfg, train_set.samples, world.size(), log);
-  const StepPlan plan = plan_steps(cfg, BatchSource::num_units(cfg, train_set.samples, train_set.rows), world.size());
+  const SamplerConfig sampling = sampler_section(cfg);
+  const StepPlan plan =
+      plan_steps(sampling, BatchSource::num_units(sampling, train_set.samples, train_set.rows), world.size());
   // Collective: one run per output_dir (train/output_lock.hpp), taken before anything in it is written.
   const OutputLock output_lock = OutputLock::acquire(cfg.output_dir, parallel.host_world(), log);
   // ... and over time: a fresh run does not start among an earlier run's checkpoints (train/output_dir_claim.hpp).
@@ -59,7 +61,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   // Rank 0 on a terminal: a progress line on stderr, cleared before each log line and drawn again after.
   const auto bar =
       writer && !cfg.disable_tqdm ? terminal_progress_bar("train", plan.total_steps, "steps", start.step) : nullptr;
-  BatchSource batches(cfg, train_set.samples, train_set.rows, plan, world.rank(), world.size(), encoder.pad_id());
+  BatchSource batches(sampling, train_set.samples, train_set.rows, plan, world.rank(), world.size(), encoder.pad_id());
   TrainingStep step(tr, batches, start.step, world.rank(), cfg.log_level == "debug", cfg.adapter_path);
   StepLogger logger(cfg.logging_steps, cfg.logging_first_step, plan, mfu, start.total_loss,
                     cfg.fp16 ? &tr.loss_scaler() : nullptr);

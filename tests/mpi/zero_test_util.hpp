@@ -58,9 +58,9 @@ StepBatches step_batches(const TrainConfig& cfg, const std::vector<TokenizedSamp
   StepBatches out;
   std::vector<std::int64_t> global;
   for (int m = 0; m < cfg.gradient_accumulation_steps; ++m) {
-    out.mine.push_back(collate(data, micro_batch_indices(cfg, plan, order, s, m, rank, N)));
+    out.mine.push_back(collate(data, micro_batch_indices(sampler_section(cfg), plan, order, s, m, rank, N)));
     for (int r = 0; r < N; ++r) {
-      const auto idx = micro_batch_indices(cfg, plan, order, s, m, r, N);
+      const auto idx = micro_batch_indices(sampler_section(cfg), plan, order, s, m, r, N);
       global.insert(global.end(), idx.begin(), idx.end());
     }
   }
