@@ -33,6 +33,8 @@ std::string fused_attention_backend() { return "not built"; }
 
 std::int64_t fused_attention_stats_size(const AttentionShape&, const AttentionSegments&) { not_built(); }
 
+void fused_attention_prepare(const AttentionShape&, const AttentionSegments&, bool) { not_built(); }
+
 void fused_attention_forward(const AttentionShape&, const AttentionSegments&, Strided2<const bf16>,
                              Strided2<const bf16>, Strided2<const bf16>, Unmanaged2<bf16>, Unmanaged1<float>) {
   not_built();
@@ -142,6 +144,13 @@ std::string fused_attention_backend() {
 
 std::int64_t fused_attention_stats_size(const AttentionShape& s, const AttentionSegments& seg) {
   return cuda::sdpa_stats_elements(sdpa_shape(s, seg));
+}
+
+void fused_attention_prepare(const AttentionShape& s, const AttentionSegments& seg, bool column_blocks) {
+  const std::int64_t qd = static_cast<std::int64_t>(s.heads) * s.head_dim;
+  const std::int64_t kvd = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
+  const RowStrides rows = column_blocks ? RowStrides{qd + 2 * kvd, qd + 2 * kvd} : RowStrides{qd, kvd};
+  segment_tables(s, seg, rows);
 }
 
 void fused_attention_forward(const AttentionShape& s, const AttentionSegments& seg, Strided2<const bf16> q,

@@ -42,6 +42,11 @@ std::string fused_attention_self_test();
 std::string fused_attention_column_blocks_self_test();
 
 std::int64_t fused_attention_stats_size(const AttentionShape& s, const AttentionSegments& seg);
+// Makes the tables the calls on one batch's segments share (cuDNN's ragged offsets: one small kernel)
+// now, before the layers, instead of in the first layer's call: column_blocks names the layout those calls
+// will pass (q, k, v as column blocks of the stacked projection's output, or each dense). A call with the
+// other layout remakes them (the same results, one launch more).
+void fused_attention_prepare(const AttentionShape& s, const AttentionSegments& seg, bool column_blocks);
 // q, k, v (and backward's dq, dk, dv) may be column blocks of one wider array (Strided2: the [q | k | v]
 // output of one projection GEMM): each dense, or all with one row stride (k and v then share theirs, and
 // each gradient has its input's layout). Rows contiguous; o and dout dense. Anything else throws

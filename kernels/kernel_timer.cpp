@@ -13,6 +13,14 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/types.hpp"
+
+// A GPU build times kernels by marks on the compute stream (kernels/cuda/stream_marks): unfenced.
+#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
+#define SHARDFT_TIMER_MARKS 1
+#include "kernels/cuda/stream_marks.hpp"
+#endif
+
 namespace shardft {
 
 namespace {
@@ -24,6 +32,22 @@ struct Totals {
   std::int64_t count = 0;
 };
 
+// One timed launch in marks mode, read back when the marks are folded into the totals.
+struct MarkedLaunch {
+  Totals* kernel = nullptr;
+  std::size_t begin = 0, end = 0;
+};
+
+// Device marks time the launches where the kernels run on a CUDA stream: nothing waits.
+constexpr bool kDeviceMarks =
+#if defined(SHARDFT_TIMER_MARKS)
+    !Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+#else
+    false;
+#endif
+// Marks pending before they are read back (one wait on the device per this many launches).
+constexpr std::size_t kMaxMarkedLaunches = 2048;
+
 struct Timer {
   bool installed = false;         // timing
   bool callbacks = false;         // the Kokkos Tools callbacks are set (timing or counting)
@@ -34,7 +58,10 @@ struct Timer {
   Totals outside;  // between the end of one Kokkos kernel and the start of the next
   Clock::time_point last_end{}, started{};
   bool have_last = false;
-  int depth = 0;  // a kernel launched from inside another's callback is not timed twice
+  bool paused = false;  // pause_kernel_timer: counting goes on, timing stops
+  int depth = 0;
+  std::vector<MarkedLaunch> marked;  // marks mode: launches not yet read back
+  std::size_t open_mark = 0;         // the begin mark of the launch in flight  // a kernel launched from inside another's callback is not timed twice
 };
 
 Timer& timer() {
@@ -43,6 +70,29 @@ Timer& timer() {
 }
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+#if defined(SHARDFT_TIMER_MARKS)
+std::size_t mark_now() { return cuda::record_stream_mark(Kokkos::Cuda().cuda_stream()); }
+
+// Reads the pending marks into the totals (waits for the last one) and frees them for reuse. The gap
+// before the first launch of a batch is not known (its previous end mark is gone): a fold loses one gap.
+void fold_marks(Timer& t) {
+  for (std::size_t i = 0; i < t.marked.size(); ++i) {
+    const MarkedLaunch& l = t.marked[i];
+    l.kernel->seconds += 1e-3 * cuda::stream_marks_elapsed_ms(l.begin, l.end);
+    ++l.kernel->count;
+    if (i > 0) {
+      t.outside.seconds += 1e-3 * cuda::stream_marks_elapsed_ms(t.marked[i - 1].end, l.begin);
+      ++t.outside.count;
+    }
+  }
+  t.marked.clear();
+  cuda::clear_stream_marks();
+}
+#else
+std::size_t mark_now() { return 0; }
+void fold_marks(Timer& t) { t.marked.clear(); }
+#endif
 
 // A lambda's type name is its enclosing function's mangled name plus the closure: demangled, it names
 // the kernel's function. Long template arguments are cut; the function name is what is wanted.
@@ -67,8 +117,14 @@ void begin_kernel(const char* name, std::uint32_t, std::uint64_t* id) {
   Timer& t = timer();
   *id = 0;
   if (t.uncounted == 0) ++t.launches;
-  if (!t.installed) return;
+  if (!t.installed || t.paused) return;
   if (t.depth++ > 0) return;
+  if (kDeviceMarks) {
+    if (t.marked.size() >= kMaxMarkedLaunches) fold_marks(t);
+    t.open_mark = mark_now();
+    *id = reinterpret_cast<std::uint64_t>(&t.kernels[readable(name)]);
+    return;
+  }
   Kokkos::fence();
   const Clock::time_point now = Clock::now();
   if (t.have_last) {
@@ -82,8 +138,12 @@ void begin_kernel(const char* name, std::uint32_t, std::uint64_t* id) {
 
 void end_kernel(std::uint64_t id) {
   Timer& t = timer();
-  if (!t.installed) return;
+  if (!t.installed || t.paused) return;
   if (--t.depth > 0 || id == 0) return;
+  if (kDeviceMarks) {
+    t.marked.push_back({reinterpret_cast<Totals*>(id), t.open_mark, mark_now()});
+    return;
+  }
   Kokkos::fence();
   Totals& k = *reinterpret_cast<Totals*>(id);
   k.seconds += since(t.started);
@@ -136,6 +196,7 @@ bool kernel_timer_installed() { return timer().installed; }
 
 void uninstall_kernel_timer() {
   Timer& t = timer();
+  fold_marks(t);
   const bool counting = t.counting;
   const std::int64_t launches = t.launches;
   if (!counting) {  // the launch counter, once installed, stays
@@ -154,13 +215,22 @@ void uninstall_kernel_timer() {
 
 void restart_kernel_timer() {
   Timer& t = timer();
+  fold_marks(t);
   t.kernels.clear();
   t.outside = Totals{};
   t.have_last = false;
+  t.paused = false;
+}
+
+void pause_kernel_timer() {
+  Timer& t = timer();
+  fold_marks(t);
+  t.paused = true;
 }
 
 std::string kernel_timer_report(std::size_t top) {
-  const Timer& t = timer();
+  Timer& t = timer();
+  if (t.depth == 0) fold_marks(t);
   std::vector<std::pair<std::string, Totals>> rows(t.kernels.begin(), t.kernels.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   double total = t.outside.seconds;
@@ -171,7 +241,8 @@ std::string kernel_timer_report(std::size_t top) {
   }
   std::ostringstream s;
   char line[96];
-  s << "kernel times (SHARDFT_KERNEL_TIMES, every kernel fenced): " << launches << " Kokkos kernel launches\n";
+  s << "kernel times (SHARDFT_KERNEL_TIMES, " << (kDeviceMarks ? "device time between stream marks, unfenced" : "every kernel fenced")
+    << "): " << launches << " Kokkos kernel launches\n";
   std::snprintf(line, sizeof line, "%10s %6s %8s %10s  ", "seconds", "%", "count", "mean us");
   s << line << "kernel\n";
   auto row = [&](const std::string& name, const Totals& k) {
@@ -179,7 +250,8 @@ std::string kernel_timer_report(std::size_t top) {
                   static_cast<long long>(k.count), k.count ? 1e6 * k.seconds / k.count : 0.0);
     s << line << name << "\n";
   };
-  row("(between Kokkos kernels: cuBLAS, NCCL, host)", t.outside);
+  row(kDeviceMarks ? "(between timed kernels: device idle, untimed work)" : "(between Kokkos kernels: cuBLAS, NCCL, host)",
+      t.outside);
   for (std::size_t i = 0; i < rows.size() && i < top; ++i) row(rows[i].first, rows[i].second);
   if (rows.size() > top) s << "... and " << rows.size() - top << " more kernels\n";
   return s.str();

@@ -1,11 +1,13 @@
 #pragma once
 // Where a step's device time goes, kernel by kernel, without a profiler (the GPU machines here have no
-// Nsight Systems, and Nsight Compute serialises a step into minutes): Kokkos Tools callbacks fence
-// before and after every Kokkos kernel and add the wall time to the kernel's name. The time between
-// two Kokkos kernels, also fenced, is the device work outside Kokkos (cuBLAS GEMMs, NCCL) plus host
-// time; it is reported as one line. GEMMs and cuDNN graphs enter as VendorKernel scopes, timed and named
-// like Kokkos kernels. Fencing hides no launch latency, so the run is slower than an untimed one: read the
-// shares, not the sum. Turned on by SHARDFT_KERNEL_TIMES=1 (src/cli/main.cpp).
+// Nsight Systems, and Nsight Compute serialises a step into minutes). Kokkos Tools callbacks mark the
+// start and end of every Kokkos kernel; GEMMs and cuDNN graphs enter as VendorKernel scopes, named like
+// Kokkos kernels. Turned on by SHARDFT_KERNEL_TIMES=1 (src/cli/main.cpp).
+//  - A GPU build records a CUDA event on the compute stream at each mark (kernels/cuda/stream_marks) and
+//    reads them back in batches: each kernel's device time, unfenced, so the step runs as it does
+//    untimed; the time between two timed launches is the device's idle time (launch gaps, host-bound
+//    stretches) plus any untimed work.
+//  - A host build fences and reads the clock at each mark; the time between two kernels is host time.
 //
 // The same callbacks count kernel launches (Kokkos kernels and VendorKernel scopes) whenever the counter
 // is installed, timed or not: a step's launches per layer are one of the run's reported counts.
@@ -22,6 +24,9 @@ void uninstall_kernel_timer();
 // Forgets the times so far and times on (a run's first step builds graphs and sizes buffers: the report
 // then shows the steps after it).
 void restart_kernel_timer();
+// Stops timing and keeps the times so far (the training loop has ended: what follows, the export and the
+// closing summary, is not step time); launches are still counted.
+void pause_kernel_timer();
 // The kernels by total time, at most `top` lines, with counts and mean microseconds.
 std::string kernel_timer_report(std::size_t top = 40);
 

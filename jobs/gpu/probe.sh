@@ -22,7 +22,8 @@
 #            after 2 warm-up steps, tokens/s, MFU vs 989 TFLOP/s, peak memory (nvidia-smi)     cap 150 s
 #   torch    the same step in PyTorch (jobs/gpu/torch_bench.py from TORCH_PYTHON, default
 #            /opt/torch/.venv/bin/python3): ms/step, peak memory                                  cap 120 s
-#   kernels  the same shape at 4 layers, 4 steps, SHARDFT_KERNEL_TIMES=1: kernels by time after step 1  cap 90 s
+#   kernels  the same shape at PROBE_KERNEL_LAYERS (4) layers, 4 steps, SHARDFT_KERNEL_TIMES=1: kernels by
+#            time after step 1 (a GPU build times them by CUDA events, unfenced)                  cap 90 s
 #   test     shardft_unit_tests with gtest XML: passed / failed / skipped, failures by name     cap 150 s
 #   train    the default recipe on one GPU, PROBE_TRAIN_EPOCHS (3) of its 8 epochs: held-out exact
 #            match >= 0.90 (3 epochs reach 1.0 on the CPU build)                                  cap 90 s
@@ -306,12 +307,13 @@ stage_torch() {
   python3 "$util" torch-result "$dir/raw.json" "$log" "$state/results/torch.json" "$(since "$t0")" "$rc" "$c" "$dir"
 }
 
-# ---- kernels: fenced shares at 4 layers ------------------------------------------------------
+# ---- kernels: shares at PROBE_KERNEL_LAYERS (4) layers ------------------------------------------------------
 stage_kernels() {
   have_prefix || { result kernels skipped 0 reason="no kit prefix (setup did not unpack it)"; return 0; }
   gpu_ready || { result kernels skipped 0 reason="$(no_gpu_reason)"; return 0; }
   local c; c=$(cap kernels 90 30) || { result kernels skipped 0 reason="out of budget: under 30 s left"; return 0; }
-  local shape_args; read -ra shape_args <<<"$(bench_shape profile 4 4 0)"
+  local layers=${PROBE_KERNEL_LAYERS:-4}
+  local shape_args; read -ra shape_args <<<"$(bench_shape profile "$layers" 4 0)"
   local dir=$state/kernels log=$state/logs/kernel_profile.log t0 rc=0
   rm -rf "$dir"; mkdir -p "$dir"
   python3 "$vutil" bench-recipe "$dir" "$peak" "${shape_args[@]}"
@@ -319,7 +321,7 @@ stage_kernels() {
   echo "probe: kernels (cap $c s; log $log)"
   t0=$(now)
   (cd "$root" && SHARDFT_KERNEL_TIMES=1 capped "$c" "$log" "${mpirun1[@]}" train --config "$dir/recipe.yaml") || rc=$?
-  python3 "$util" kernels "$log" "$state/results/kernels.json" "$(since "$t0")" "$rc" "$c"
+  python3 "$util" kernels "$log" "$state/results/kernels.json" "$(since "$t0")" "$rc" "$c" "$layers"
   rm -rf "$dir/run"
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/elementwise.hpp"
+#include "kernels/attention_fused.hpp"
 #include "kernels/dropout_mask.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/kernel_timer.hpp"
@@ -94,6 +95,7 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
     t.fused = true;
     t.fused_column_blocks = fused_column_blocks_;
     t.segments = {in.segment_starts, in.segments, in.max_segment, in.segments_version};
+    fused_attention_prepare(shape, t.segments, fused_column_blocks_);  // per batch, not in the first layer
   }
   return t;
 }

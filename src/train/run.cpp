@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "data/batch_source.hpp"
+#include "kernels/kernel_timer.hpp"
 #include "io/progress_bar.hpp"
 #include "train/attention_choice.hpp"
 #include "train/chat_model.hpp"
@@ -92,6 +93,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
     if (bar) bar->update(s + 1, {{"loss", format_stat(st.loss)}, {"tok/s", format_si(logger.tokens_per_second())}});
   }
   if (bar) bar->finish();
+  pause_kernel_timer();  // SHARDFT_KERNEL_TIMES reports the steps, not the export after them
   return finish_training({cfg, parallel, tr, evaluator, encoder, data.tokenizer_files, metrics, plan, t_start,
                           last_step, logger.total_loss(), &step.last_kernels(), step.last_kernels_step()},
                          log);

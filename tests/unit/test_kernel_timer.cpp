@@ -41,5 +41,23 @@ TEST(KernelTimer, CountsEachLabelledKernelAndTheGapsBetween) {
   EXPECT_EQ(kernel_timer_report().find("ViewFill"), std::string::npos);
 }
 
+// A paused timer keeps its times and counts the launches after it without timing them (a run's export
+// after its last step is not step time).
+TEST(KernelTimer, PausedKeepsItsTimesAndStillCounts) {
+  install_kernel_timer();
+  View1<float> x(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"), 4096);
+  Kokkos::deep_copy(x, 1.f);
+  pause_kernel_timer();
+  const std::int64_t launches = kernel_launches();
+  View1<double> s("s", 1);
+  sum_squares(x, s);
+  const std::int64_t counted = kernel_launches() - launches;
+  const std::string report = kernel_timer_report();
+  uninstall_kernel_timer();
+  EXPECT_NE(report.find("ViewFill-1D"), std::string::npos) << report;
+  EXPECT_EQ(report.find("sum_squares"), std::string::npos) << report;
+  EXPECT_GE(counted, 1);
+}
+
 }  // namespace
 }  // namespace shardft
