@@ -53,7 +53,7 @@ void adamw_update(const AdamWHyper& h, Unmanaged1<float> param, Unmanaged1<const
 
 namespace {
 
-using Member = Kokkos::TeamPolicy<ExecSpace>::member_type;
+using Member = TeamLaunch::member_type;
 
 // What the update does besides updating: nothing (a run's value is its decay flag), or the compute copy
 // (a run's value is 2 * offset + decay flag, adamw_copy_runs) with cast_runs' element conversions.

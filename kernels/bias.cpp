@@ -14,7 +14,7 @@
 namespace shardft {
 
 namespace {
-using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Team = TeamLaunch;
 using Member = Team::member_type;
 constexpr std::int64_t kRowsPerTeam = 64;
 }  // namespace

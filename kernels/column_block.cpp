@@ -16,7 +16,7 @@ void add_column_block(Unmanaged2<const float> src, Unmanaged2<float> dst, std::i
   check(src.extent(0), dst.extent(0), col0, src.extent(1), dst.extent(1), "add_column_block");
   const std::int64_t w = static_cast<std::int64_t>(src.extent(1));
   Kokkos::parallel_for(
-      "add_column_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {static_cast<std::int64_t>(src.extent(0)), w}),
+      "add_column_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, LightLaunch>({0, 0}, {static_cast<std::int64_t>(src.extent(0)), w}),
       KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) { dst(n, col0 + j) += src(n, j); });
 }
 
@@ -24,7 +24,7 @@ void copy_column_block(Unmanaged2<const float> src, std::int64_t col0, Unmanaged
   check(src.extent(0), dst.extent(0), col0, dst.extent(1), src.extent(1), "copy_column_block");
   const std::int64_t w = static_cast<std::int64_t>(dst.extent(1));
   Kokkos::parallel_for(
-      "copy_column_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {static_cast<std::int64_t>(dst.extent(0)), w}),
+      "copy_column_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, LightLaunch>({0, 0}, {static_cast<std::int64_t>(dst.extent(0)), w}),
       KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) { dst(n, j) = src(n, col0 + j); });
 }
 

@@ -25,7 +25,7 @@ namespace shardft {
 
 namespace {
 
-using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Team = TeamLaunch;
 using Member = Team::member_type;
 
 // A row's elements in packs of W (bf16_pack.hpp): W = 1 reads z[v] as it is stored (fp32, or bf16 where
@@ -60,7 +60,7 @@ struct RowPacks<bf16, kBf16PackWidth> {
 // backends: a store and a reload per logit, which made the max pass twice as slow.)
 // z in fp32 or bf16 (a bf16 step's logits, as autocast's lm_head hands them to the loss), read into fp32.
 template <class T, int W>
-KOKKOS_INLINE_FUNCTION float team_row_logsumexp(const Member& m, const T* z, int vocab) {
+KOKKOS_INLINE_FUNCTION float team_row_logsumexp_two_pass(const Member& m, const T* z, int vocab) {
   const int threads = m.team_size(), packs = vocab / W;
   float mx = 0.f;
   Kokkos::parallel_reduce(
@@ -90,6 +90,55 @@ KOKKOS_INLINE_FUNCTION float team_row_logsumexp(const Member& m, const T* z, int
       },
       s);
   return mx + kmath::log(s);
+}
+
+// One pass over the row instead of two (the logits are the largest array of a step: a GPU's reads are
+// what this kernel costs): each thread keeps a running max and a sum of exp(z - max) over its packs,
+// rescaling the sum when a pack raises the max; the team then takes the row's max and adds the threads'
+// sums rescaled to it. The same value as the two passes up to rounding. Each thread runs each reduction's
+// body once, so the sum it keeps from the first is added exactly once in the second.
+template <class T, int W>
+KOKKOS_INLINE_FUNCTION float team_row_logsumexp_one_pass(const Member& m, const T* z, int vocab) {
+  const int threads = m.team_size(), packs = vocab / W;
+  float thread_max = Kokkos::reduction_identity<float>::max(), thread_sum = 0.f;
+  float mx = 0.f;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(m, threads),
+      [&](const int t, float& acc) {
+        float run_max = Kokkos::reduction_identity<float>::max(), run_sum = 0.f;
+        for (int p = t; p < packs; p += threads) {
+          float zv[W];
+          RowPacks<T, W>::load(z, p, zv);
+          float pack_max = zv[0];
+          for (int e = 1; e < W; ++e) pack_max = zv[e] > pack_max ? zv[e] : pack_max;
+          if (pack_max > run_max) {
+            run_sum *= kmath::exp(run_max - pack_max);
+            run_max = pack_max;
+          }
+          for (int e = 0; e < W; ++e) run_sum += kmath::exp(zv[e] - run_max);
+        }
+        thread_max = run_max;
+        thread_sum = run_sum;
+        acc = run_max > acc ? run_max : acc;
+      },
+      Kokkos::Max<float>(mx));
+  float s = 0.f;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(m, threads),
+      [&](const int, float& acc) { acc += thread_sum > 0.f ? thread_sum * kmath::exp(thread_max - mx) : 0.f; }, s);
+  return mx + kmath::log(s);
+}
+
+// A GPU reads the row once for its log-sum-exp; the host keeps the two passes (its results keep their bits).
+constexpr bool kOnDevice = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+
+template <class T, int W>
+KOKKOS_INLINE_FUNCTION float team_row_logsumexp(const Member& m, const T* z, int vocab) {
+  if constexpr (kOnDevice && W > 1) {
+    return team_row_logsumexp_one_pass<T, W>(m, z, vocab);
+  } else {
+    return team_row_logsumexp_two_pass<T, W>(m, z, vocab);
+  }
 }
 
 std::int64_t count_targets(Unmanaged1<const std::int32_t> targets) {

@@ -20,7 +20,7 @@ void scale_inplace(Unmanaged1<float> x, float c) {
 }
 
 namespace {
-using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Team = TeamLaunch;
 using Member = Team::member_type;
 constexpr std::int64_t kBlock = 4096;
 constexpr int kLanes = 32;

@@ -30,7 +30,7 @@ namespace shardft {
 
 namespace {
 
-using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Team = TeamLaunch;
 using Member = Team::member_type;
 
 // Digits of up to 10 bits: one pass for up to 1024 ids, two up to 2^20 (every Llama / Qwen vocabulary).

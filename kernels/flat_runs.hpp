@@ -49,7 +49,7 @@ KOKKOS_INLINE_FUNCTION int first_run_ending_after(const std::int64_t* end, int c
 
 template <class Body>
 void for_each_run_in_chunks(const char* name, const FlatRuns& runs, const Body& body) {
-  using Team = Kokkos::TeamPolicy<ExecSpace>;
+  using Team = TeamLaunch;
   const std::int64_t span = runs.span;
   if (span == 0) return;
   const int count = runs.count();

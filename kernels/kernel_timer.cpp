@@ -61,6 +61,7 @@ struct Timer {
   bool paused = false;  // pause_kernel_timer: counting goes on, timing stops
   int depth = 0;
   std::vector<MarkedLaunch> marked;  // marks mode: launches not yet read back
+  std::map<const Totals*, Totals> idle_before;  // marks mode: the device's idle time, by the kernel after it
   std::size_t open_mark = 0;         // the begin mark of the launch in flight  // a kernel launched from inside another's callback is not timed twice
 };
 
@@ -82,8 +83,12 @@ void fold_marks(Timer& t) {
     l.kernel->seconds += 1e-3 * cuda::stream_marks_elapsed_ms(l.begin, l.end);
     ++l.kernel->count;
     if (i > 0) {
-      t.outside.seconds += 1e-3 * cuda::stream_marks_elapsed_ms(t.marked[i - 1].end, l.begin);
+      const double gap = 1e-3 * cuda::stream_marks_elapsed_ms(t.marked[i - 1].end, l.begin);
+      t.outside.seconds += gap;
       ++t.outside.count;
+      Totals& before = t.idle_before[l.kernel];
+      before.seconds += gap;
+      ++before.count;
     }
   }
   t.marked.clear();
@@ -218,6 +223,7 @@ void restart_kernel_timer() {
   fold_marks(t);
   t.kernels.clear();
   t.outside = Totals{};
+  t.idle_before.clear();
   t.have_last = false;
   t.paused = false;
 }
@@ -254,6 +260,16 @@ std::string kernel_timer_report(std::size_t top) {
       t.outside);
   for (std::size_t i = 0; i < rows.size() && i < top; ++i) row(rows[i].first, rows[i].second);
   if (rows.size() > top) s << "... and " << rows.size() - top << " more kernels\n";
+  if (!t.idle_before.empty()) {
+    std::vector<std::pair<std::string, Totals>> idle;
+    for (const auto& [name, k] : rows) {
+      const auto at = t.idle_before.find(&t.kernels.at(name));
+      if (at != t.idle_before.end()) idle.emplace_back(name, at->second);
+    }
+    std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    s << "device idle before (the largest shares of the line above):\n";
+    for (std::size_t i = 0; i < idle.size() && i < 8; ++i) row(idle[i].first, idle[i].second);
+  }
   return s.str();
 }
 

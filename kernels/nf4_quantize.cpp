@@ -11,7 +11,7 @@ namespace shardft {
 
 namespace {
 
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+using TeamPolicy = TeamLaunch;
 using Team = TeamPolicy::member_type;
 using Scratch = Kokkos::View<float*, ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 

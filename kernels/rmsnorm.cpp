@@ -28,7 +28,7 @@
 namespace shardft {
 
 namespace {
-using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Team = TeamLaunch;
 using Member = Team::member_type;
 // Backward's rows per team on the host: a team is a thread, and few partial dw rows stay in cache.
 constexpr std::int64_t kRowsPerTeam = 64;

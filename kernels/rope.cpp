@@ -9,7 +9,7 @@
 namespace shardft {
 
 namespace {
-using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Team = TeamLaunch;
 using Member = Team::member_type;
 
 // sign = +1 rotates by +a (forward), -1 by -a (backward). One team per token, its threads over the hd/2

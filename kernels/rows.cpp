@@ -5,7 +5,7 @@
 namespace shardft {
 
 namespace {
-using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Team = TeamLaunch;
 using Member = Team::member_type;
 }  // namespace
 

@@ -7,7 +7,7 @@
 namespace shardft {
 
 namespace {
-using Member = Kokkos::TeamPolicy<ExecSpace>::member_type;
+using Member = TeamLaunch::member_type;
 
 void check(std::size_t src_size, const FlatRuns& runs) {
   if (runs.span > static_cast<std::int64_t>(src_size)) throw std::invalid_argument("cast_runs: the runs reach beyond src");

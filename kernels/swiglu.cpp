@@ -10,7 +10,7 @@
 namespace shardft {
 
 namespace {
-using Team = Kokkos::TeamPolicy<ExecSpace>;
+using Team = TeamLaunch;
 using Member = Team::member_type;
 
 Team one_team_per_row(std::size_t rows) { return Team(static_cast<int>(rows), Kokkos::AUTO); }

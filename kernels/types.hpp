@@ -36,7 +36,14 @@ Strided2<T> columns_of(const Unmanaged2<T>& x, std::int64_t c0, std::int64_t col
   return Strided2<T>(x.data() + c0, layout);
 }
 
-using Range = Kokkos::RangePolicy<ExecSpace>;
+// Every kernel takes its functor as launch arguments (CUDA allows 4 KiB; a larger one fails to compile)
+// instead of through Kokkos' constant-memory buffer, which Kokkos 4 picks by default for functors of 512
+// bytes or more and which makes the host wait, at each such launch, until the previous one has finished
+// (Kokkos_Cuda_KernelLaunch.hpp): the host then cannot queue work ahead of the device, and the device
+// idles between kernels. The host backends ignore the hint.
+using LightLaunch = Kokkos::Experimental::WorkItemProperty::HintLightWeight_t;
+using Range = Kokkos::RangePolicy<ExecSpace, LightLaunch>;
+using TeamLaunch = Kokkos::TeamPolicy<ExecSpace, LightLaunch>;
 
 constexpr int kIgnoreIndex = -100;  // label value that takes no loss (HF / PyTorch convention)
 

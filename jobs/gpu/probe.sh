@@ -25,6 +25,7 @@
 #   kernels  the same shape at PROBE_KERNEL_LAYERS (4) layers, 4 steps, SHARDFT_KERNEL_TIMES=1: kernels by
 #            time after step 1 (a GPU build times them by CUDA events, unfenced)                  cap 90 s
 #   test     shardft_unit_tests with gtest XML: passed / failed / skipped, failures by name     cap 150 s
+#   ncu      (only when named) the elementwise kernels under Nsight Compute: results/ncu.csv   cap 120 s
 #   train    the default recipe on one GPU, PROBE_TRAIN_EPOCHS (3) of its 8 epochs: held-out exact
 #            match >= 0.90 (3 epochs reach 1.0 on the CPU build)                                  cap 90 s
 # then, whatever happened, in --out ($OUT when set, else .cache/gpu-probe-<mode>/out):
@@ -57,7 +58,7 @@ while [ $# -gt 0 ]; do
     --kit) [ $# -ge 2 ] || die "--kit needs a folder"; kit=$2; shift ;;
     --out) [ $# -ge 2 ] || die "--out needs a folder"; out=$2; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    setup|bench|torch|kernels|test|train) stages+=("$1") ;;
+    setup|bench|torch|kernels|test|train|ncu) stages+=("$1") ;;
     *) die "unknown argument '$1' (expected --no-gpu, --kit DIR, --out DIR or stages: setup bench torch kernels test train)" ;;
   esac
   shift
@@ -322,6 +323,34 @@ stage_kernels() {
   t0=$(now)
   (cd "$root" && SHARDFT_KERNEL_TIMES=1 capped "$c" "$log" "${mpirun1[@]}" train --config "$dir/recipe.yaml") || rc=$?
   python3 "$util" kernels "$log" "$state/results/kernels.json" "$(since "$t0")" "$rc" "$c" "$layers"
+  rm -rf "$dir/run"
+}
+
+# ---- ncu: the elementwise kernels under Nsight Compute (named stage only) ----------------------------
+# One decoder layer of the 1B shape (every kernel has the 16-layer shapes), 2 steps, the kernels whose
+# demangled names match PROBE_NCU_KERNELS profiled once each (kernel replay) with the speed-of-light,
+# occupancy and launch sections: DRAM throughput, achieved occupancy, registers and block size.
+stage_ncu() {
+  have_prefix || { result ncu skipped 0 reason="no kit prefix (setup did not unpack it)"; return 0; }
+  gpu_ready || { result ncu skipped 0 reason="$(no_gpu_reason)"; return 0; }
+  local ncu_bin; ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1 || true)
+  [ -n "$ncu_bin" ] || { result ncu skipped 0 reason="no ncu on this machine"; return 0; }
+  local c; c=$(cap ncu 120 40) || { result ncu skipped 0 reason="out of budget: under 40 s left"; return 0; }
+  local shape_args; read -ra shape_args <<<"$(bench_shape ncu 1 2 0)"
+  local dir=$state/ncu log=$state/logs/ncu.log csv=$state/results/ncu.csv t0 rc=0
+  local kernels=${PROBE_NCU_KERNELS:-swiglu|rmsnorm|rope|cross_entropy|sum_squares|add_column_sums}
+  rm -rf "$dir"; mkdir -p "$dir"
+  python3 "$vutil" bench-recipe "$dir" "$peak" "${shape_args[@]}"
+  kit_env
+  echo "probe: ncu $ncu_bin (cap $c s; log $log)"
+  t0=$(now)
+  (cd "$root" && capped "$c" "$log" "$ncu_bin" --clock-control none --kernel-name-base demangled \
+     -k "regex:$kernels" -c "${PROBE_NCU_COUNT:-24}" --section SpeedOfLight --section Occupancy --section LaunchStats \
+     --csv --page details --log-file "$state/logs/ncu_tool.log" "$prefix/bin/shardft" train --config "$dir/recipe.yaml") || rc=$?
+  grep '^"' "$log" > "$csv" 2>/dev/null || true
+  local rows; rows=$(wc -l < "$csv")
+  if [ "$rows" -gt 1 ]; then result ncu ok "$(since "$t0")" cap_s="$c" exit="$rc" csv_rows="$rows"
+  else result ncu failed "$(since "$t0")" cap_s="$c" exit="$rc" reason="no ncu rows (see logs/ncu.log, logs/ncu_tool.log)"; fi
   rm -rf "$dir/run"
 }
 

@@ -329,9 +329,10 @@ def cmd_train(metrics, log, out, seconds, rc, cap, epochs):
 
 # ---- report ------------------------------------------------------------------------------------
 
-STAGES = ("setup", "bench", "torch", "kernels", "test", "train")
+STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu")
 TITLES = {"setup": "unpack, ldd, versions, MPI", "bench": "1B step, shardft", "torch": "1B step, PyTorch",
-          "kernels": "kernel shares", "test": "unit tests", "train": "default recipe"}
+          "kernels": "kernel shares", "test": "unit tests", "train": "default recipe",
+          "ncu": "elementwise kernels under ncu"}
 
 
 def fmt(v, spec=".3g"):

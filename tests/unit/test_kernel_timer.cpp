@@ -35,7 +35,7 @@ TEST(KernelTimer, CountsEachLabelledKernelAndTheGapsBetween) {
   };
   EXPECT_EQ(count_of("ViewFill-1D"), 3) << report;
   EXPECT_EQ(count_of("sum_squares"), 1) << report;
-  EXPECT_NE(report.find("(between Kokkos kernels"), std::string::npos) << report;
+  EXPECT_NE(report.find("(between "), std::string::npos) << report;  // host time, or the device's idle time
   // Taken off: later kernels are not counted.
   Kokkos::deep_copy(x, 0.f);
   EXPECT_EQ(kernel_timer_report().find("ViewFill"), std::string::npos);
