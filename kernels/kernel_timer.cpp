@@ -172,6 +172,20 @@ void set_callbacks() {
 
 }  // namespace
 
+#if KOKKOS_VERSION >= 40000
+namespace {
+void no_global_fence(const std::uint32_t, Kokkos::Tools::Experimental::ToolSettings* settings) {
+  settings->requires_global_fencing = false;
+}
+}  // namespace
+
+void declare_unfenced_kernel_callbacks() {
+  Kokkos::Tools::Experimental::set_request_tool_settings_callback(&no_global_fence);
+}
+#else
+void declare_unfenced_kernel_callbacks() {}
+#endif
+
 void install_kernel_timer() {
   set_callbacks();
   timer().installed = true;

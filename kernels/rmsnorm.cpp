@@ -12,8 +12,8 @@
 // dw row (each thread always visits the same columns, so the partial row needs no atomics); then
 // add_column_sums adds the partials block by block. One pass over x and dy and no atomics: for a given
 // team size (one thread on Serial) the order of every sum is fixed, so results are deterministic.
-// On a GPU the rows move in 16-byte packs (forward_packed_rows), and backward gives each row a warp
-// (backward_warp_rows): the row's sum is a shuffle reduction, not a synchronisation of the team per row.
+// On a GPU the rows move in 16-byte packs and each row has a warp (forward_warp_rows, backward_warp_rows):
+// the row's sum is a shuffle reduction, not a synchronisation of the team per row.
 #include "kernels/rmsnorm.hpp"
 
 #include <algorithm>
@@ -146,6 +146,57 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
   Kokkos::parallel_for(name, Team(blocks, forward_team_size(blocks, W == 1 ? d : 2 * groups, body)), body);
 }
 
+// Forward on a GPU: one warp per row (its lanes over the row's packs), kWarpRows rows per team, like the
+// backward below. The row's sum of squares is a warp reduction (shuffles), so no warp waits for a team
+// barrier, and a team's rows go independently: the team-wide reduction of forward_packed_rows kept
+// every thread of a block waiting for the slowest row (about 1.5 TB/s on an H200). The second pass reads
+// the row again from cache. Keep: as forward_packed_rows (the rounded x written back and kept, both
+// passes on the rounded values; a lane rereads what it wrote, and rounding again changes nothing).
+template <class Out, class WT, int W, bool Keep = false>
+void forward_warp_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const WT> w, float eps,
+                       Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round = nullptr, bf16* x_kept = nullptr) {
+  const int d = static_cast<int>(x.extent(1)), groups = d / W;
+  const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
+  const int teams = static_cast<int>((rows + kWarpRows - 1) / kWarpRows);
+  const WT* wp = w.data();
+  Kokkos::parallel_for(
+      name, Team(teams, kWarpRows, kLanes), KOKKOS_LAMBDA(const Member& m) {
+        const std::int64_t n0 = static_cast<std::int64_t>(m.league_rank()) * kWarpRows;
+        const int nr = rows - n0 < kWarpRows ? static_cast<int>(rows - n0) : kWarpRows;
+        float* const round_out = x_round;  // named before the constexpr branches (nvcc's extended lambdas)
+        bf16* const kept_out = x_kept;
+        const std::int64_t cols = d;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, nr), [&](const int k) {
+          const std::int64_t n = n0 + k;
+          const float* xn = &x(n, 0);
+          float ss = 0.f;
+          Kokkos::parallel_reduce(
+              Kokkos::ThreadVectorRange(m, groups),
+              [&](const int g, float& acc) {
+                float v[W];
+                load_floats<W>(xn + g * W, v);
+                if constexpr (Keep) {
+                  for (int e = 0; e < W; ++e) v[e] = round_to_bf16(v[e]);
+                  store_floats<W>(round_out + n * cols + g * W, v);
+                  store_floats<W>(kept_out + n * cols + g * W, v);
+                }
+                for (int e = 0; e < W; ++e) acc += v[e] * v[e];
+              },
+              ss);
+          const float r = 1.f / kmath::sqrt(ss / d + eps);
+          Kokkos::single(Kokkos::PerThread(m), [&] { rstd(n) = r; });
+          Out* yn = &y(n, 0);
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, groups), [&](const int g) {
+            float v[W], wv[W];
+            load_floats<W>(xn + g * W, v);
+            load_floats<W>(wp + g * W, wv);
+            for (int e = 0; e < W; ++e) v[e] = wv[e] * ((Keep ? round_to_bf16(v[e]) : v[e]) * r);
+            store_floats<W>(yn + g * W, v);
+          });
+        });
+      });
+}
+
 // Backward on a GPU: one warp per row (vector lanes over its packs), kWarpRows rows per team. The row's
 // gx = sum_j dy w x is a warp reduction (shuffles, no team synchronisation) and the warp updates its dx
 // row; after one team barrier the team's threads and lanes take the packs of columns and sum the
@@ -240,7 +291,7 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
                                                     {{x.data(), 4}, {w.data(), static_cast<int>(sizeof(WT))},
                                                      {y.data(), static_cast<int>(sizeof(Out))}});
   if (packed) {
-    forward_packed_rows<Out, WT, kPack>(name, x, w, eps, y, rstd);
+    forward_warp_rows<Out, WT, kPack>(name, x, w, eps, y, rstd);
   } else {
     forward_packed_rows<Out, WT, 1>(name, x, w, eps, y, rstd);
   }
@@ -261,7 +312,7 @@ void forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, Unmanaged1<co
                                                     {{x.data(), 4}, {w.data(), static_cast<int>(sizeof(WT))},
                                                      {y.data(), 2}, {x_kept.data(), 2}});
   if (packed) {
-    forward_packed_rows<bf16, WT, kPack, true>("rmsnorm_forward_keeping", xc, w, eps, y, rstd, x.data(), x_kept.data());
+    forward_warp_rows<bf16, WT, kPack, true>("rmsnorm_forward_keeping", xc, w, eps, y, rstd, x.data(), x_kept.data());
   } else {
     forward_packed_rows<bf16, WT, 1, true>("rmsnorm_forward_keeping", xc, w, eps, y, rstd, x.data(), x_kept.data());
   }

@@ -17,9 +17,22 @@ void check(std::size_t gu_rows, std::size_t gu_cols, std::size_t rows, std::size
 // silu(g) * u in fp32 from the bf16 inputs, before its rounding: forward's s, and backward's recompute of it.
 KOKKOS_INLINE_FUNCTION float swiglu_of(float g, float u) { return g / (1.f + kmath::exp(-g)) * u; }
 
+// The row of a flat pack index: a 32-bit division where every index fits (a GPU's 64-bit division is
+// a long emulated sequence, and these kernels run one per 16-byte pack).
+template <bool Narrow>
+KOKKOS_INLINE_FUNCTION std::int64_t row_of(std::int64_t idx, std::int64_t packs) {
+  if constexpr (Narrow) {
+    return static_cast<std::int64_t>(static_cast<std::uint32_t>(idx) / static_cast<std::uint32_t>(packs));
+  } else {
+    return idx / packs;
+  }
+}
+
+bool narrow_indices(std::int64_t rows, std::int64_t cols) { return rows * cols <= 0xffffffffLL; }
+
 // Over the elements of s in packs of W along each row: one thread per pack, neighbouring threads on
 // neighbouring packs of each half (coalesced), one index division per pack.
-template <int W>
+template <int W, bool Narrow>
 void forward_packs(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
   const std::int64_t cols = static_cast<std::int64_t>(s.extent(1)), packs = cols / W;
   const bf16* in = gu.data();
@@ -27,7 +40,7 @@ void forward_packs(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
   Kokkos::parallel_for(
       "swiglu_forward_packed_bf16", Range(0, static_cast<std::int64_t>(s.extent(0)) * packs),
       KOKKOS_LAMBDA(const std::int64_t idx) {
-        const std::int64_t n = idx / packs, j = (idx - n * packs) * W;
+        const std::int64_t n = row_of<Narrow>(idx, packs), j = (idx - n * packs) * W;
         const Bf16Pack<W> g = load_pack<W>(in + n * 2 * cols + j), u = load_pack<W>(in + n * 2 * cols + cols + j);
         Bf16Pack<W> y;
         for (int e = 0; e < W; ++e) y.set(e, swiglu_of(g.get(e), u.get(e)));
@@ -35,7 +48,7 @@ void forward_packs(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
       });
 }
 
-template <int W>
+template <int W, bool Narrow>
 void backward_packs(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s) {
   const std::int64_t cols = static_cast<std::int64_t>(ds.extent(1)), packs = cols / W;
   bf16* gu_p = gu.data();
@@ -44,7 +57,7 @@ void backward_packs(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<b
   Kokkos::parallel_for(
       "swiglu_backward_packed_bf16", Range(0, static_cast<std::int64_t>(ds.extent(0)) * packs),
       KOKKOS_LAMBDA(const std::int64_t idx) {
-        const std::int64_t n = idx / packs, j = (idx - n * packs) * W;
+        const std::int64_t n = row_of<Narrow>(idx, packs), j = (idx - n * packs) * W;
         bf16* g_at = gu_p + n * 2 * cols + j;
         const Bf16Pack<W> g = load_pack<W>(g_at), u = load_pack<W>(g_at + cols), d = load_pack<W>(ds_p + n * cols + j);
         Bf16Pack<W> dg, du, y;
@@ -64,20 +77,24 @@ void backward_packs(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<b
 
 void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
   check(gu.extent(0), gu.extent(1), s.extent(0), s.extent(1), "swiglu_forward_packed_bf16");
-  if (bf16_pack_fits(static_cast<std::int64_t>(s.extent(1)), {gu.data(), s.data()})) {
-    forward_packs<kBf16PackWidth>(gu, s);
+  const std::int64_t rows = static_cast<std::int64_t>(s.extent(0)), cols = static_cast<std::int64_t>(s.extent(1));
+  const bool narrow = narrow_indices(rows, cols);
+  if (bf16_pack_fits(cols, {gu.data(), s.data()})) {
+    narrow ? forward_packs<kBf16PackWidth, true>(gu, s) : forward_packs<kBf16PackWidth, false>(gu, s);
   } else {
-    forward_packs<1>(gu, s);
+    narrow ? forward_packs<1, true>(gu, s) : forward_packs<1, false>(gu, s);
   }
 }
 
 void swiglu_backward_packed_bf16(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s) {
   check(gu.extent(0), gu.extent(1), ds.extent(0), ds.extent(1), "swiglu_backward_packed_bf16");
   check(gu.extent(0), gu.extent(1), s.extent(0), s.extent(1), "swiglu_backward_packed_bf16");
-  if (bf16_pack_fits(static_cast<std::int64_t>(ds.extent(1)), {gu.data(), ds.data(), s.data()})) {
-    backward_packs<kBf16PackWidth>(gu, ds, s);
+  const std::int64_t rows = static_cast<std::int64_t>(ds.extent(0)), cols = static_cast<std::int64_t>(ds.extent(1));
+  const bool narrow = narrow_indices(rows, cols);
+  if (bf16_pack_fits(cols, {gu.data(), ds.data(), s.data()})) {
+    narrow ? backward_packs<kBf16PackWidth, true>(gu, ds, s) : backward_packs<kBf16PackWidth, false>(gu, ds, s);
   } else {
-    backward_packs<1>(gu, ds, s);
+    narrow ? backward_packs<1, true>(gu, ds, s) : backward_packs<1, false>(gu, ds, s);
   }
 }
 

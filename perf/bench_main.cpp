@@ -6,9 +6,11 @@
 #include <string>
 
 #include "kernels/gemm.hpp"
+#include "kernels/kernel_timer.hpp"
 #include "kernels/types.hpp"
 
 int main(int argc, char** argv) {
+  shardft::declare_unfenced_kernel_callbacks();  // before Kokkos starts (kernels/kernel_timer.hpp)
   Kokkos::ScopeGuard kokkos;
   shardft::gemm_set_num_threads(1);
   benchmark::Initialize(&argc, argv);

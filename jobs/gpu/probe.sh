@@ -338,16 +338,18 @@ stage_ncu() {
   local c; c=$(cap ncu 120 40) || { result ncu skipped 0 reason="out of budget: under 40 s left"; return 0; }
   local shape_args; read -ra shape_args <<<"$(bench_shape ncu 1 2 0)"
   local dir=$state/ncu log=$state/logs/ncu.log csv=$state/results/ncu.csv t0 rc=0
-  local kernels=${PROBE_NCU_KERNELS:-swiglu|rmsnorm|rope|cross_entropy|sum_squares|add_column_sums}
+  # The lambdas' enclosing functions, as the demangled names carry them (not the Kokkos labels; and no
+  # bare "rope": every kernel's policy type names ImplWorkItemProperty).
+  local kernels=${PROBE_NCU_KERNELS:-forward_packs|backward_packs|_warp_rows|rope_rotate|forward_backward_rows|sum_squares|add_column_sums}
   rm -rf "$dir"; mkdir -p "$dir"
   python3 "$vutil" bench-recipe "$dir" "$peak" "${shape_args[@]}"
   kit_env
   echo "probe: ncu $ncu_bin (cap $c s; log $log)"
   t0=$(now)
   (cd "$root" && capped "$c" "$log" "$ncu_bin" --clock-control none --kernel-name-base demangled \
-     -k "regex:$kernels" -c "${PROBE_NCU_COUNT:-24}" --section SpeedOfLight --section Occupancy --section LaunchStats \
+     -k "regex:$kernels" -c "${PROBE_NCU_COUNT:-20}" --section SpeedOfLight --section Occupancy --section LaunchStats \
      --csv --page details --log-file "$state/logs/ncu_tool.log" "$prefix/bin/shardft" train --config "$dir/recipe.yaml") || rc=$?
-  grep '^"' "$log" > "$csv" 2>/dev/null || true
+  grep '^"' "$state/logs/ncu_tool.log" > "$csv" 2>/dev/null || true  # --log-file takes the report too
   local rows; rows=$(wc -l < "$csv")
   if [ "$rows" -gt 1 ]; then result ncu ok "$(since "$t0")" cap_s="$c" exit="$rc" csv_rows="$rows"
   else result ncu failed "$(since "$t0")" cap_s="$c" exit="$rc" reason="no ncu rows (see logs/ncu.log, logs/ncu_tool.log)"; fi

@@ -224,6 +224,31 @@ def cmd_torch_result(raw, log, out, seconds, rc, cap, memdir):
     return 0
 
 
+NCU_METRICS = ("Duration", "DRAM Throughput", "Compute (SM) Throughput", "Achieved Occupancy", "Registers Per Thread",
+               "Block Size", "Grid Size")
+
+
+def ncu_kernels(csv_path):
+    """Per profiled kernel (ncu --csv --page details): the enclosing function of its lambda and NCU_METRICS."""
+    import csv
+    import io
+    if not os.path.exists(csv_path):
+        return []
+    rows = list(csv.reader(io.StringIO(open(csv_path, errors="replace").read())))
+    if not rows:
+        return []
+    hdr, out = rows[0], {}
+    for r in rows[1:]:
+        d = dict(zip(hdr, r))
+        if "ID" not in d or "Kernel Name" not in d:
+            continue
+        m = re.search(r"ParallelF\w+<(?:[\w:<>]*::)?([A-Za-z_]\w*(?:<[^>(]*>)?)", d["Kernel Name"])
+        k = out.setdefault(d["ID"], {"kernel": m.group(1) if m else d["Kernel Name"][:80]})
+        if d.get("Metric Name") in NCU_METRICS:
+            k[d["Metric Name"]] = f'{d.get("Metric Value", "")} {d.get("Metric Unit", "")}'.strip()
+    return [out[i] for i in sorted(out, key=lambda x: int(x) if x.isdigit() else 0)]
+
+
 KERNEL_ROW = re.compile(r"^\s*([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s\s(.+)$")
 
 
@@ -447,6 +472,13 @@ def cmd_report(state, out_dir, mode, budget):
                          f"`{r['kernel'].replace('|', '/')[:120]}` |")
         else:
             L.append(f"{k.get('status')}: {k.get('reason', '')}")
+
+    nk = ncu_kernels(os.path.join(state, "results", "ncu.csv"))
+    if nk:
+        L += ["", "## Elementwise kernels under Nsight Compute (one decoder layer of the 1B shape)", "",
+              "| kernel | " + " | ".join(NCU_METRICS) + " |", "| --- |" + " --- |" * len(NCU_METRICS)]
+        for k in nk:
+            L.append(f"| `{k['kernel']}` | " + " | ".join(str(k.get(m, "")) for m in NCU_METRICS) + " |")
 
     if t:
         L += ["", "## Unit tests", "",

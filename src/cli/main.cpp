@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   shardft::MpiSession mpi(&argc, &argv);
   int code = 0;
   try {
+    shardft::declare_unfenced_kernel_callbacks();  // before Kokkos starts (kernels/kernel_timer.hpp)
     Kokkos::ScopeGuard kokkos;
     shardft::install_device_traffic_hooks();  // the step's host<->device traffic in the log
     const char* kernel_times = std::getenv("SHARDFT_KERNEL_TIMES");

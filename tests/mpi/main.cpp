@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include "kernels/device_traffic.hpp"
+#include "kernels/kernel_timer.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   }
   int result = 0;
   {
+    shardft::declare_unfenced_kernel_callbacks();  // before Kokkos starts (kernels/kernel_timer.hpp)
     Kokkos::ScopeGuard kokkos(argc, argv);
     shardft::install_device_traffic_hooks();
     result = RUN_ALL_TESTS();

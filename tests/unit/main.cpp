@@ -11,12 +11,14 @@
 #include <cstring>
 
 #include "kernels/device_traffic.hpp"
+#include "kernels/kernel_timer.hpp"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
   const char* no_kokkos = std::getenv("SHARDFT_TEST_NO_KOKKOS");
   if (no_kokkos && std::strcmp(no_kokkos, "1") == 0) return RUN_ALL_TESTS();
+  shardft::declare_unfenced_kernel_callbacks();  // before Kokkos starts (kernels/kernel_timer.hpp)
   Kokkos::ScopeGuard kokkos(argc, argv);
   shardft::install_device_traffic_hooks();
   return RUN_ALL_TESTS();
