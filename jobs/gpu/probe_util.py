@@ -242,7 +242,8 @@ def ncu_kernels(csv_path):
         d = dict(zip(hdr, r))
         if "ID" not in d or "Kernel Name" not in d:
             continue
-        m = re.search(r"ParallelF\w+<(?:[\w:<>]*::)?([A-Za-z_]\w*(?:<[^>(]*>)?)", d["Kernel Name"])
+        m = re.search(r"Parallel(?:For|Reduce|Scan)<(?:CombinedFunctorReducer<)?(?:void )?(?:unnamed>::)?"
+                      r"([A-Za-z_]\w*(?:<[^>(]*>)?)", d["Kernel Name"])
         k = out.setdefault(d["ID"], {"kernel": m.group(1) if m else d["Kernel Name"][:80]})
         if d.get("Metric Name") in NCU_METRICS:
             k[d["Metric Name"]] = f'{d.get("Metric Value", "")} {d.get("Metric Unit", "")}'.strip()
