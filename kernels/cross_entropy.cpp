@@ -92,11 +92,24 @@ KOKKOS_INLINE_FUNCTION float team_row_logsumexp_two_pass(const Member& m, const 
   return mx + kmath::log(s);
 }
 
+// exp over packed bf16 rows (W > 1): on a GPU the hardware approximation (kmath::fast_exp; a few ulps
+// in fp32, far below the bf16 rounding of the gradient it feeds), which keeps the kernel bound by memory;
+// elsewhere, and on the host always, the full-precision exp.
+template <int W>
+KOKKOS_INLINE_FUNCTION float row_exp(float x) {
+  if constexpr (W > 1) {
+    return kmath::fast_exp(x);
+  } else {
+    return kmath::exp(x);
+  }
+}
+
 // One pass over the row instead of two (the logits are the largest array of a step: a GPU's reads are
-// what this kernel costs): each thread keeps a running max and a sum of exp(z - max) over its packs,
-// rescaling the sum when a pack raises the max; the team then takes the row's max and adds the threads'
-// sums rescaled to it. The same value as the two passes up to rounding. Each thread runs each reduction's
-// body once, so the sum it keeps from the first is added exactly once in the second.
+// what this kernel costs; its exps are kmath::fast_exp): each thread keeps a running max and a sum of
+// exp(z - max) over its packs, rescaling the sum when a pack raises the max; the team then takes the
+// row's max and adds the threads' sums rescaled to it. The same value as the two passes up to rounding.
+// Each thread runs each reduction's body once, so the sum it keeps from the first is added exactly once
+// in the second.
 template <class T, int W>
 KOKKOS_INLINE_FUNCTION float team_row_logsumexp_one_pass(const Member& m, const T* z, int vocab) {
   const int threads = m.team_size(), packs = vocab / W;
@@ -112,10 +125,10 @@ KOKKOS_INLINE_FUNCTION float team_row_logsumexp_one_pass(const Member& m, const 
           float pack_max = zv[0];
           for (int e = 1; e < W; ++e) pack_max = zv[e] > pack_max ? zv[e] : pack_max;
           if (pack_max > run_max) {
-            run_sum *= kmath::exp(run_max - pack_max);
+            run_sum *= kmath::fast_exp(run_max - pack_max);
             run_max = pack_max;
           }
-          for (int e = 0; e < W; ++e) run_sum += kmath::exp(zv[e] - run_max);
+          for (int e = 0; e < W; ++e) run_sum += kmath::fast_exp(zv[e] - run_max);
         }
         thread_max = run_max;
         thread_sum = run_sum;
@@ -125,7 +138,7 @@ KOKKOS_INLINE_FUNCTION float team_row_logsumexp_one_pass(const Member& m, const 
   float s = 0.f;
   Kokkos::parallel_reduce(
       Kokkos::TeamThreadRange(m, threads),
-      [&](const int, float& acc) { acc += thread_sum > 0.f ? thread_sum * kmath::exp(thread_max - mx) : 0.f; }, s);
+      [&](const int, float& acc) { acc += thread_sum > 0.f ? thread_sum * kmath::fast_exp(thread_max - mx) : 0.f; }, s);
   return mx + kmath::log(s);
 }
 
@@ -211,7 +224,7 @@ void forward_backward_rows(const char* name, Unmanaged2<T> logits, Unmanaged1<co
           float g[W];
           RowPacks<T, W>::load(z, p, g);
           for (int e = 0; e < W; ++e) {
-            const float ge = grad_scale * kmath::exp(g[e] - lse);
+            const float ge = grad_scale * row_exp<W>(g[e] - lse);
             g[e] = p * W + e == t ? ge - grad_scale : ge;
           }
           RowPacks<T, W>::store(z, p, g);

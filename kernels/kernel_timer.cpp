@@ -60,8 +60,9 @@ struct Timer {
   bool have_last = false;
   bool paused = false;  // pause_kernel_timer: counting goes on, timing stops
   int depth = 0;
+  std::map<std::string, Totals> host_phases;  // HostPhase scopes
   std::vector<MarkedLaunch> marked;  // marks mode: launches not yet read back
-  std::map<const Totals*, Totals> idle_before;  // marks mode: the device's idle time, by the kernel after it
+  std::map<const Totals*, Totals> idle_before;  // the time between kernels, by the kernel after it
   std::size_t open_mark = 0;         // the begin mark of the launch in flight  // a kernel launched from inside another's callback is not timed twice
 };
 
@@ -132,13 +133,18 @@ void begin_kernel(const char* name, std::uint32_t, std::uint64_t* id) {
   }
   Kokkos::fence();
   const Clock::time_point now = Clock::now();
-  if (t.have_last) {
-    t.outside.seconds += std::chrono::duration<double>(now - t.last_end).count();
-    ++t.outside.count;
-  }
-  t.started = now;
   // The id carries the name's slot: std::map nodes do not move.
-  *id = reinterpret_cast<std::uint64_t>(&t.kernels[readable(name)]);
+  Totals* kernel = &t.kernels[readable(name)];
+  if (t.have_last) {
+    const double gap = std::chrono::duration<double>(now - t.last_end).count();
+    t.outside.seconds += gap;
+    ++t.outside.count;
+    Totals& before = t.idle_before[kernel];
+    before.seconds += gap;
+    ++before.count;
+  }
+  t.started = Clock::now();
+  *id = reinterpret_cast<std::uint64_t>(kernel);
 }
 
 void end_kernel(std::uint64_t id) {
@@ -208,6 +214,28 @@ VendorKernel::~VendorKernel() {
   if (timer().callbacks) end_kernel(id_);
 }
 
+namespace {
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+HostPhase::HostPhase(const char* name) {
+  const Timer& t = timer();
+  if (!t.installed || t.paused) return;
+  name_ = name;
+  start_ns_ = steady_ns();
+}
+
+HostPhase::~HostPhase() {
+  if (name_ == nullptr) return;
+  Timer& t = timer();
+  if (!t.installed) return;
+  Totals& phase = t.host_phases[name_];
+  phase.seconds += 1e-9 * static_cast<double>(steady_ns() - start_ns_);
+  ++phase.count;
+}
+
 UncountedLaunches::UncountedLaunches() { ++timer().uncounted; }
 UncountedLaunches::~UncountedLaunches() { --timer().uncounted; }
 
@@ -238,6 +266,7 @@ void restart_kernel_timer() {
   t.kernels.clear();
   t.outside = Totals{};
   t.idle_before.clear();
+  t.host_phases.clear();
   t.have_last = false;
   t.paused = false;
 }
@@ -281,8 +310,13 @@ std::string kernel_timer_report(std::size_t top) {
       if (at != t.idle_before.end()) idle.emplace_back(name, at->second);
     }
     std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-    s << "device idle before (the largest shares of the line above):\n";
+    s << (kDeviceMarks ? "device idle before (the largest shares of the line above):\n"
+                       : "host time before (the largest shares of the line above):\n");
     for (std::size_t i = 0; i < idle.size() && i < 8; ++i) row(idle[i].first, idle[i].second);
+  }
+  if (!t.host_phases.empty()) {
+    s << "host phases (wall time on the host, in the same run):\n";
+    for (const auto& [name, k] : t.host_phases) row(name, k);
   }
   return s.str();
 }

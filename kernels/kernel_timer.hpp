@@ -55,6 +55,20 @@ class VendorKernel {
   std::uint64_t id_ = 0;
 };
 
+// Host time in a named phase (uploading a batch, waiting for the device, logging), reported after the
+// kernels while the timer runs: what the host does while the device idles between kernels.
+class HostPhase {
+ public:
+  explicit HostPhase(const char* name);
+  ~HostPhase();
+  HostPhase(const HostPhase&) = delete;
+  HostPhase& operator=(const HostPhase&) = delete;
+
+ private:
+  const char* name_ = nullptr;  // null: the timer is off
+  std::int64_t start_ns_ = 0;
+};
+
 // Launches inside this scope are not counted: work a CPU build does that a GPU build does not launch
 // (widening bf16 tiles for sgemm), so the count stays what the GPU path launches.
 class UncountedLaunches {

@@ -21,6 +21,25 @@ using Kokkos::log;
 using Kokkos::sin;
 using Kokkos::sqrt;
 #endif
+// exp(x) and a / b where a few ulps do not matter (SwiGLU's sigmoid, whose results are rounded to bf16):
+// a GPU's hardware approximations (__expf: ex2.approx, 2 + 1.16|x| ulp; __fdividef: 2 ulp), which keep
+// the elementwise kernels bound by memory rather than by the full-precision sequences; the host keeps
+// exp and / (its results keep their bits).
+KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
+#if defined(__CUDA_ARCH__)
+  return __expf(x);
+#else
+  return exp(x);
+#endif
+}
+KOKKOS_INLINE_FUNCTION float fast_divide(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdividef(a, b);
+#else
+  return a / b;
+#endif
+}
+
 // splitmix64's finaliser of z + golden ratio: a counter-based hash, so a value keyed by an element's
 // index is the same however the buffer is split across ranks, on host or device alike.
 KOKKOS_INLINE_FUNCTION std::uint64_t splitmix64(std::uint64_t z) {

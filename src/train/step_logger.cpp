@@ -1,5 +1,7 @@
 #include "train/step_logger.hpp"
 
+#include "kernels/kernel_timer.hpp"
+
 #include <cmath>
 
 #include "train/process_memory.hpp"
@@ -82,6 +84,7 @@ StepLogRecord StepLogger::take_record(long step, const StepStats& last, std::int
 }
 
 void StepLogger::after_step(long step, const StepStats& st, std::ostream& log, RunMetrics& metrics, ProgressBar* bar) {
+  const HostPhase phase("log and metrics");
   add(st);
   if (!due(step)) return;
   if (bar) bar->clear();

@@ -1,10 +1,13 @@
 #include "train/stop_check.hpp"
 
+#include "kernels/kernel_timer.hpp"
+
 #include "train/stop_signal.hpp"
 
 namespace shardft {
 
 bool StopCheck::after_step(long step, std::ostream& log, ProgressBar* bar) {
+  const HostPhase phase("stop-signal check (host collective)");
   int stop = stop_signal();
   host_world_.all_reduce(&stop, &stop, 1, DType::i32, ReduceOp::max);
   signal_ = stop;

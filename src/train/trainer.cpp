@@ -173,7 +173,10 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     counts[0] += mb.num_targets();
     counts[1] += mb.real_tokens;  // from the samples' lengths: no pad id needed
   }
-  plan_.host_world().all_reduce(counts, counts, 2, DType::i64, ReduceOp::sum);
+  {
+    const HostPhase phase("count targets (host collective)");
+    plan_.host_world().all_reduce(counts, counts, 2, DType::i64, ReduceOp::sum);
+  }
   st.targets = counts[0];
   st.tokens = counts[1];
 
@@ -198,12 +201,16 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     // Every micro-batch's loss is divided by the global step's target count, so the accumulated and
     // reduced gradient is that of one big batch, however it is split over ranks and micro-batches.
     if (st.targets > 0) {
-      ModelInputs in = to_model_inputs(micro_batches[m], model_.config().vocab_size, inputs_);
-      // LoRA dropout's masks and NEFTune's noise are keyed by (sample, position), the same on every parallel
-      // layout: the sample ids are uploaded only when either draws any.
-      if (model_.lora_dropout() > 0 || model_.neftune_alpha() > 0) {
-        upload_sample_ids(in, micro_batches[m].sample_ids, &inputs_);
-      }
+      ModelInputs in = [&] {
+        const HostPhase upload("upload the batch");
+        ModelInputs uploaded = to_model_inputs(micro_batches[m], model_.config().vocab_size, inputs_);
+        // LoRA dropout's masks and NEFTune's noise are keyed by (sample, position), the same on every
+        // parallel layout: the sample ids are uploaded only when either draws any.
+        if (model_.lora_dropout() > 0 || model_.neftune_alpha() > 0) {
+          upload_sample_ids(uploaded, micro_batches[m].sample_ids, &inputs_);
+        }
+        return uploaded;
+      }();
       model_.forward_backward(in, engine_, engine_, static_cast<double>(st.targets) / st.loss_scale, loss_sum);
     }
     engine_.end_micro_batch();
@@ -221,6 +228,7 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
   double sums[3] = {0.0, 0.0, 0.0};
   auto read_back = [&](const char* what) {
     const HostSyncPoint wait_here(what);  // the collectives' waits and the copy: one drain of the device
+    const HostPhase phase("wait for the device, read back");
     waits.synchronize();  // every collective so far, each within the collective timeout
     Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 3), step_sums_);
     count_device_copy(what, sizeof(sums));

@@ -60,7 +60,11 @@ TrainingStep::TrainingStep(Trainer& tr, BatchSource& batches, long first_step, i
 
 StepStats TrainingStep::run(long step, std::ostream& log, ProgressBar* bar) {
   maybe_inject_fault(rank_, step + 1);
-  const StepStats st = tr_.step(batches_.step_batches(step));
+  const std::vector<TokenBatch> batch = [&] {
+    const HostPhase phase("collate the batch");
+    return batches_.step_batches(step);
+  }();
+  const StepStats st = tr_.step(batch);
   last_kernels_ = tr_.last_step_kernels();
   last_kernels_step_ = step + 1;
   report_first_steps(step, log, bar);
