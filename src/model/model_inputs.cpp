@@ -69,21 +69,28 @@ std::vector<std::int32_t> segment_starts(int batch, int seq, const std::vector<s
   return starts;
 }
 
-// The segments of a batch (ModelInputs::segment_starts), uploaded into `dev` (sized here when empty).
-void set_segments(ModelInputs& in, const std::vector<std::int32_t>& seq_ids, GrowingBufferOf<std::int32_t>* buffer) {
+// The segments' count, longest run and a new version number from their starts (segment_starts); false,
+// leaving in's segments unknown, where there are none.
+bool describe_segments(ModelInputs& in, const std::vector<std::int32_t>& starts) {
   static std::uint64_t uploads = 0;
-  const std::vector<std::int32_t> starts = segment_starts(in.batch, in.seq, seq_ids);
-  if (starts.size() < 2) return;
+  if (starts.size() < 2) return false;
   in.segments_version = ++uploads;
   in.segments = static_cast<int>(starts.size()) - 1;
   in.max_segment = 0;
   for (std::size_t i = 0; i + 1 < starts.size(); ++i) in.max_segment = std::max(in.max_segment, starts[i + 1] - starts[i]);
-  if (buffer) {
-    in.segment_starts = buffer->shared_vec(static_cast<std::int64_t>(starts.size()));
-  } else {
-    in.segment_starts = View1<std::int32_t>("segment_starts", starts.size());
-  }
+  return true;
+}
+
+// The segments of a batch (ModelInputs::segment_starts), uploaded into a view of their own.
+void set_segments(ModelInputs& in, const std::vector<std::int32_t>& seq_ids) {
+  const std::vector<std::int32_t> starts = segment_starts(in.batch, in.seq, seq_ids);
+  if (!describe_segments(in, starts)) return;
+  in.segment_starts = View1<std::int32_t>("segment_starts", starts.size());
   copy_up(starts, in.segment_starts);
+}
+
+View1<std::int32_t> part(const View1<std::int32_t>& all, std::size_t from, std::size_t count) {
+  return Kokkos::subview(all, std::make_pair(static_cast<std::int64_t>(from), static_cast<std::int64_t>(from + count)));
 }
 
 int position_limit(const std::vector<std::int32_t>& position_ids) {
@@ -115,7 +122,7 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
   in.position_limit = position_limit(position_ids);
   in.seq_ids = upload("seq_ids", seq_ids, n);
   in.targets = upload("targets", targets, n);
-  set_segments(in, seq_ids, nullptr);
+  set_segments(in, seq_ids);
   return in;
 }
 
@@ -124,16 +131,33 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
                           const std::vector<std::int32_t>& targets, int vocab_size, InputBuffers& buffers) {
   check_ids(input_ids, targets, vocab_size);
   const std::size_t n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq);
+  check_count("input_ids", input_ids, n);
+  check_count("position_ids", position_ids, n);
+  check_count("seq_ids", seq_ids, n);
+  check_count("targets", targets, n);
   ModelInputs in;
   in.batch = batch;
   in.seq = seq;
-  in.input_ids = upload("input_ids", input_ids, n, buffers.input_ids);
-  in.position_ids = upload("position_ids", position_ids, n, buffers.position_ids);
   in.position_limit = position_limit(position_ids);
-  in.seq_ids = upload("seq_ids", seq_ids, n, buffers.seq_ids);
-  in.targets = upload("targets", targets, n, buffers.targets);
   in.checked_vocab = vocab_size;
-  set_segments(in, seq_ids, &buffers.segment_starts);
+  const std::vector<std::int32_t> starts = segment_starts(batch, seq, seq_ids);
+  const bool segmented = describe_segments(in, starts);
+  // One copy up, in the step's stream order (the micro-batch before has finished reading the buffer by
+  // then): [input_ids | position_ids | seq_ids | targets | segment starts].
+  std::vector<std::int32_t>& host = buffers.staging;
+  host.clear();
+  for (const auto* v : {&input_ids, &position_ids, &seq_ids, &targets}) host.insert(host.end(), v->begin(), v->end());
+  if (segmented) host.insert(host.end(), starts.begin(), starts.end());
+  const View1<std::int32_t> all = buffers.packed.shared_vec(static_cast<std::int64_t>(host.size()));
+  Kokkos::deep_copy(ExecSpace(), all,
+                    Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                        host.data(), host.size()));
+  count_input_upload(host.size() * sizeof(std::int32_t));
+  in.input_ids = part(all, 0, n);
+  in.position_ids = part(all, n, n);
+  in.seq_ids = part(all, 2 * n, n);
+  in.targets = part(all, 3 * n, n);
+  if (segmented) in.segment_starts = part(all, 4 * n, starts.size());
   return in;
 }
 

@@ -59,5 +59,23 @@ TEST(KernelTimer, PausedKeepsItsTimesAndStillCounts) {
   EXPECT_GE(counted, 1);
 }
 
+// HostPhase scopes add their wall time under their name while the timer runs, and nothing when it is off.
+TEST(KernelTimer, HostPhasesAreReportedWhileTiming) {
+  {
+    const HostPhase off("phase while off");
+  }
+  install_kernel_timer();
+  {
+    const HostPhase on("phase while timing");
+    View1<float> x(Kokkos::view_alloc(Kokkos::WithoutInitializing, "x"), 1024);
+    Kokkos::deep_copy(x, 1.f);
+  }
+  const std::string report = kernel_timer_report();
+  uninstall_kernel_timer();
+  EXPECT_NE(report.find("host phases"), std::string::npos) << report;
+  EXPECT_NE(report.find("phase while timing"), std::string::npos) << report;
+  EXPECT_EQ(report.find("phase while off"), std::string::npos) << report;
+}
+
 }  // namespace
 }  // namespace shardft
