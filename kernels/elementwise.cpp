@@ -65,19 +65,13 @@ int lane_team_size(int blocks, const Body& body) {
 }
 }  // namespace
 
-// Blocks of kBlock elements, one team each, each block summed in kLanes independent double accumulators:
-// one running double sum is a chain of dependent adds (latency-bound, about 1.4 GB/s); independent lanes
-// vectorise and run at memory speed. Still double precision throughout, only the order of the additions
-// changes. A team per block, not a thread: with one GPU thread streaming each 16 KiB block, every load of
-// a warp touched 32 cache lines 16 KiB apart. On Serial a team is one thread running the loop the thread
-// per block ran, so CPU results keep their bits.
 namespace {
 constexpr bool kOnDevice = !Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
 
 // A GPU: one thread per 16-byte pack of four, in Kokkos' range reduction (threads of a block on
 // neighbouring packs, a block-wide tree, then the blocks' partials in a fixed order: deterministic), each
-// pack's squares added in double; the last n % 4 elements are the extra index packs. The team-per-block
-// form below gave the GPU 32-thread blocks that reached 40% of its memory bandwidth (ncu).
+// pack's squares added in double; the last n % 4 elements are the extra index packs. (The team-per-block
+// form below gives a GPU 32-thread blocks that leave most of its memory bandwidth unused.)
 void sum_squares_packs(Unmanaged1<const float> x, Unmanaged1<double> out) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), packs = n / 4;
   const float* data = x.data();
@@ -97,6 +91,12 @@ void sum_squares_packs(Unmanaged1<const float> x, Unmanaged1<double> out) {
 }
 }  // namespace
 
+// Blocks of kBlock elements, one team each, each block summed in kLanes independent double accumulators:
+// one running double sum is a chain of dependent adds (latency-bound, about 1.4 GB/s); independent lanes
+// vectorise and run at memory speed. Still double precision throughout, only the order of the additions
+// changes. A team per block, not a thread: with one GPU thread streaming each 16 KiB block, every load of
+// a warp touched 32 cache lines 16 KiB apart. On Serial a team is one thread running the loop the thread
+// per block ran, so CPU results keep their bits.
 void sum_squares(Unmanaged1<const float> x, Unmanaged1<double> out) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   if (kOnDevice && packs_fit<4>(n - n % 4, {{x.data(), 4}})) return sum_squares_packs(x, out);

@@ -21,8 +21,7 @@ namespace shardft {
 // timer, kernels/device_traffic's hooks), Kokkos 4 fences the whole device before every kernel's begin
 // and end callback unless the tool said at initialize that it needs no global fence: without this, every
 // Kokkos kernel waits for the device to drain, and the device idles while the host launches the next
-// one (about 9 us before each, 1.8 ms of a 1B step). The timer fences itself where it must (host
-// builds). No effect with Kokkos 3 (no such setting).
+// one. The timer fences itself where it must (host builds). No effect with Kokkos 3 (no such setting).
 void declare_unfenced_kernel_callbacks();
 void install_kernel_timer();
 bool kernel_timer_installed();

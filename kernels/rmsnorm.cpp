@@ -149,7 +149,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
 // Forward on a GPU: one warp per row (its lanes over the row's packs), kWarpRows rows per team, like the
 // backward below. The row's sum of squares is a warp reduction (shuffles), so no warp waits for a team
 // barrier, and a team's rows go independently: the team-wide reduction of forward_packed_rows kept
-// every thread of a block waiting for the slowest row (about 1.5 TB/s on an H200). The second pass reads
+// every thread of a block waiting for the slowest row. The second pass reads
 // the row again from cache. Keep: as forward_packed_rows (the rounded x written back and kept, both
 // passes on the rounded values; a lane rereads what it wrote, and rounding again changes nothing).
 template <class Out, class WT, int W, bool Keep = false>

@@ -54,8 +54,7 @@ ModelInputs upload_inputs(int batch, int seq, const std::vector<std::int32_t>& i
 // allocates nothing (a batch no larger than any before it).
 // A training step's input buffers, reused from step to step: the ids, positions, seq ids, targets and
 // segment starts of a micro-batch go up in one copy (`packed`, staged in `staging` on the host): each
-// host-to-device copy from pageable memory costs a GPU host a fixed 0.2 ms or so, five of them 1.1 ms of
-// idle device per step.
+// host-to-device copy from pageable memory has a fixed cost on a GPU host, paid while the device idles.
 struct InputBuffers {
   GrowingBufferOf<std::int32_t> packed{"model_inputs"}, sample_ids{"sample_ids"};
   std::vector<std::int32_t> staging;
