@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a GPU training step spends its time, kernel by kernel: a short bf16 run of the llama-1b shape
 # of jobs/gpu/validate.sh (run its unpack and build stages first) with SHARDFT_KERNEL_TIMES=1, which
-# fences around every Kokkos kernel and prints the kernels by total time (kernels/kernel_timer.hpp).
-# Nsight Systems is not on the GPU machines here, and Nsight Compute turns one step into minutes.
+# times every kernel by CUDA events on the compute stream (unfenced) and prints the kernels by total time,
+# the device's idle time and the host phases (kernels/kernel_timer.hpp). Nsight Systems is not on the
+# GPU machines here; Nsight Compute is (the probe's ncu stage), one kernel at a time.
 #
 #   jobs/gpu/kernel_profile.sh [LAYERS [STEPS]]     (default 16 layers, 3 steps)
 #
