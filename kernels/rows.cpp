@@ -63,32 +63,47 @@ void add_column_sums_in_order(Unmanaged2<const float> partial, Unmanaged1<float>
 }
 
 // A GPU: 2048 columns are 2048 threads, too few to hide the latency of 512 dependent loads each. A team
-// per 32 columns: its kSlices warps each sum every kSlices-th partial of the warp's 32 columns (in
-// order: b = s, s + kSlices, ...), then the first warp adds the slices' sums s = 0, 1, ... in order.
-// The order is fixed, so results are deterministic (and differ from the host's in rounding only).
-constexpr int kColumnsPerTeam = 32, kSlices = 8;
+// per 32 columns: its `slices` warps each sum every slices-th partial of the warp's 32 columns (in
+// order: b = s, s + slices, ...), then the first warp adds the slices' sums s = 0, 1, ... in order.
+// The order is fixed for a device, so results are deterministic (and differ from the host's in rounding
+// only). Up to 32 slices (1024-thread teams, where the device allows them): hidden dimensions give few
+// teams (64 at 2048), so each thread's chain of loads must be short.
+constexpr int kColumnsPerTeam = 32, kMaxSlices = 32;
+
+// One team's 32 columns (a functor, not a lambda: its slice count is chosen after asking Kokkos how many
+// threads it may have).
+struct ColumnSlices {
+  Unmanaged2<const float> partial;
+  Unmanaged1<float> out;
+  std::int64_t blocks, cols;
+  int slices;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
+    float* sums = static_cast<float*>(m.team_shmem().get_shmem(sizeof(float) * kColumnsPerTeam * slices));
+    const int lane = m.team_rank() % kColumnsPerTeam, slice = m.team_rank() / kColumnsPerTeam;
+    const std::int64_t j = static_cast<std::int64_t>(m.league_rank()) * kColumnsPerTeam + lane;
+    float sum = 0.f;
+    if (j < cols) {
+      for (std::int64_t b = slice; b < blocks; b += slices) sum += partial(b, j);
+    }
+    sums[slice * kColumnsPerTeam + lane] = sum;
+    m.team_barrier();
+    if (slice == 0 && j < cols) {
+      float total = 0.f;
+      for (int s = 0; s < slices; ++s) total += sums[s * kColumnsPerTeam + lane];
+      out(j) += total;
+    }
+  }
+};
+
 void add_column_sums_sliced(Unmanaged2<const float> partial, Unmanaged1<float> out) {
   const std::int64_t blocks = static_cast<std::int64_t>(partial.extent(0)), cols = static_cast<std::int64_t>(out.extent(0));
   const int teams = static_cast<int>((cols + kColumnsPerTeam - 1) / kColumnsPerTeam);
-  const auto shared = Kokkos::PerTeam(static_cast<int>(sizeof(float)) * kColumnsPerTeam * kSlices);
-  Kokkos::parallel_for(
-      "add_column_sums", Team(teams, kColumnsPerTeam * kSlices).set_scratch_size(0, shared),
-      KOKKOS_LAMBDA(const Member& m) {
-        float* sums = static_cast<float*>(m.team_shmem().get_shmem(sizeof(float) * kColumnsPerTeam * kSlices));
-        const int lane = m.team_rank() % kColumnsPerTeam, slice = m.team_rank() / kColumnsPerTeam;
-        const std::int64_t j = static_cast<std::int64_t>(m.league_rank()) * kColumnsPerTeam + lane;
-        float sum = 0.f;
-        if (j < cols) {
-          for (std::int64_t b = slice; b < blocks; b += kSlices) sum += partial(b, j);
-        }
-        sums[slice * kColumnsPerTeam + lane] = sum;
-        m.team_barrier();
-        if (slice == 0 && j < cols) {
-          float total = 0.f;
-          for (int s = 0; s < kSlices; ++s) total += sums[s * kColumnsPerTeam + lane];
-          out(j) += total;
-        }
-      });
+  const auto shared = [](int n) { return Kokkos::PerTeam(static_cast<int>(sizeof(float)) * kColumnsPerTeam * n); };
+  ColumnSlices body{partial, out, blocks, cols, kMaxSlices};
+  const int most = Team(teams, 1).set_scratch_size(0, shared(kMaxSlices)).team_size_max(body, Kokkos::ParallelForTag());
+  while (body.slices > 1 && kColumnsPerTeam * body.slices > most) body.slices /= 2;
+  Kokkos::parallel_for("add_column_sums", Team(teams, kColumnsPerTeam * body.slices).set_scratch_size(0, shared(body.slices)),
+                       body);
 }
 }  // namespace
 

@@ -340,7 +340,7 @@ stage_ncu() {
   local dir=$state/ncu log=$state/logs/ncu.log csv=$state/results/ncu.csv t0 rc=0
   # The lambdas' enclosing functions, as the demangled names carry them (not the Kokkos labels; and no
   # bare "rope": every kernel's policy type names ImplWorkItemProperty).
-  local kernels=${PROBE_NCU_KERNELS:-forward_packs|backward_packs|_warp_rows|rope_rotate|forward_backward_rows|sum_squares|add_column_sums}
+  local kernels=${PROBE_NCU_KERNELS:-forward_packs|backward_packs|_warp_rows|rope_rotate|forward_backward_rows|sum_squares|ColumnSlices}
   rm -rf "$dir"; mkdir -p "$dir"
   python3 "$vutil" bench-recipe "$dir" "$peak" "${shape_args[@]}"
   kit_env
