@@ -143,11 +143,9 @@ KOKKOS_INLINE_FUNCTION float team_row_logsumexp_one_pass(const Member& m, const 
 }
 
 // A GPU reads the row once for its log-sum-exp; the host keeps the two passes (its results keep their bits).
-constexpr bool kOnDevice = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
-
 template <class T, int W>
 KOKKOS_INLINE_FUNCTION float team_row_logsumexp(const Member& m, const T* z, int vocab) {
-  if constexpr (kOnDevice && W > 1) {
+  if constexpr (kComputeOnDevice && W > 1) {
     return team_row_logsumexp_one_pass<T, W>(m, z, vocab);
   } else {
     return team_row_logsumexp_two_pass<T, W>(m, z, vocab);

@@ -66,8 +66,6 @@ int lane_team_size(int blocks, const Body& body) {
 }  // namespace
 
 namespace {
-constexpr bool kOnDevice = !Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
-
 // A GPU: one thread per 16-byte pack of four, in Kokkos' range reduction (threads of a block on
 // neighbouring packs, a block-wide tree, then the blocks' partials in a fixed order: deterministic), each
 // pack's squares added in double; the last n % 4 elements are the extra index packs. (The team-per-block
@@ -99,7 +97,7 @@ void sum_squares_packs(Unmanaged1<const float> x, Unmanaged1<double> out) {
 // per block ran, so CPU results keep their bits.
 void sum_squares(Unmanaged1<const float> x, Unmanaged1<double> out) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  if (kOnDevice && packs_fit<4>(n - n % 4, {{x.data(), 4}})) return sum_squares_packs(x, out);
+  if (kComputeOnDevice && packs_fit<4>(n - n % 4, {{x.data(), 4}})) return sum_squares_packs(x, out);
   const int blocks = static_cast<int>((n + kBlock - 1) / kBlock);
   const float* data = x.data();
   const auto body = KOKKOS_LAMBDA(const Member& m, double& acc) {

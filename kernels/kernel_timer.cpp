@@ -41,7 +41,7 @@ struct MarkedLaunch {
 // Device marks time the launches where the kernels run on a CUDA stream: nothing waits.
 constexpr bool kDeviceMarks =
 #if defined(SHARDFT_TIMER_MARKS)
-    !Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+    kComputeOnDevice;
 #else
     false;
 #endif

@@ -78,7 +78,6 @@ int forward_team_size(int blocks, int d, const Body& body) {
 namespace {
 // A GPU reads and writes the rows in packs of W (4: 16-byte fp32 and 8-byte bf16 accesses) where every
 // pointer allows (packs_fit), else W = 1: the memory-level parallelism one access per element lacks.
-constexpr bool kOnDevice = !Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible;
 constexpr int kPack = 4, kWarpRows = 8, kLanes = 32;
 
 // Forward: one team per block of kForwardRows rows, each thread over packs of W columns of every row of
@@ -287,7 +286,7 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
   if (rows == 0) return;
   // Packs of four on a GPU where the rows allow; the host reads element by element (W = 1: each row
   // summed j = 0, 1, ... per thread, as it always was).
-  const bool packed = kOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d),
+  const bool packed = kComputeOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d),
                                                     {{x.data(), 4}, {w.data(), static_cast<int>(sizeof(WT))},
                                                      {y.data(), static_cast<int>(sizeof(Out))}});
   if (packed) {
@@ -308,7 +307,7 @@ void forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, Unmanaged1<co
   }
   if (rows == 0) return;
   const Unmanaged2<const float> xc = x;
-  const bool packed = kOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d),
+  const bool packed = kComputeOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d),
                                                     {{x.data(), 4}, {w.data(), static_cast<int>(sizeof(WT))},
                                                      {y.data(), 2}, {x_kept.data(), 2}});
   if (packed) {
@@ -353,7 +352,7 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
     throw std::invalid_argument(std::string(name) + ": the rounded dx must have dx's shape");
   }
   if (rows == 0) return;
-  if constexpr (kOnDevice) {
+  if constexpr (kComputeOnDevice) {
     const auto partial = kernel_scratch<float>("rmsnorm_dw_partial", (rows + kWarpRows - 1) / kWarpRows, d);
     backward_on_device(name, x, w, rstd, dy, dx, dx_rounded, partial);
     if (dw.extent(0) > 0) add_column_sums(partial, dw);  // empty: a frozen norm weight (LoRA)
@@ -414,7 +413,7 @@ namespace {
 // both give the same bits. A GPU reads the weights through load_floats into registers either way.
 template <class F>
 void with_backward_weight(const NormWeight& w, F&& f) {
-  if constexpr (!kOnDevice) {
+  if constexpr (!kComputeOnDevice) {
     if (w.is_bf16) {
       const auto wide = kernel_scratch<float>("rmsnorm_weight_widened", w.size());
       for (std::size_t j = 0; j < w.size(); ++j) wide(j) = static_cast<float>(w.b16(j));

@@ -36,6 +36,10 @@ Strided2<T> columns_of(const Unmanaged2<T>& x, std::int64_t c0, std::int64_t col
   return Strided2<T>(x.data() + c0, layout);
 }
 
+// Whether the kernels' memory is the device's (a GPU build): where a kernel has a device form and a host
+// form (whose results keep their bits), it picks by this.
+constexpr bool kComputeOnDevice = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+
 // Every kernel takes its functor as launch arguments (CUDA allows 4 KiB; a larger one fails to compile)
 // instead of through Kokkos' constant-memory buffer, which Kokkos 4 picks by default for functors of 512
 // bytes or more and which makes the host wait, at each such launch, until the previous one has finished
