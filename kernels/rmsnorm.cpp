@@ -339,7 +339,7 @@ namespace {
 template <class X, class WT>
 void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
                            Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
-                           Unmanaged1<float> dw, Unmanaged2<bf16> dx_rounded) {
+                           Unmanaged1<float> dw, Unmanaged2<bf16> dx_rounded, bool overwrite_dw) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   if (w.extent(0) != x.extent(1) || (dw.extent(0) != 0 && dw.extent(0) != x.extent(1)) || rstd.extent(0) != x.extent(0) ||
@@ -351,11 +351,14 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
   if (rounded && (dx_rounded.extent(0) != dx.extent(0) || dx_rounded.extent(1) != dx.extent(1))) {
     throw std::invalid_argument(std::string(name) + ": the rounded dx must have dx's shape");
   }
-  if (rows == 0) return;
+  if (rows == 0) {
+    if (overwrite_dw && dw.extent(0) > 0) Kokkos::deep_copy(ExecSpace(), dw, 0.f);  // no rows: a zero sum
+    return;
+  }
   if constexpr (kComputeOnDevice) {
     const auto partial = kernel_scratch<float>("rmsnorm_dw_partial", (rows + kWarpRows - 1) / kWarpRows, d);
     backward_on_device(name, x, w, rstd, dy, dx, dx_rounded, partial);
-    if (dw.extent(0) > 0) add_column_sums(partial, dw);  // empty: a frozen norm weight (LoRA)
+    if (dw.extent(0) > 0) add_column_sums(partial, dw, overwrite_dw);  // empty: a frozen norm weight (LoRA)
     return;
   }
   const int blocks = static_cast<int>((rows + kRowsPerTeam - 1) / kRowsPerTeam);
@@ -402,7 +405,7 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
           });
         }
       });
-  if (dw.extent(0) > 0) add_column_sums(partial, dw);  // empty: a frozen norm weight (LoRA)
+  if (dw.extent(0) > 0) add_column_sums(partial, dw, overwrite_dw);  // empty: a frozen norm weight (LoRA)
 }
 }  // namespace
 
@@ -427,15 +430,17 @@ void with_backward_weight(const NormWeight& w, F&& f) {
 
 void rmsnorm_backward(Unmanaged2<const float> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
-                      Unmanaged2<bf16> dx_rounded) {
-  with_backward_weight(w, [&](auto wv) { rmsnorm_backward_rows("rmsnorm_backward_rows", x, wv, rstd, dy, dx, dw, dx_rounded); });
+                      Unmanaged2<bf16> dx_rounded, bool overwrite_dw) {
+  with_backward_weight(w, [&](auto wv) {
+    rmsnorm_backward_rows("rmsnorm_backward_rows", x, wv, rstd, dy, dx, dw, dx_rounded, overwrite_dw);
+  });
 }
 
 void rmsnorm_backward(Unmanaged2<const bf16> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
-                      Unmanaged2<bf16> dx_rounded) {
+                      Unmanaged2<bf16> dx_rounded, bool overwrite_dw) {
   with_backward_weight(w, [&](auto wv) {
-    rmsnorm_backward_rows("rmsnorm_backward_rows_bf16", x, wv, rstd, dy, dx, dw, dx_rounded);
+    rmsnorm_backward_rows("rmsnorm_backward_rows_bf16", x, wv, rstd, dy, dx, dw, dx_rounded, overwrite_dw);
   });
 }
 

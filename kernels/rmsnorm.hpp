@@ -52,15 +52,16 @@ void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, 
 void rmsnorm_forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
                              Unmanaged2<bf16> y, Unmanaged1<float> rstd);
 
-// Adds into dx (the residual stream's gradient arrives there first) and into dw; an empty dw (a frozen
-// norm weight) is not computed. A non-empty dx_rounded receives the updated dx rounded to bf16 (what the
+// Adds into dx (the residual stream's gradient arrives there first) and into dw (overwrite_dw: writes
+// dw, its old values unread: a gradient buffer not yet written in this sum); an empty dw (a frozen norm
+// weight) is not computed. A non-empty dx_rounded receives the updated dx rounded to bf16 (what the
 // next backward GEMMs of a bf16 step read) in the same pass.
 void rmsnorm_backward(Unmanaged2<const float> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
-                      Unmanaged2<bf16> dx_rounded = {});
+                      Unmanaged2<bf16> dx_rounded = {}, bool overwrite_dw = false);
 // The same with x in bf16 (a bf16 step's kept residual stream): what its fp32 widening gives.
 void rmsnorm_backward(Unmanaged2<const bf16> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
-                      Unmanaged2<bf16> dx_rounded = {});
+                      Unmanaged2<bf16> dx_rounded = {}, bool overwrite_dw = false);
 
 }  // namespace shardft

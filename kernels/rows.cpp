@@ -52,13 +52,13 @@ void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> de
 
 namespace {
 // The host: a column's partials in one thread, b = 0, 1, ... in order.
-void add_column_sums_in_order(Unmanaged2<const float> partial, Unmanaged1<float> out) {
+void add_column_sums_in_order(Unmanaged2<const float> partial, Unmanaged1<float> out, bool overwrite) {
   const std::int64_t blocks = static_cast<std::int64_t>(partial.extent(0));
   Kokkos::parallel_for(
       "add_column_sums", Range(0, static_cast<std::int64_t>(out.extent(0))), KOKKOS_LAMBDA(const std::int64_t j) {
         float sum = 0.f;
         for (std::int64_t b = 0; b < blocks; ++b) sum += partial(b, j);
-        out(j) += sum;
+        out(j) = overwrite ? sum : out(j) + sum;
       });
 }
 
@@ -77,6 +77,7 @@ struct ColumnSlices {
   Unmanaged1<float> out;
   std::int64_t blocks, cols;
   int slices;
+  bool overwrite;
   KOKKOS_INLINE_FUNCTION void operator()(const Member& m) const {
     float* sums = static_cast<float*>(m.team_shmem().get_shmem(sizeof(float) * kColumnsPerTeam * slices));
     const int lane = m.team_rank() % kColumnsPerTeam, slice = m.team_rank() / kColumnsPerTeam;
@@ -90,16 +91,16 @@ struct ColumnSlices {
     if (slice == 0 && j < cols) {
       float total = 0.f;
       for (int s = 0; s < slices; ++s) total += sums[s * kColumnsPerTeam + lane];
-      out(j) += total;
+      out(j) = overwrite ? total : out(j) + total;
     }
   }
 };
 
-void add_column_sums_sliced(Unmanaged2<const float> partial, Unmanaged1<float> out) {
+void add_column_sums_sliced(Unmanaged2<const float> partial, Unmanaged1<float> out, bool overwrite) {
   const std::int64_t blocks = static_cast<std::int64_t>(partial.extent(0)), cols = static_cast<std::int64_t>(out.extent(0));
   const int teams = static_cast<int>((cols + kColumnsPerTeam - 1) / kColumnsPerTeam);
   const auto shared = [](int n) { return Kokkos::PerTeam(static_cast<int>(sizeof(float)) * kColumnsPerTeam * n); };
-  ColumnSlices body{partial, out, blocks, cols, kMaxSlices};
+  ColumnSlices body{partial, out, blocks, cols, kMaxSlices, overwrite};
   const int most = Team(teams, 1).set_scratch_size(0, shared(kMaxSlices)).team_size_max(body, Kokkos::ParallelForTag());
   while (body.slices > 1 && kColumnsPerTeam * body.slices > most) body.slices /= 2;
   Kokkos::parallel_for("add_column_sums", Team(teams, kColumnsPerTeam * body.slices).set_scratch_size(0, shared(body.slices)),
@@ -107,12 +108,12 @@ void add_column_sums_sliced(Unmanaged2<const float> partial, Unmanaged1<float> o
 }
 }  // namespace
 
-void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out) {
+void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out, bool overwrite) {
   if (partial.extent(1) != out.extent(0)) throw std::invalid_argument("add_column_sums: shapes do not match");
   if constexpr (Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible) {
-    add_column_sums_in_order(partial, out);
+    add_column_sums_in_order(partial, out, overwrite);
   } else {
-    add_column_sums_sliced(partial, out);
+    add_column_sums_sliced(partial, out, overwrite);
   }
 }
 

@@ -17,9 +17,9 @@ void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> de
 
 // The second stage of a deterministic column sum (the gradient of a vector broadcast over rows: a bias,
 // a norm weight), after teams have summed blocks of rows into partial [B, c]:
-//   out[j] += sum_b partial[b, j]
-// in a fixed order: b = 0, 1, ... on the host; on a GPU, eight interleaved slices of b summed in order,
-// then the slices in order (rows.cpp). Deterministic either way.
-void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out);
+//   out[j] += sum_b partial[b, j]     (overwrite: out[j] = sum_b partial[b, j], out's old values unread)
+// in a fixed order: b = 0, 1, ... on the host; on a GPU, interleaved slices of b summed in order, then
+// the slices in order (rows.cpp). Deterministic either way.
+void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out, bool overwrite = false);
 
 }  // namespace shardft

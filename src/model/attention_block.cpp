@@ -306,7 +306,12 @@ void stacked_qkv_backward(const AttentionWeights& w, const AttentionGrads& g, co
     const std::pair<const LinearGrads*, std::int64_t> parts[] = {
         {&g.q, w.q.out_features()}, {&g.k, w.k.out_features()}, {&g.v, w.v.out_features()}};
     for (const auto& [part, rows] : parts) {  // a frozen part (no gradient) is skipped
-      if (part->weight.extent(0) > 0) add_inplace(flat(part->weight), Unmanaged1<const float>(dw.data() + row * in, rows * in));
+      const Unmanaged1<const float> part_dw(dw.data() + row * in, rows * in);
+      if (part->weight.extent(0) > 0 && part->overwrite_weight) {
+        Kokkos::deep_copy(ExecSpace(), flat(part->weight), part_dw);
+      } else if (part->weight.extent(0) > 0) {
+        add_inplace(flat(part->weight), part_dw);
+      }
       row += rows;
     }
   }
@@ -333,7 +338,7 @@ AttentionWeights attention_weights_of(ParamSource& params, const ParamLayout& la
 
 AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
   using M = LoraModule;
-  AttentionGrads g{grads.grad(P.input_layernorm),
+  AttentionGrads g{grads.grad_to_write(P.input_layernorm),
                    linear_grads_of(grads, layout, P.q_proj, P.q_bias, P.lora_of(M::q_proj)),
                    linear_grads_of(grads, layout, P.k_proj, P.k_bias, P.lora_of(M::k_proj)),
                    linear_grads_of(grads, layout, P.v_proj, P.v_bias, P.lora_of(M::v_proj)),

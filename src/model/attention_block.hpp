@@ -29,7 +29,7 @@ struct AttentionWeights {
 };
 
 struct AttentionGrads {
-  Unmanaged1<float> norm;
+  GradWrite norm;  // the input norm's weight
   LinearGrads q, k, v, o;
   Unmanaged1<float> q_norm, k_norm;  // empty without qk_norm
 };

@@ -52,16 +52,18 @@ bool Linear::stack(std::initializer_list<const Linear*> parts, Linear& stacked) 
 bool stack_linear_grads(std::initializer_list<const LinearGrads*> parts, LinearGrads& stacked) {
   if (parts.size() == 0) return false;
   const Unmanaged2<float> g0 = (*parts.begin())->weight;
-  const bool frozen = g0.extent(0) == 0;
+  const bool frozen = g0.extent(0) == 0, overwrite = (*parts.begin())->overwrite_weight;
   std::size_t rows = 0;
   for (const LinearGrads* p : parts) {
     if (p->bias.extent(0) > 0 || p->lora[0].a.extent(0) > 0 || p->lora[1].a.extent(0) > 0) return false;
+    if (p->overwrite_weight != overwrite) return false;
     if ((p->weight.extent(0) == 0) != frozen) return false;
     if (frozen) continue;
     if (p->weight.extent(1) != g0.extent(1) || p->weight.data() != g0.data() + rows * g0.extent(1)) return false;
     rows += p->weight.extent(0);
   }
   stacked = LinearGrads{frozen ? Unmanaged2<float>() : Unmanaged2<float>(g0.data(), rows, g0.extent(1)), {}, {}};
+  stacked.overwrite_weight = overwrite;
   return true;
 }
 
@@ -167,7 +169,8 @@ void Linear::forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
 void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const LinearGrads& grads,
                              float dw_beta) const {
   const Unmanaged2<const float> dy = g.f32;
-  if (grads.weight.extent(0) > 0) gemm_mixed(Op::T, Op::N, 1.f, g.gemm, x, dw_beta, grads.weight);
+  const float beta = grads.overwrite_weight ? 0.f : dw_beta;  // beta 0: the stale values are not read
+  if (grads.weight.extent(0) > 0) gemm_mixed(Op::T, Op::N, 1.f, g.gemm, x, beta, grads.weight);
   if (bias_.extent(0) > 0 && grads.bias.extent(0) > 0) bias_backward(dy, grads.bias);
   for (int i = 0; i < num_lora_; ++i) {
     const LoraTerm& t = lora_[i];
@@ -268,12 +271,12 @@ Unmanaged2<float> LinearInput::reusable(std::int64_t rows, std::int64_t cols, Co
 }
 
 void rmsnorm_backward_kept(const GemmOperand& x, const NormWeight& w, Unmanaged1<const float> rstd,
-                           Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                           Unmanaged2<const float> dy, Unmanaged2<float> dx, const GradWrite& dw,
                            Unmanaged2<bf16> dx_rounded) {
   if (x.is_bf16) {
-    rmsnorm_backward(x.b16, w, rstd, dy, dx, dw, dx_rounded);
+    rmsnorm_backward(x.b16, w, rstd, dy, dx, dw.values, dx_rounded, dw.overwrite);
   } else {
-    rmsnorm_backward(x.f32, w, rstd, dy, dx, dw, dx_rounded);
+    rmsnorm_backward(x.f32, w, rstd, dy, dx, dw.values, dx_rounded, dw.overwrite);
   }
 }
 
@@ -340,7 +343,8 @@ Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int
 }
 
 LinearGrads linear_grads_of(GradSink& grads, const ParamLayout& layout, int weight, int bias, const LoraParams& lora) {
-  LinearGrads g{grad_matrix(grads, layout, weight), bias >= 0 ? grads.grad(bias) : Unmanaged1<float>(), {}};
+  LinearGrads g{{}, bias >= 0 ? grads.grad(bias) : Unmanaged1<float>(), {}};
+  g.weight = grad_matrix_to_write(grads, layout, weight, &g.overwrite_weight);
   if (lora.on()) g.lora[0] = lora_grads_of(grads, layout, lora);
   return g;
 }

@@ -63,12 +63,14 @@ struct LinearGrads {
   Unmanaged2<float> weight;  // [out, in]
   Unmanaged1<float> bias;    // [out]; empty when the layer has no bias
   LoraGrads lora[kMaxLoraTerms];  // one per LoRA term, in the order they were added
+  // weight's buffer holds nothing of this sum yet (GradSink::grad_to_write): dW = dy^T x replaces it
+  bool overwrite_weight = false;
 };
 
 // Where the gradients of Linear::stack's parts go, as the stacked layer's: their weights' gradients back to
 // back as one [sum of outs, in] matrix, or an empty one where every part is frozen. Returns false where
-// some parts are frozen and others not, a part has a bias or LoRA gradients, or a gradient does not follow
-// the one before in memory.
+// some parts are frozen and others not, a part has a bias or LoRA gradients, a gradient does not follow
+// the one before in memory, or the parts differ in overwrite_weight.
 bool stack_linear_grads(std::initializer_list<const LinearGrads*> parts, LinearGrads& stacked);
 
 class Linear {
@@ -100,7 +102,8 @@ class Linear {
   // The same from dy and its bf16 rounding made by dy's producer (the residual stream's gradient, which
   // RMSNorm's backward rounds as it writes it); an empty `rounded` is made here.
   LinearGrad grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf16> rounded) const;
-  // The two halves of backward: dW = dw_beta dW + dy^T x (and db += sum_n dy); dx = dy W + dx_beta dx.
+  // The two halves of backward: dW = dw_beta dW + dy^T x (dW = dy^T x where grads.overwrite_weight; and
+  // db += sum_n dy); dx = dy W + dx_beta dx.
   void backward_weight(const GemmOperand& x, const LinearGrad& dy, const LinearGrads& grads,
                        float dw_beta = 1.f) const;
   void backward_input(const LinearGrad& dy, Unmanaged2<float> dx, float dx_beta) const;
@@ -190,9 +193,10 @@ enum class Kept {
 Kept kept_as(ComputeDtype dtype, bool every_layer);
 
 // RMSNorm's backward (kernels/rmsnorm.hpp) on its input x as it was kept: fp32, or bf16 in a bf16 step
-// (GemmOperand is the tagged fp32-or-bf16 view), read without widening it into scratch.
+// (GemmOperand is the tagged fp32-or-bf16 view), read without widening it into scratch. dw is written
+// where its buffer holds nothing of this sum yet (GradWrite::overwrite), else added into.
 void rmsnorm_backward_kept(const GemmOperand& x, const NormWeight& w, Unmanaged1<const float> rstd,
-                           Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                           Unmanaged2<const float> dy, Unmanaged2<float> dx, const GradWrite& dw,
                            Unmanaged2<bf16> dx_rounded = {});
 
 // An activation that is not a GEMM's input (those are LinearInputs) kept for backward as `Kept` says. Its

@@ -66,11 +66,17 @@ void chunk_loss_bf16(const HeadWeights& w, const HeadGrads* grads, const GemmOpe
 }
 
 // The loss chunk by chunk, summed on the device into b.loss (returned); with grads, each chunk's logits
-// become their gradient and flow back into dh.
-Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* grads, Unmanaged2<const float> x,
+// become their gradient and flow back into dh. The head's weight gradient sums the chunks: where its
+// buffer is to be overwritten, the first chunk writes it and the others add.
+Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* head_grads, Unmanaged2<const float> x,
                                 Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
                                 HeadBuffers& b, Unmanaged2<float> dh) {
   const std::int64_t N = x.extent(0), d = x.extent(1), V = w.lm_head.out_features();
+  HeadGrads chunk_grads = head_grads ? *head_grads : HeadGrads{};
+  const HeadGrads* grads = head_grads ? &chunk_grads : nullptr;
+  if (grads && N == 0 && chunk_grads.lm_head.overwrite_weight) {
+    Kokkos::deep_copy(ExecSpace(), flat(chunk_grads.lm_head.weight), 0.f);  // no rows: a zero gradient
+  }
   const GemmOperand h = final_norm(w, x, b);
   const std::int64_t per_chunk = chunk > 0 ? std::min(chunk, N) : N;
   const auto sum = b.loss.vec(1);
@@ -82,6 +88,7 @@ Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* grads, Un
     if (h.is_bf16 && w.lm_head.plain()) {
       const Unmanaged2<float> dh_c = grads ? Unmanaged2<float>(dh.data() + c0 * d, rows, d) : Unmanaged2<float>();
       chunk_loss_bf16(w, grads, h_c, targets_c, grad_scale, b, dh_c, sum);
+      chunk_grads.lm_head.overwrite_weight = false;
       continue;
     }
     const auto logits = b.logits.mat(rows, V);
@@ -92,6 +99,7 @@ Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* grads, Un
     }
     cross_entropy_forward_backward(logits, targets_c, grad_scale, sum);
     w.lm_head.backward(h_c, logits, Unmanaged2<float>(dh.data() + c0 * d, rows, d), 0.f, grads->lm_head);
+    chunk_grads.lm_head.overwrite_weight = false;
   }
   return sum;
 }
@@ -105,7 +113,7 @@ HeadWeights head_weights_of(ParamSource& params, const ParamLayout& layout, cons
 }
 
 HeadGrads head_grads_of(GradSink& grads, const ParamLayout& layout) {
-  return {grads.grad(layout.final_norm()), linear_grads_of(grads, layout, layout.lm_head(), -1)};
+  return {grads.grad_to_write(layout.final_norm()), linear_grads_of(grads, layout, layout.lm_head(), -1)};
 }
 
 void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> rows,
@@ -134,7 +142,7 @@ void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<con
                         Unmanaged1<double> loss_sum) {
   add_scalar(loss_sum, chunked_loss(w, &g, x, targets, chunk, grad_scale, b, dh));
   Kokkos::deep_copy(ExecSpace(), dx, 0.f);
-  rmsnorm_backward(x, w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm, dx_rounded);
+  rmsnorm_backward(x, w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm.values, dx_rounded, g.norm.overwrite);
 }
 
 }  // namespace shardft

@@ -19,7 +19,7 @@ struct HeadWeights {
 };
 
 struct HeadGrads {
-  Unmanaged1<float> norm;
+  GradWrite norm;  // the final norm's weight
   LinearGrads lm_head;
 };
 

@@ -1,5 +1,7 @@
 #include "model/mlp_block.hpp"
 
+#include <utility>
+
 #include "kernels/elementwise.hpp"
 #include "kernels/kernel_scratch.hpp"
 #include "kernels/rmsnorm.hpp"
@@ -93,7 +95,8 @@ MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const 
 }
 
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P) {
-  MlpGrads g{grads.grad(P.post_attention_layernorm), grads.grad(P.gate_proj), grads.grad(P.up_proj), {},
+  MlpGrads g{grads.grad_to_write(P.post_attention_layernorm), grads.grad_to_write(P.gate_proj),
+             grads.grad_to_write(P.up_proj), {},
              linear_grads_of(grads, layout, P.down_proj, -1, P.lora_of(LoraModule::down_proj))};
   int terms = 0;
   for (LoraModule m : {LoraModule::gate_proj, LoraModule::up_proj}) {
@@ -137,17 +140,26 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperan
   const LinearGrad dgu = down_and_swiglu_backward(w, g, a, w.down.grad_operand(dx, dx_rounded), N, I, scratch);
   w.gate_up.backward_input(dgu, dh, 0.f);
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
-  if (g.gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients
+  const Unmanaged1<float> gate = g.gate.values, up = g.up.values;
+  if (gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients
     w.gate_up.backward_weight(h, dgu, gate_up_grads);
-  } else if (g.up.data() == g.gate.data() + I * d) {
-    gate_up_grads.weight = Unmanaged2<float>(g.gate.data(), 2 * I, d);
+  } else if (up.data() == gate.data() + I * d && g.gate.overwrite == g.up.overwrite) {
+    gate_up_grads.weight = Unmanaged2<float>(gate.data(), 2 * I, d);
+    gate_up_grads.overwrite_weight = g.gate.overwrite;
     w.gate_up.backward_weight(h, dgu, gate_up_grads);
   } else {
     auto dw = b.gate_up_dw.mat(2 * I, d);
     gate_up_grads.weight = dw;
     w.gate_up.backward_weight(h, dgu, gate_up_grads, 0.f);
-    add_inplace(g.gate, Unmanaged1<const float>(dw.data(), I * d));
-    add_inplace(g.up, Unmanaged1<const float>(dw.data() + I * d, I * d));
+    const std::pair<const GradWrite*, std::int64_t> halves[] = {{&g.gate, 0}, {&g.up, I * d}};
+    for (const auto& [half, at] : halves) {
+      const Unmanaged1<const float> part(dw.data() + at, I * d);
+      if (half->overwrite) {
+        Kokkos::deep_copy(ExecSpace(), half->values, part);
+      } else {
+        add_inplace(half->values, part);
+      }
+    }
   }
   rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), dh, dx, g.norm, dx_rounded);
 }

@@ -18,8 +18,8 @@ struct MlpWeights {
 };
 
 struct MlpGrads {
-  Unmanaged1<float> norm;
-  Unmanaged1<float> gate, up;  // [I * d] each; the fused weight's gradient is added into both (empty: frozen)
+  GradWrite norm;  // the post-attention norm's weight
+  GradWrite gate, up;  // [I * d] each; the fused weight's gradient goes into both (empty: frozen)
   LoraGrads gate_up_lora[kMaxLoraTerms];  // the fused layer's LoRA terms (gate's, then up's), as added
   LinearGrads down;
 };

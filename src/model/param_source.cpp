@@ -21,6 +21,14 @@ Unmanaged2<float> grad_matrix(GradSink& grads, const ParamLayout& layout, int pa
   return Unmanaged2<float>(g.data(), shape.at(0), shape.at(1));
 }
 
+Unmanaged2<float> grad_matrix_to_write(GradSink& grads, const ParamLayout& layout, int param, bool* overwrite) {
+  const GradWrite g = grads.grad_to_write(param);
+  *overwrite = g.overwrite;
+  if (g.values.extent(0) == 0) return {};  // frozen
+  const auto& shape = layout.params()[param].shape;
+  return Unmanaged2<float>(g.values.data(), shape.at(0), shape.at(1));
+}
+
 LocalParams::LocalParams(const ParamLayout& layout)
     : layout_(layout),
       weights_("local_weights", layout.total_numel()),

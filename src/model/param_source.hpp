@@ -30,12 +30,24 @@ class ParamSource {
   virtual void release(int block, Pass pass) = 0;
 };
 
+// A gradient buffer the model may write instead of adding into (GradSink::grad_to_write): `overwrite`
+// where nothing of this micro-batch's sum has reached it yet, so that its values are stale and the
+// model's first contribution replaces them (a GEMM's beta 0) instead of adding to zeros.
+struct GradWrite {
+  Unmanaged1<float> values;
+  bool overwrite = false;
+};
+
 class GradSink {
  public:
   virtual ~GradSink() = default;
   // The fp32 buffer the model ADDS this parameter's gradient into; empty for a frozen parameter
   // (ParamSpec::frozen), whose gradient the model then does not compute.
   virtual Unmanaged1<float> grad(int param) = 0;
+  // The same buffer for a caller that will write the parameter's whole gradient in this micro-batch
+  // (a weight's dW = dy^T x, a norm weight's column sums): where `overwrite` is set it must write
+  // every element, not add. A sink that zeroes its buffers before each sum says false (the default).
+  virtual GradWrite grad_to_write(int param) { return {grad(param), false}; }
   // Every gradient contribution of `block` for this micro-batch has been added.
   virtual void block_done(int block) = 0;
 };
@@ -46,6 +58,8 @@ Unmanaged2<const float> weight_matrix(ParamSource& params, const ParamLayout& la
 // The same as bf16 storage; empty where the source keeps fp32 (ParamSource::weight_bf16).
 Unmanaged2<const bf16> weight_matrix_bf16(ParamSource& params, const ParamLayout& layout, int param);
 Unmanaged2<float> grad_matrix(GradSink& grads, const ParamLayout& layout, int param);
+// grad_to_write's buffer as that matrix; `overwrite` as grad_to_write says.
+Unmanaged2<float> grad_matrix_to_write(GradSink& grads, const ParamLayout& layout, int param, bool* overwrite);
 
 // Single rank: one flat fp32 buffer of weights and one of gradients, in layout order (a frozen
 // parameter's gradient is left at zero: grad() gives it no buffer).

@@ -126,7 +126,13 @@ void ZeroEngine::set_nonfinite_counter(Unmanaged1<double> counter) {
 Unmanaged1<float> ZeroEngine::grad(int param) {
   progress();
   if (!holds(param)) return {};  // frozen: no gradient
-  return reducer_->grad(param);
+  return reducer_->grad(param, GradUse::add).values;
+}
+
+GradWrite ZeroEngine::grad_to_write(int param) {
+  progress();
+  if (!holds(param)) return {};
+  return reducer_->grad(param, GradUse::write);
 }
 
 void ZeroEngine::block_done(int block) {

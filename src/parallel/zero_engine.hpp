@@ -97,6 +97,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   void release(int block, Pass pass) override;
   // GradSink
   Unmanaged1<float> grad(int param) override;
+  GradWrite grad_to_write(int param) override;
   void block_done(int block) override;
 
   // The whole model in layout order on every rank (collective): master weights (the compute weights of

@@ -3,7 +3,8 @@
 // reduction buckets as its block finishes, so the reduce-scatter overlaps the rest of backward. Units
 // whose block never reported (no gradient flowed there) join at the end. The owned region is this
 // rank's shard of every unit. The buckets' staging is not reported as a transient peak: the memory
-// preflight counts the full gradient instead.
+// preflight counts the full gradient instead. The step's sum starts stale (grad_sum_state.hpp); a unit
+// is settled as it is handed over.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -20,15 +21,16 @@ class AccumulateThenScatter : public GradReducer {
         full_(std::string("zero_full_grads"), part.full_numel()),
         owned_(std::string("zero_grad_shard"), part.shard_numel()),
         buckets_(part, group, owned_, opt, pool),
-        bucketed_(part.units().size(), 0) {}
+        bucketed_(part.units().size(), 0),
+        sums_(part) {}
 
   void begin_step() override {
     buckets_.finish();  // nothing should be in flight; never leave a collective behind
     std::fill(bucketed_.begin(), bucketed_.end(), 0);
-    Kokkos::deep_copy(ExecSpace(), full_, 0.f);
+    sums_.start();
     Kokkos::deep_copy(ExecSpace(), owned_, 0.f);
   }
-  Unmanaged1<float> grad(int param) override { return full_unit_slice(part_, full_, param); }
+  GradWrite grad(int param, GradUse use) override { return sums_.claim(param, full_unit_slice(part_, full_, param), use); }
   void unit_done(int unit, const MicroBatch& mb) override {
     if (mb.last() && !bucketed_[unit]) hand_over(unit);  // the accumulated gradient is final now
   }
@@ -53,13 +55,16 @@ class AccumulateThenScatter : public GradReducer {
  private:
   void hand_over(int unit) {
     bucketed_[unit] = 1;
-    buckets_.add(unit, full_.data() + part_.units()[unit].full_offset, {});
+    float* values = full_.data() + part_.units()[unit].full_offset;
+    sums_.settle(unit, values);
+    buckets_.add(unit, values, {});
   }
 
   const FlatPartition& part_;
   View1<float> full_, owned_;
   GradBuckets buckets_;
   std::vector<char> bucketed_;  // units handed to the buckets this step
+  GradSumState sums_;
 };
 
 }  // namespace

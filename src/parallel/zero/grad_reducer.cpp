@@ -30,7 +30,7 @@ class ReplicaSum : public GradReducer {
   ReplicaSum(std::unique_ptr<GradReducer> inner, Communicator& replica, bool bf16)
       : inner_(std::move(inner)), replica_(replica), bf16_(bf16) {}
   void begin_step() override { inner_->begin_step(); }
-  Unmanaged1<float> grad(int param) override { return inner_->grad(param); }
+  GradWrite grad(int param, GradUse use) override { return inner_->grad(param, use); }
   void unit_done(int unit, const MicroBatch& mb) override { inner_->unit_done(unit, mb); }
   void end_micro_batch(const MicroBatch& mb) override {
     inner_->end_micro_batch(mb);

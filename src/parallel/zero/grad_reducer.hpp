@@ -19,6 +19,7 @@
 #include "parallel/flat_partition.hpp"
 #include "parallel/grad_buckets.hpp"
 #include "parallel/parallel_plan.hpp"
+#include "parallel/zero/grad_sum_state.hpp"
 #include "parallel/zero/step_protocol.hpp"
 #include "parallel/zero/zero_config.hpp"
 
@@ -27,10 +28,13 @@ namespace shardft {
 class GradReducer {
  public:
   virtual ~GradReducer() = default;
-  // Zeroes what accumulates over the step; nothing from the last step is left in flight.
+  // A new sum over the step (its buffers stale until reached: grad_sum_state.hpp); nothing from the last
+  // step is left in flight.
   virtual void begin_step() = 0;
-  // The buffer the model adds parameter `param`'s gradient into (a parameter of the partition).
-  virtual Unmanaged1<float> grad(int param) = 0;
+  // The buffer the model adds (`use` add: zeroed first where the sum has not reached it) or writes (`use`
+  // write: `overwrite` where its values are stale) parameter `param`'s gradient into (a parameter of the
+  // partition).
+  virtual GradWrite grad(int param, GradUse use) = 0;
   // Every gradient of `unit` (a unit with parameters) for micro-batch `mb` has been added.
   virtual void unit_done(int unit, const MicroBatch& mb) = 0;
   // The end of micro-batch mb; after the last, owned() holds the step's reduced gradient.

@@ -1,6 +1,7 @@
 // Stages 2-3: no full gradient exists. Each unit's gradient lives in a buffer of its own (from the
-// pool, zeroed when first asked for in a micro-batch) while its block's backward runs, and is reduced
-// as soon as the block is done, into this rank's shard:
+// pool, a new sum when first asked for in a micro-batch: grad_sum_state.hpp, settled before it is
+// reduced) while its block's backward runs, and is reduced as soon as the block is done, into this
+// rank's shard:
 //   bucketed: the unit joins the reduction buckets; a full bucket's reduce-scatter runs while backward
 //     goes on. At the end of a micro-batch that is not the last, the last bucket starts and may stay in
 //     flight through the next forward: buckets complete in the order they started, so the owned
@@ -24,15 +25,20 @@ namespace {
 class UnitGradients : public GradReducer {
  public:
   UnitGradients(const FlatPartition& part, BufferPool& pool)
-      : part_(part), pool_(pool), owned_(std::string("zero_grad_shard"), part.shard_numel()), units_(part.units().size()) {}
-  Unmanaged1<float> grad(int param) override {
+      : part_(part),
+        pool_(pool),
+        owned_(std::string("zero_grad_shard"), part.shard_numel()),
+        units_(part.units().size()),
+        sums_(part) {}
+  GradWrite grad(int param, GradUse use) override {
     const int u = part_.unit_of(param);
     if (units_[u].extent(0) == 0) {
       units_[u] = pool_.take(part_.units()[u].padded, "zero_unit_grad");
-      Kokkos::deep_copy(ExecSpace(), units_[u], 0.f);  // backward accumulates into it
+      sums_.start_unit(u);
       note_peak();
     }
-    return Unmanaged1<float>(units_[u].data() + part_.offset_in_unit(param), part_.numel_of(param));
+    return sums_.claim(param, Unmanaged1<float>(units_[u].data() + part_.offset_in_unit(param), part_.numel_of(param)),
+                       use);
   }
   View1<float> owned() const override { return owned_; }
   std::int64_t persistent_elements() const override { return static_cast<std::int64_t>(owned_.extent(0)); }
@@ -50,6 +56,7 @@ class UnitGradients : public GradReducer {
   BufferPool& pool_;
   View1<float> owned_;
   std::vector<View1<float>> units_;  // per unit, during its block's backward
+  GradSumState sums_;
   std::int64_t peak_ = 0;
 };
 
@@ -63,6 +70,7 @@ class BucketedScatter : public UnitGradients {
   }
   void unit_done(int unit, const MicroBatch&) override {
     if (units_[unit].extent(0) == 0) return;  // no gradient reached it in this micro-batch
+    sums_.settle(unit, units_[unit].data());
     buckets_.add(unit, units_[unit].data(), std::move(units_[unit]));  // held until reduced, then pooled
     note_peak();
   }
@@ -93,6 +101,7 @@ class Int4Scatter : public UnitGradients {
   void begin_step() override { Kokkos::deep_copy(ExecSpace(), owned_, 0.f); }
   void unit_done(int unit, const MicroBatch&) override {
     if (units_[unit].extent(0) == 0) return;
+    sums_.settle(unit, units_[unit].data());
     const FlatUnit& u = part_.units()[unit];
     const Unmanaged1<float> reduced(scratch_.data(), u.shard);
     quantized_reduce_scatter_int4(node_, cross_, units_[unit].data(),
