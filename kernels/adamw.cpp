@@ -146,7 +146,7 @@ struct RunPiece {
 };
 
 template <class Copy>
-void update_runs(const char* name, const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
+void update_runs(const ExecSpace& space, const char* name, const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
                  Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
                  Unmanaged1<const float> grad_scale, const Copy copy) {
   check_buffers(runs, param, grad, m, v);
@@ -159,7 +159,7 @@ void update_runs(const char* name, const AdamWHyper& h, const FlatRuns& runs, Un
                                  packs_fit<4>(4, {{param.data(), 4}, {grad.data(), 4}, {m.data(), 4}, {v.data(), 4}})};
   const float* scale = grad_scale.extent(0) > 0 ? grad_scale.data() : nullptr;
   for_each_run_in_chunks(
-      name, runs, KOKKOS_LAMBDA(const Member& team, const std::int64_t value, const std::int64_t a, const std::int64_t b) {
+      space, name, runs, KOKKOS_LAMBDA(const Member& team, const std::int64_t value, const std::int64_t a, const std::int64_t b) {
         // The clip factor read once (the stores could alias it as far as the compiler knows); without
         // one, g * 1 is exact, so the unclipped update is unchanged.
         piece(team, value, a, b, scale ? *scale : 1.f);
@@ -171,19 +171,32 @@ void update_runs(const char* name, const AdamWHyper& h, const FlatRuns& runs, Un
 void adamw_update_runs(const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
                        Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
                        Unmanaged1<const float> grad_scale) {
-  update_runs("adamw_update_runs", h, runs, param, grad, m, v, grad_scale, NoCopy{});
+  adamw_update_runs(ExecSpace(), h, runs, param, grad, m, v, grad_scale);
+}
+
+void adamw_update_runs(const ExecSpace& space, const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
+                       Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
+                       Unmanaged1<const float> grad_scale) {
+  update_runs(space, "adamw_update_runs", h, runs, param, grad, m, v, grad_scale, NoCopy{});
 }
 
 void adamw_update_runs(const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
+                       Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
+                       Unmanaged1<const float> grad_scale, const ComputeWeights& copy) {
+  adamw_update_runs(ExecSpace(), h, runs, param, grad, m, v, grad_scale, copy);
+}
+
+void adamw_update_runs(const ExecSpace& space, const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
                        Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
                        Unmanaged1<const float> grad_scale, const ComputeWeights& copy) {
   if ((copy.bf16_storage.extent(0) > 0) == (copy.f32_storage.extent(0) > 0)) {
     throw std::invalid_argument("adamw_update_runs: the compute weights need exactly one storage, bf16 or fp32");
   }
   if (copy.bf16_storage.extent(0) > 0) {
-    update_runs("adamw_update_runs_copy_bf16", h, runs, param, grad, m, v, grad_scale, CopyToBf16{copy.bf16_storage.data()});
+    update_runs(space, "adamw_update_runs_copy_bf16", h, runs, param, grad, m, v, grad_scale,
+                CopyToBf16{copy.bf16_storage.data()});
   } else {
-    update_runs("adamw_update_runs_copy", h, runs, param, grad, m, v, grad_scale,
+    update_runs(space, "adamw_update_runs_copy", h, runs, param, grad, m, v, grad_scale,
                 CopyToF32{copy.f32_storage.data(), copy.cast});
   }
 }

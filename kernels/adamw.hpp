@@ -30,6 +30,10 @@ void adamw_update(const AdamWHyper& h, Unmanaged1<float> param, Unmanaged1<const
 void adamw_update_runs(const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
                        Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
                        Unmanaged1<const float> grad_scale = {});
+// The same launched on `space` (kernels/side_queue: the optimizer's own queue).
+void adamw_update_runs(const ExecSpace& space, const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
+                       Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
+                       Unmanaged1<const float> grad_scale);
 
 // The compute weights the ZeRO engine refreshes from the master weights after each update
 // (kernels/runs_cast.hpp): bf16 storage, or fp32 storage with a RunCast.
@@ -45,6 +49,9 @@ struct ComputeWeights {
 // decay flag and the offset of the compute copy. The results equal adamw_update_runs then cast_runs bit
 // for bit (the same element expressions).
 void adamw_update_runs(const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
+                       Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
+                       Unmanaged1<const float> grad_scale, const ComputeWeights& copy);
+void adamw_update_runs(const ExecSpace& space, const AdamWHyper& h, const FlatRuns& runs, Unmanaged1<float> param,
                        Unmanaged1<const float> grad, Unmanaged1<float> m, Unmanaged1<float> v,
                        Unmanaged1<const float> grad_scale, const ComputeWeights& copy);
 

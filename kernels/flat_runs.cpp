@@ -23,7 +23,8 @@ FlatRuns make_flat_runs(const std::vector<FlatRun>& runs) {
   }
   const std::size_t n = merged.size();
   FlatRuns out{View1<std::int64_t>("flat_runs_begin", n), View1<std::int64_t>("flat_runs_end", n),
-               View1<std::int64_t>("flat_runs_value", n), n == 0 ? 0 : merged.back().begin + merged.back().length};
+               View1<std::int64_t>("flat_runs_value", n), n == 0 ? 0 : merged.back().begin + merged.back().length,
+               n == 0 ? 0 : merged.front().begin};
   auto b = Kokkos::create_mirror_view(out.begin);
   auto e = Kokkos::create_mirror_view(out.end);
   auto v = Kokkos::create_mirror_view(out.value);

@@ -26,6 +26,9 @@
 #            time after step 1 (a GPU build times them by CUDA events, unfenced)                  cap 90 s
 #   test     shardft_unit_tests with gtest XML: passed / failed / skipped, failures by name     cap 150 s
 #   ncu      (only when named) the elementwise kernels under Nsight Compute: results/ncu.csv   cap 120 s
+#   overlap  (only when named) the bench step with optimizer_overlap: true (the optimizer step on a second
+#            stream under the next forward): ms/step beside bench's, and whether every step's loss equals
+#            bench's bit for bit (the same arithmetic)                                          cap 150 s
 #   train    the default recipe on one GPU, PROBE_TRAIN_EPOCHS (3) of its 8 epochs: held-out exact
 #            match >= 0.90 (3 epochs reach 1.0 on the CPU build)                                  cap 90 s
 # then, whatever happened, in --out ($OUT when set, else .cache/gpu-probe-<mode>/out):
@@ -58,7 +61,7 @@ while [ $# -gt 0 ]; do
     --kit) [ $# -ge 2 ] || die "--kit needs a folder"; kit=$2; shift ;;
     --out) [ $# -ge 2 ] || die "--out needs a folder"; out=$2; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    setup|bench|torch|kernels|test|train|ncu) stages+=("$1") ;;
+    setup|bench|torch|kernels|test|train|ncu|overlap) stages+=("$1") ;;
     *) die "unknown argument '$1' (expected --no-gpu, --kit DIR, --out DIR or stages: setup bench torch kernels test train)" ;;
   esac
   shift
@@ -266,21 +269,24 @@ stage_setup() {
 bench_shape() {  # NAME LAYERS STEPS WARMUP
   echo "name=$1 hidden=2048 layers=$2 heads=32 kv_heads=8 inter=8192 vocab=128256 seq=2048 batch=2 steps=$3 warmup=$4 rope_theta=500000"
 }
-stage_bench() {
-  have_prefix || { result bench skipped 0 reason="no kit prefix (setup did not unpack it)"; return 0; }
-  gpu_ready || { result bench skipped 0 reason="$(no_gpu_reason)"; return 0; }
-  local c; c=$(cap bench 150 45) || { result bench skipped 0 reason="out of budget: under 45 s left"; return 0; }
-  local shape_args; read -ra shape_args <<<"$(bench_shape llama-1b 16 "${BENCH_STEPS:-10}" 2)"
-  local dir=$state/bench log=$state/logs/bench_shardft.log t0 rc=0
+stage_bench() { run_bench bench ""; }
+stage_overlap() { run_bench overlap "overlap=1"; }
+run_bench() {  # STAGE EXTRA_SHAPE_ARG
+  local stage=$1
+  have_prefix || { result "$stage" skipped 0 reason="no kit prefix (setup did not unpack it)"; return 0; }
+  gpu_ready || { result "$stage" skipped 0 reason="$(no_gpu_reason)"; return 0; }
+  local c; c=$(cap "$stage" 150 45) || { result "$stage" skipped 0 reason="out of budget: under 45 s left"; return 0; }
+  local shape_args; read -ra shape_args <<<"$(bench_shape llama-1b 16 "${BENCH_STEPS:-10}" 2) $2"
+  local dir=$state/$stage log=$state/logs/${stage}_shardft.log t0 rc=0
   rm -rf "$dir"; mkdir -p "$dir"
   python3 "$vutil" bench-recipe "$dir" "$peak" "${shape_args[@]}"
   kit_env
-  echo "probe: bench (cap $c s; log $log)"
+  echo "probe: $stage (cap $c s; log $log)"
   t0=$(now)
   sample_start "$dir"
   (cd "$root" && capped "$c" "$log" "${mpirun1[@]}" train --config "$dir/recipe.yaml") || rc=$?
   sample_stop
-  python3 "$util" bench-result "$dir" "$log" "$state/results/bench.json" "$(since "$t0")" "$rc" "$c" "$peak" "${shape_args[@]}"
+  python3 "$util" bench-result "$dir" "$log" "$state/results/$stage.json" "$(since "$t0")" "$rc" "$c" "$peak" "${shape_args[@]}"
   rm -rf "$dir/run"  # the closing model.safetensors of a 1B model: 5 GB
 }
 

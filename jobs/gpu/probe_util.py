@@ -202,6 +202,7 @@ def cmd_bench_result(d, log, out, seconds, rc, cap, peak, *items):
                   "all_step_ms": [r["step_seconds"] * 1e3 for r in timed],
                   "mfu_logged_median": statistics.median(r.get("mfu", 0.0) for r in timed),
                   "loss_first_last": [rows[0].get("loss"), rows[-1].get("loss")],
+                  "losses": [r.get("loss") for r in rows],
                   "peak_host_rss_bytes": max(r.get("peak_memory_bytes", 0) for r in rows)})
     closing = [r for r in vu.metrics_lines(os.path.join(d, "run", "metrics.jsonl")) if "train_runtime" in r]
     for key in ("device_peak_memory_bytes", "gemm_tensor_core_flop_share", "gemm_widened_elements_per_step",
@@ -355,10 +356,10 @@ def cmd_train(metrics, log, out, seconds, rc, cap, epochs):
 
 # ---- report ------------------------------------------------------------------------------------
 
-STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu")
+STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap")
 TITLES = {"setup": "unpack, ldd, versions, MPI", "bench": "1B step, shardft", "torch": "1B step, PyTorch",
           "kernels": "kernel shares", "test": "unit tests", "train": "default recipe",
-          "ncu": "elementwise kernels under ncu"}
+          "ncu": "elementwise kernels under ncu", "overlap": "1B step, optimizer_overlap"}
 
 
 def fmt(v, spec=".3g"):
@@ -442,14 +443,22 @@ def cmd_report(state, out_dir, mode, budget):
                  "Peak memory: nvidia-smi's memory.used sampled every 200 ms, max minus before the run (CUDA context "
                  "included, the same measure for both).")
     L += ["", "| framework | ms/step | tokens/s | MFU | peak GPU memory | notes |", "| --- | --- | --- | --- | --- | --- |"]
-    for name, r in (("shardft", b), ("PyTorch", tb)):
+    ov = R.get("overlap") or {}
+    if ok(ov) and ok(b):
+        same = ov.get("losses") == b.get("losses")
+        ov = {**ov, "same_losses": same}
+        ov_note = (f"every step's loss {'equals' if same else 'DIFFERS from'} bench's"
+                   f"{'' if same else ' (the overlap must not change the arithmetic)'}")
+    for name, r in (("shardft", b), ("shardft, optimizer_overlap", ov), ("PyTorch", tb)):
         if not r:
             continue
         if not ok(r):
             L.append(f"| {name} | - | - | - | - | {r.get('status')}: {str(r.get('reason', ''))[:300].replace('|', '/')} |")
             continue
-        if name == "shardft":
+        if name.startswith("shardft"):
             notes = f"logged MFU {fmt(r.get('mfu_logged_median'), '.3f')}; loss {' -> '.join(fmt(x, '.3f') for x in r.get('loss_first_last') or [])}"
+            if r is ov and "same_losses" in ov:
+                notes += f"; {ov_note}"
         else:
             notes = (f"{r.get('framework', '')}; {r.get('device', '')}; attention {r.get('attn_implementation')}; "
                      f"allocator peak {mib(r.get('max_memory_allocated_bytes'))} allocated / "

@@ -333,6 +333,10 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("overlap_comm", &T::overlap_comm,
                 "DeepSpeed's zero_optimization.overlap_comm: reduce-scatter gradient buckets while backward goes on; "
                 "false: wait for each bucket's reduction when it starts"),
+      train_key("optimizer_overlap", &T::optimizer_overlap,
+                "stage 0: run the optimizer step block by block on a device stream of its own, overlapped with the "
+                "next step's forward, which waits for each block's update only before it reads that block (a GPU "
+                "build; on the CPU the step is the same); the results do not change"),
       train_key("zero_quantized_weights", &T::zero_quantized_weights, "ZeRO++ qwZ: stage-3 weight gathers as int8"),
       train_key("zero_quantized_gradients", &T::zero_quantized_gradients,
                 "ZeRO++ qgZ: gradient reduce-scatter as int4, intra-node then across nodes (stages 2, 3)"),

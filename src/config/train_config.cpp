@@ -583,6 +583,9 @@ TrainConfig train_config_from_text(const std::string& recipe_path, const std::st
   if (cfg.zero_quantized_gradients && cfg.zero_stage < 2) {
     fail_combination(cfg, {"zero_quantized_gradients", "zero_stage"}, "zero_quantized_gradients needs zero_stage 2 or 3");
   }
+  if (cfg.optimizer_overlap && cfg.zero_stage != 0) {
+    fail_combination(cfg, {"optimizer_overlap", "zero_stage"}, "optimizer_overlap needs zero_stage 0");
+  }
   check_qlora_keys(cfg);
   check_deepspeed_config(ds, cfg);
   return cfg;

@@ -137,6 +137,7 @@ struct TrainConfig {
   std::string reduce_bucket_size = "auto";     // elements per gradient bucket, DeepSpeed's key (config/zero_buckets.hpp);
   std::string allgather_bucket_size = "auto";  // elements of weight gathers in flight (stage 3: prefetch window when set)
   bool overlap_comm = true;                  // reduce-scatter gradient buckets while backward continues
+  bool optimizer_overlap = false;            // stage 0: each block's update on a queue of its own, under the next forward
   // ZeRO++ (DeepSpeed's keys)
   bool zero_quantized_weights = false;       // qwZ: stage-3 weight gathers as int8 blocks
   bool zero_quantized_gradients = false;     // qgZ: gradient reduce-scatter as int4 blocks, intra-node first

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/elementwise.hpp"
 
@@ -24,7 +26,27 @@ const ZeroConfig& checked(const ZeroConfig& cfg, const ParallelPlan& plan) {
   if (cfg.quantized_gradients && (!plan.qgz_intra() || !plan.qgz_cross())) {
     throw std::invalid_argument("zero_quantized_gradients needs a plan with qgZ's intra- and inter-node groups");
   }
+  if (cfg.overlap_optimizer && cfg.stage != 0) {
+    throw std::invalid_argument("optimizer_overlap needs zero_stage 0 (stages 1-2 gather the updated shards at once)");
+  }
   return cfg;
+}
+
+// The update's table cut at the units' owned ranges, in unit order: one table per unit (empty where the
+// unit owns nothing). A run never crosses a unit: each comes from one parameter's owned slice.
+std::vector<FlatRuns> runs_by_unit(const std::vector<FlatRun>& runs, const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
+  std::vector<std::vector<FlatRun>> cut(ranges.size());
+  for (const FlatRun& r : runs) {
+    std::size_t u = 0;
+    while (u < ranges.size() && !(r.begin >= ranges[u].first && r.begin < ranges[u].second)) ++u;
+    if (u == ranges.size() || r.begin + r.length > ranges[u].second) {
+      throw std::logic_error("optimizer overlap: a run of the update crosses the units' owned ranges");
+    }
+    cut[u].push_back(r);
+  }
+  std::vector<FlatRuns> out;
+  for (const auto& c : cut) out.push_back(make_flat_runs(c));
+  return out;
 }
 
 }  // namespace
@@ -49,11 +71,24 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
     decay.push_back({owned_offset, length, layout_.params()[param].takes_weight_decay() ? 1 : 0});
   });
   const bool copy = weights_->is_copy();
-  optimizer_->set_runs(make_flat_runs(decay),
-                       copy ? make_flat_runs(adamw_copy_runs(decay, weights_->compute_runs())) : FlatRuns(), copy);
+  const std::vector<FlatRun> copy_runs = copy ? adamw_copy_runs(decay, weights_->compute_runs()) : std::vector<FlatRun>();
+  optimizer_->set_runs(make_flat_runs(decay), make_flat_runs(copy_runs), copy);
+  if (!cfg.overlap_optimizer) return;
+  // Each unit's owned range: where its parameters' owned slices lie (empty units: an empty range).
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges(part_.units().size(), {0, 0});
+  std::vector<char> seen(part_.units().size(), 0);
+  owned_.for_each_param_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
+    auto& r = ranges[part_.unit_of(param)];
+    const std::size_t u = static_cast<std::size_t>(part_.unit_of(param));
+    r = seen[u] ? std::make_pair(std::min(r.first, owned_offset), std::max(r.second, owned_offset + length))
+                : std::make_pair(owned_offset, owned_offset + length);
+    seen[u] = 1;
+  });
+  optimizer_->enable_overlap(runs_by_unit(copy ? copy_runs : decay, ranges));
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
+  optimizer_->wait_for_update();
   frozen_->init(model, seed);
   init_owned(owned_, layout_, model, seed, optimizer_->master());
   weights_->write_from(optimizer_->master());
@@ -63,12 +98,14 @@ void ZeroEngine::load_weights(const std::vector<float>& layout_order) {
   if (static_cast<std::int64_t>(layout_order.size()) != layout_.total_numel()) {
     throw std::invalid_argument("load_weights: expected " + std::to_string(layout_.total_numel()) + " values");
   }
+  optimizer_->wait_for_update();
   frozen_->load(layout_order);
   load_owned(owned_, layout_, layout_order, optimizer_->master());
   weights_->write_from(optimizer_->master());
 }
 
 void ZeroEngine::load_weights(const WeightSliceReader& read, ParamSet which, const Nf4Weights::StoredNf4& stored) {
+  optimizer_->wait_for_update();
   if (which != ParamSet::trainable) frozen_->load(read, stored);
   if (which == ParamSet::frozen) return;  // the trainable part holds none of them
   // Parameters not read keep their values (padding is zero either way).
@@ -150,7 +187,10 @@ std::vector<float> ZeroEngine::gather_master() {
   return out;
 }
 
-std::vector<float> ZeroEngine::gather_trainable() { return owned_to_layout(optimizer_->master()); }
+std::vector<float> ZeroEngine::gather_trainable() {
+  optimizer_->wait_for_update();
+  return owned_to_layout(optimizer_->master());
+}
 
 std::vector<float> ZeroEngine::gather_grads() {
   apply_pending_clip();
@@ -171,7 +211,10 @@ std::vector<ZeroEngine::OwnedSlice> ZeroEngine::owned_slices() const {
   return out;
 }
 
-int ZeroEngine::first_nonfinite_param() const { return first_nonfinite_in(optimizer_->master()); }
+int ZeroEngine::first_nonfinite_param() const {
+  optimizer_->wait_for_update();
+  return first_nonfinite_in(optimizer_->master());
+}
 
 int ZeroEngine::first_nonfinite_grad_param() const { return first_nonfinite_in(reducer_->owned()); }
 
@@ -186,6 +229,7 @@ int ZeroEngine::first_nonfinite_in(View1<float> owned) const {
 }
 
 void ZeroEngine::restore(long steps_taken) {
+  optimizer_->wait_for_update();
   optimizer_->set_steps(steps_taken);
   protocol_.reset();
   drain_gathers();

@@ -86,7 +86,8 @@ class ZeroEngine : public ParamSource, public GradSink {
   void clip_grad_norm(double max_norm, Unmanaged1<double> norm_sq);
   // The step's reduced gradient (this rank's owned part) times `factor`, on the device: fp16's unscaling
   // by 1 / loss scale, before clip_grad_norm (after it, the pending clip is applied first). A step whose
-  // optimizer_step is skipped (fp16 overflow) changes nothing: the next begin_step zeroes the gradient.
+  // optimizer_step is skipped (fp16 overflow) changes nothing: the next step starts a new sum (its stale
+  // values never read: parallel/zero/grad_sum_state.hpp).
   void scale_grads(float factor);
   void optimizer_step(double lr);
 
@@ -112,9 +113,10 @@ class ZeroEngine : public ParamSource, public GradSink {
     std::int64_t layout_offset, owned_offset, length;
   };
   std::vector<OwnedSlice> owned_slices() const;
-  View1<float> master() const { return optimizer_->master(); }
-  View1<float> exp_avg() const { return optimizer_->exp_avg(); }
-  View1<float> exp_avg_sq() const { return optimizer_->exp_avg_sq(); }
+  // The state itself (after an overlapped update has finished writing it, on the compute stream).
+  View1<float> master() const { return settled(optimizer_->master()); }
+  View1<float> exp_avg() const { return settled(optimizer_->exp_avg()); }
+  View1<float> exp_avg_sq() const { return settled(optimizer_->exp_avg_sq()); }
   // The first parameter (layout order) whose master weights on this rank hold a NaN or Inf; -1 when none.
   // Local (no collective), a device reduction per owned slice: for reporting a failed step.
   int first_nonfinite_param() const;
@@ -148,6 +150,10 @@ class ZeroEngine : public ParamSource, public GradSink {
 
  private:
   bool holds(int param) const { return part_.unit_of(param) >= 0; }
+  View1<float> settled(View1<float> state) const {
+    optimizer_->wait_for_update();
+    return state;
+  }
   void progress();
   void drain_gathers();
   void apply_pending_clip() { optimizer_->apply_pending_clip(reducer_->owned()); }

@@ -6,6 +6,8 @@ namespace shardft {
 
 void ZeroEngine::acquire(int block, Pass pass) {
   progress();
+  // An overlapped update: the block's units are ready once their update is (the others may still run).
+  for (int unit : part_.units_of_block(block)) optimizer_->wait_for_unit(unit);
   frozen_->acquire(block, pass);
   weights_->acquire(block, pass);
 }

@@ -58,6 +58,7 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
   // whole backward, overlapping nothing, holding the full gradient).
   z.reduce_bucket_elements = resolved_reduce_bucket_size(cfg);
   z.overlap_comm = cfg.overlap_comm;
+  z.overlap_optimizer = cfg.optimizer_overlap;
   z.allgather_bucket_elements = resolved_allgather_bucket_size(cfg);
   // Stage 3 prefetches the next block; an explicit allgather_bucket_size lets it gather further ahead.
   // Not "auto" (5e8: every weight of any model below 500M parameters), which would hold the whole
@@ -230,7 +231,11 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     const HostSyncPoint wait_here(what);  // the collectives' waits and the copy: one drain of the device
     const HostPhase phase("wait for the device, read back");
     waits.synchronize();  // every collective so far, each within the collective timeout
-    Kokkos::deep_copy(Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 3), step_sums_);
+    // On the compute stream, which is all the sums depend on: a global fence would also wait for an
+    // overlapped optimizer update (optimizer_overlap), which the next step's forward overlaps.
+    Kokkos::deep_copy(ExecSpace(), Kokkos::View<double*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums, 3),
+                      step_sums_);
+    ExecSpace().fence();
     count_device_copy(what, sizeof(sums));
   };
   if (loss_scaler_.enabled()) {

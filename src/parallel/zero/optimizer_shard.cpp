@@ -21,7 +21,21 @@ void OptimizerShard::set_runs(FlatRuns decay, FlatRuns copy, bool compute_is_cop
   has_copy_ = compute_is_copy;
 }
 
+void OptimizerShard::enable_overlap(std::vector<FlatRuns> unit_runs) {
+  unit_runs_ = std::move(unit_runs);
+  side_ = std::make_unique<SideQueue>(static_cast<int>(unit_runs_.size()));
+}
+
+void OptimizerShard::wait_for_unit(int unit) {
+  if (side_) side_->wait_for(unit);
+}
+
+void OptimizerShard::wait_for_update() {
+  if (side_) side_->wait_for_all();
+}
+
 void OptimizerShard::clip_grad_norm(View1<float> grad, double max_norm, Unmanaged1<double> norm_sq) {
+  wait_for_update();  // the clip factor is rewritten below: the last update (all of it) has read it
   apply_pending_clip(grad);  // a second call measures the gradient the first one clipped
   sum_squares(grad, norm_sq);
   if (norm_group_) norm_group_->all_reduce(norm_sq.data(), norm_sq.data(), 1, DType::f64, ReduceOp::sum);
@@ -32,6 +46,7 @@ void OptimizerShard::clip_grad_norm(View1<float> grad, double max_norm, Unmanage
 
 void OptimizerShard::apply_pending_clip(View1<float> grad) {
   if (!clip_pending_) return;
+  wait_for_update();  // an overlapped update applies the factor as it reads the gradient
   apply_clip_factor(grad, clip_factor_);
   clip_pending_ = false;
 }
@@ -51,10 +66,21 @@ void OptimizerShard::step(double lr, View1<float> grad, const ComputeWeights& co
   ++step_;
   const AdamWHyper h = hyper(lr);
   const Unmanaged1<const float> clip = clip_pending_ ? Unmanaged1<const float>(clip_factor_.data(), 1) : Unmanaged1<const float>();
-  if (has_copy_) {
-    adamw_update_runs(h, copy_runs_, master_, grad, exp_avg_, exp_avg_sq_, clip, compute);
-  } else {
-    adamw_update_runs(h, decay_runs_, master_, grad, exp_avg_, exp_avg_sq_, clip);
+  auto update = [&](const ExecSpace& space, const FlatRuns& runs) {
+    if (has_copy_) {
+      adamw_update_runs(space, h, runs, master_, grad, exp_avg_, exp_avg_sq_, clip, compute);
+    } else {
+      adamw_update_runs(space, h, runs, master_, grad, exp_avg_, exp_avg_sq_, clip);
+    }
+  };
+  if (!side_) {
+    update(ExecSpace(), has_copy_ ? copy_runs_ : decay_runs_);
+    return;
+  }
+  side_->follow_compute();  // the gradient, its clip factor and the weights' last readers
+  for (std::size_t u = 0; u < unit_runs_.size(); ++u) {
+    update(side_->space(), unit_runs_[u]);
+    side_->mark(static_cast<int>(u));
   }
 }
 

@@ -5,11 +5,17 @@
 // multiplies each gradient element by it as it reads it, so the step reads the gradient once (no pass
 // that scales it in place). Whatever else reads the gradient first applies the factor in place
 // (apply_pending_clip) and so sees the clipped gradient, the same bits clipping in place would leave.
+// Overlapped (enable_overlap), the update runs unit by unit on a queue of its own (kernels/side_queue),
+// each unit marked when done, so that the next step's forward, which waits for a unit only before it
+// reads the unit's weights (wait_for_unit), overlaps the rest of the update.
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "kernels/adamw.hpp"
 #include "kernels/flat_runs.hpp"
+#include "kernels/side_queue.hpp"
 #include "kernels/types.hpp"
 #include "parallel/zero/zero_config.hpp"
 
@@ -26,6 +32,15 @@ class OptimizerShard {
   // rule); `copy`, where the compute weights are a copy of the master weights (compute_is_copy), the
   // same pieces with the offset of their compute copy as well (adamw_copy_runs), else empty.
   void set_runs(FlatRuns decay, FlatRuns copy, bool compute_is_copy);
+  // From now on each step updates unit by unit on the side queue: unit_runs[u] is the part of the
+  // update's table (the copy table where the compute weights are a copy, else the decay table) that lies
+  // in unit u, in the units' forward order.
+  void enable_overlap(std::vector<FlatRuns> unit_runs);
+  bool overlapped() const { return side_ != nullptr; }
+  // The compute stream's work issued from now on follows the last update of unit u; of every unit.
+  // Nothing to wait for where the update is not overlapped (or on the host backends).
+  void wait_for_unit(int unit);
+  void wait_for_update();
 
   View1<float> master() const { return master_; }
   View1<float> exp_avg() const { return exp_avg_; }
@@ -40,9 +55,10 @@ class OptimizerShard {
   void clip_grad_norm(View1<float> grad, double max_norm, Unmanaged1<double> norm_sq);
   // The deferred clip in place, for readers of the gradient other than the optimizer step.
   void apply_pending_clip(View1<float> grad);
-  // One AdamW launch over the owned region at learning rate lr, applying a pending clip as it reads
-  // the gradient (which stays unclipped in memory), and writing `compute` as it updates where the
-  // compute weights are a copy (set_runs said so; else `compute` is the master itself, left alone).
+  // One AdamW launch over the owned region at learning rate lr (overlapped: one per unit, on the side
+  // queue, after the compute work issued so far), applying a pending clip as it reads the gradient (which
+  // stays unclipped in memory), and writing `compute` as it updates where the compute weights are a copy
+  // (set_runs said so; else `compute` is the master itself, left alone).
   void step(double lr, View1<float> grad, const ComputeWeights& compute);
 
   std::int64_t bytes() const { return 4 * static_cast<std::int64_t>(3 * master_.extent(0)); }
@@ -57,6 +73,8 @@ class OptimizerShard {
   bool clip_pending_ = false;  // the gradient is still to be multiplied by clip_factor_
   FlatRuns decay_runs_, copy_runs_;
   bool has_copy_ = false;
+  std::vector<FlatRuns> unit_runs_;   // enable_overlap's tables
+  std::unique_ptr<SideQueue> side_;   // where the overlapped update runs
   long step_ = 0;
 };
 

@@ -25,6 +25,9 @@ struct ZeroConfig {
   // Stage 3: elements gathered ahead of the block being computed; the next block is always prefetched,
   // further blocks while the weights gathered ahead stay within this.
   std::int64_t prefetch_elements = 0;
+  // Stage 0: the optimizer step runs unit by unit on a device queue of its own, overlapped with the next
+  // step's forward (parallel/zero/optimizer_shard.hpp). The same arithmetic: the results do not change.
+  bool overlap_optimizer = false;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8, weight_decay = 0.0;
 };
 

@@ -1,0 +1,41 @@
+#pragma once
+// A second queue of device work beside the compute stream, with numbered marks the compute stream can
+// wait for without the host waiting. The optimizer updates one block after another there while the
+// compute stream goes on into the next step's forward, which waits only for the block it is about to
+// read (parallel/zero: optimizer_overlap). On a GPU build it is a CUDA stream of its own and the marks
+// are events (kernels/cuda/side_stream); on the host backends every kernel runs in issue order, so the
+// side queue is the compute queue itself and there is nothing to wait for.
+#include <memory>
+
+#include "kernels/types.hpp"
+
+namespace shardft {
+
+class SideQueue {
+ public:
+  // Marks 0 .. marks - 1.
+  explicit SideQueue(int marks);
+  ~SideQueue();
+  SideQueue(const SideQueue&) = delete;
+  SideQueue& operator=(const SideQueue&) = delete;
+
+  // The execution space whose kernels run on this queue.
+  ExecSpace space() const;
+  // Whether it is a queue of its own (a GPU build), not the compute queue.
+  bool separate() const;
+  // Side work issued from now on starts after the compute work issued so far.
+  void follow_compute();
+  // Mark k: the side work issued so far. The compute stream's next wait_for(k) waits for it.
+  void mark(int k);
+  // Compute work issued from now on starts after mark k, where k was marked since the last wait for it
+  // (else nothing to wait for).
+  void wait_for(int k);
+  // The compute stream waits for every pending mark.
+  void wait_for_all();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shardft
