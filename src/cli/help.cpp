@@ -9,6 +9,7 @@
 
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
+#include "kernels/blas_core.hpp"
 #include "shardft_version.hpp"
 #include "train/startup_report.hpp"
 
@@ -143,7 +144,8 @@ bool print_command_help(const std::string& command, std::ostream& out, int width
 
 void print_version(std::ostream& out) {
   out << "shardft " << SHARDFT_VERSION << " (commit " << SHARDFT_GIT_COMMIT << ")\n"
-      << "build: " << build_description() << "\n";
+      << "build: " << build_description() << "\n"
+      << "blas: " << describe_blas_core() << "\n";
 }
 
 void print_keys(std::ostream& out, int width) {

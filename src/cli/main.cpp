@@ -1,9 +1,13 @@
 // shardft: one binary, one subcommand per file. main parses the subcommand, starts MPI and Kokkos,
 // and turns every error into one clear message and a non-zero exit on every rank.
 #include <Kokkos_Core.hpp>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -15,6 +19,7 @@
 #include "config/train_config.hpp"
 #include "data/sft_data.hpp"
 #include "io/safetensors.hpp"
+#include "kernels/blas_core.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/kernel_timer.hpp"
@@ -68,6 +73,17 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The BLAS reads its core choice only when it loads: a better one takes a new process image, made
+  // before MPI starts (the same pid, so mpirun and srun still see their rank).
+  if (const std::string core = shardft::blas_core_to_force(); !core.empty()) {
+    shardft::note_blas_core_forced(core);
+    execv("/proc/self/exe", argv);  // returns only where it failed: go on with the library's choice
+    const int err = errno;
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("SHARDFT_BLAS_CORE_FROM");
+    std::cerr << "shardft: warning: could not restart with OPENBLAS_CORETYPE=" << core << " (" << std::strerror(err)
+              << "); the BLAS keeps " << shardft::blas_core_name() << "\n";
+  }
   shardft::MpiSession mpi(&argc, &argv);
   int code = 0;
   try {

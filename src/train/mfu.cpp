@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/blas_core.hpp"
 #include "kernels/gemm.hpp"
 #if defined(SHARDFT_HAVE_CUDA)
 #include "kernels/cuda/cublas_gemm.hpp"
@@ -153,6 +154,7 @@ PeakFlops resolve_peak_flops(double peak_tflops, bool bf16) {
   }
 #endif
   basis << "measured fp32 GEMM rate";
+  if (const std::string core = blas_core_name(); !core.empty()) basis << " of OpenBLAS core " << core;
 #if defined(SHARDFT_HAVE_CUDA)
   if (!device.empty()) basis << " on the host; " << device << " is present but the model runs on the host";
 #endif

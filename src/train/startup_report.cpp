@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "config/recipe_schema.hpp"
+#include "kernels/blas_core.hpp"
 
 namespace shardft {
 
@@ -34,6 +35,7 @@ std::string build_description(bool with_idle) {
 std::string startup_report(const TrainConfig& cfg, const JobShape& job) {
   std::ostringstream s;
   s << "build: " << build_description(cfg.log_level == "debug") << "\n";
+  s << "blas: " << describe_blas_core() << "\n";
   s << "topology: " << job.world_size << " ranks = " << job.num_nodes << " node" << (job.num_nodes == 1 ? "" : "s")
     << " x " << job.ranks_per_node << " ranks per node ("
     << (job.ranks_per_node_overridden ? "ranks_per_node override" : "from MPI") << "); shard groups of "
