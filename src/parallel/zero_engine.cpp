@@ -32,23 +32,6 @@ const ZeroConfig& checked(const ZeroConfig& cfg, const ParallelPlan& plan) {
   return cfg;
 }
 
-// The update's table cut at the units' owned ranges, in unit order: one table per unit (empty where the
-// unit owns nothing). A run never crosses a unit: each comes from one parameter's owned slice.
-std::vector<FlatRuns> runs_by_unit(const std::vector<FlatRun>& runs, const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
-  std::vector<std::vector<FlatRun>> cut(ranges.size());
-  for (const FlatRun& r : runs) {
-    std::size_t u = 0;
-    while (u < ranges.size() && !(r.begin >= ranges[u].first && r.begin < ranges[u].second)) ++u;
-    if (u == ranges.size() || r.begin + r.length > ranges[u].second) {
-      throw std::logic_error("optimizer overlap: a run of the update crosses the units' owned ranges");
-    }
-    cut[u].push_back(r);
-  }
-  std::vector<FlatRuns> out;
-  for (const auto& c : cut) out.push_back(make_flat_runs(c));
-  return out;
-}
-
 }  // namespace
 
 // The parts, picked once from the stage and the flags; nothing after this asks for them.
@@ -67,24 +50,21 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   // The optimizer's tables: the owned pieces with their weight-decay flag, and, where the compute
   // weights are a copy, with their compute offsets too, so that one AdamW launch also refreshes them.
   std::vector<FlatRun> decay;
+  std::vector<std::vector<FlatRun>> decay_by_unit(part_.units().size());  // the same, unit by unit
   owned_.for_each_param_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
-    decay.push_back({owned_offset, length, layout_.params()[param].takes_weight_decay() ? 1 : 0});
+    const FlatRun run{owned_offset, length, layout_.params()[param].takes_weight_decay() ? 1 : 0};
+    decay.push_back(run);
+    decay_by_unit[static_cast<std::size_t>(part_.unit_of(param))].push_back(run);
   });
   const bool copy = weights_->is_copy();
-  const std::vector<FlatRun> copy_runs = copy ? adamw_copy_runs(decay, weights_->compute_runs()) : std::vector<FlatRun>();
-  optimizer_->set_runs(make_flat_runs(decay), make_flat_runs(copy_runs), copy);
+  const auto update_table = [&](const std::vector<FlatRun>& d) {
+    return make_flat_runs(copy ? adamw_copy_runs(d, weights_->compute_runs()) : d);
+  };
+  optimizer_->set_runs(make_flat_runs(decay), copy ? update_table(decay) : FlatRuns(), copy);
   if (!cfg.overlap_optimizer) return;
-  // Each unit's owned range: where its parameters' owned slices lie (empty units: an empty range).
-  std::vector<std::pair<std::int64_t, std::int64_t>> ranges(part_.units().size(), {0, 0});
-  std::vector<char> seen(part_.units().size(), 0);
-  owned_.for_each_param_slice([&](int param, std::int64_t, std::int64_t owned_offset, std::int64_t length) {
-    auto& r = ranges[part_.unit_of(param)];
-    const std::size_t u = static_cast<std::size_t>(part_.unit_of(param));
-    r = seen[u] ? std::make_pair(std::min(r.first, owned_offset), std::max(r.second, owned_offset + length))
-                : std::make_pair(owned_offset, owned_offset + length);
-    seen[u] = 1;
-  });
-  optimizer_->enable_overlap(runs_by_unit(copy ? copy_runs : decay, ranges));
+  std::vector<FlatRuns> unit_tables;  // in unit (forward) order; empty where a unit owns nothing
+  for (const auto& d : decay_by_unit) unit_tables.push_back(update_table(d));
+  optimizer_->enable_overlap(std::move(unit_tables));
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
