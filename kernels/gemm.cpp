@@ -229,9 +229,17 @@ void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand
 const std::uint16_t* bits(const bf16* p) { return reinterpret_cast<const std::uint16_t*>(p); }
 
 // Both operands bf16, on cuBLAS's tensor cores: C fp32 (beta as given) or bf16 (C = the product, rounded).
+// The timer's name for a GEMM: with its transposes and m x n x k while kernels are timed, so the report
+// gives each shape's time (and from it the shape's FLOP rate) instead of one line for all GEMMs.
+std::string timed_gemm_name(const char* kind, Op op_a, Op op_b, const MixedShape& s) {
+  return std::string(kind) + " " + (op_a == Op::T ? "T" : "N") + (op_b == Op::T ? "T" : "N") + " " +
+         std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+}
+
 void cublas_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                          float* c_f32, bf16* c_bf16, int ldc, const MixedShape& s) {
-  const VendorKernel launch(c_bf16 ? "gemm bf16 x bf16 -> bf16 (tensor cores)" : "gemm bf16 x bf16 (tensor cores)");
+  const char* kind = c_bf16 ? "gemm bf16 x bf16 -> bf16 (tensor cores)" : "gemm bf16 x bf16 (tensor cores)";
+  const VendorKernel launch(kernel_timer_installed() ? timed_gemm_name(kind, op_a, op_b, s).c_str() : kind);
   bind_cublas_stream();
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   const int lda = static_cast<int>(a.extent(1)), ldb = static_cast<int>(b.extent(1));

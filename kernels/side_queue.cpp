@@ -22,7 +22,11 @@ struct SideQueue::Impl {
   std::vector<char> pending;
   cudaEvent_t compute_done = nullptr;
 
+  int compute_priority = 0, side_priority = 0;
+
   explicit Impl(int n) : stream(cuda::create_side_stream()), marks(n, nullptr), pending(n, 0) {
+    compute_priority = cuda::raise_stream_priority(compute());
+    side_priority = cuda::stream_priority(stream);
     space.emplace(stream);
     for (cudaEvent_t& e : marks) e = cuda::create_order_event();
     compute_done = cuda::create_order_event();
@@ -79,6 +83,11 @@ void SideQueue::wait_for(int k) {
   cuda::stream_wait_event(Impl::compute(), impl_->marks[k]);
   impl_->pending[k] = 0;
 }
+
+std::string SideQueue::describe() const {
+  return "a CUDA stream of its own at priority " + std::to_string(impl_->side_priority) +
+         ", under the compute stream's " + std::to_string(impl_->compute_priority) + " (lower runs first)";
+}
 #else
 ExecSpace SideQueue::space() const { return ExecSpace(); }
 bool SideQueue::separate() const { return false; }
@@ -92,6 +101,10 @@ void SideQueue::mark(int k) {
 void SideQueue::wait_for(int k) {
   check_mark(k, impl_->pending.size());
   impl_->pending[k] = 0;
+}
+
+std::string SideQueue::describe() const {
+  return "the compute queue itself (this backend runs kernels in issue order: nothing runs beside them)";
 }
 #endif
 

@@ -3,9 +3,11 @@
 // wait for without the host waiting. The optimizer updates one block after another there while the
 // compute stream goes on into the next step's forward, which waits only for the block it is about to
 // read (parallel/zero: optimizer_overlap). On a GPU build it is a CUDA stream of its own and the marks
-// are events (kernels/cuda/side_stream); on the host backends every kernel runs in issue order, so the
+// are events (kernels/cuda/side_stream); the compute stream is raised above it in priority, so the side
+// work takes the SMs the compute work leaves free rather than the other way round. On the host backends every kernel runs in issue order, so the
 // side queue is the compute queue itself and there is nothing to wait for.
 #include <memory>
+#include <string>
 
 #include "kernels/types.hpp"
 
@@ -32,6 +34,8 @@ class SideQueue {
   void wait_for(int k);
   // The compute stream waits for every pending mark.
   void wait_for_all();
+  // Where the side work runs, for the start-up log: its stream and the two streams' priorities.
+  std::string describe() const;
 
  private:
   struct Impl;

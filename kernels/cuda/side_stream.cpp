@@ -4,10 +4,36 @@
 
 namespace shardft::cuda {
 
+namespace {
+struct PriorityRange {
+  int least = 0, greatest = 0;
+};
+PriorityRange priority_range() {
+  PriorityRange r;
+  check_cuda(cudaDeviceGetStreamPriorityRange(&r.least, &r.greatest), "cudaDeviceGetStreamPriorityRange");
+  return r;
+}
+}  // namespace
+
 cudaStream_t create_side_stream() {
   cudaStream_t s = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (side stream)");
+  check_cuda(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority_range().least),
+             "cudaStreamCreateWithPriority (side stream)");
   return s;
+}
+
+int raise_stream_priority(cudaStream_t stream) {
+  cudaStreamAttrValue value{};
+  value.priority = priority_range().greatest;
+  check_cuda(cudaStreamSetAttribute(stream, cudaStreamAttributePriority, &value),
+             "cudaStreamSetAttribute (compute stream priority)");
+  return stream_priority(stream);
+}
+
+int stream_priority(cudaStream_t stream) {
+  int priority = 0;
+  check_cuda(cudaStreamGetPriority(stream, &priority), "cudaStreamGetPriority");
+  return priority;
 }
 
 void destroy_stream(cudaStream_t stream) {

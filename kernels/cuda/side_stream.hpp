@@ -5,9 +5,16 @@
 
 namespace shardft::cuda {
 
-// A non-blocking stream (no implicit order with the legacy default stream) at the compute stream's
+// A non-blocking stream (no implicit order with the legacy default stream) at the device's least
 // priority.
 cudaStream_t create_side_stream();
+// Raises `stream` to the device's greatest priority. The block scheduler then hands free SMs to its
+// waiting blocks before a lower-priority stream's: at equal priority the blocks of the kernel launched
+// first go first, so an update launched just before a GEMM would run ahead of it instead of beside it.
+// Returns the stream's priority as read back afterwards.
+int raise_stream_priority(cudaStream_t stream);
+// The priority a stream runs at.
+int stream_priority(cudaStream_t stream);
 void destroy_stream(cudaStream_t stream);
 // An event without timing: it only orders work.
 cudaEvent_t create_order_event();

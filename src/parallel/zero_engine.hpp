@@ -147,6 +147,8 @@ class ZeroEngine : public ParamSource, public GradSink {
   Communicator* replica_group() { return replica_; }
   long steps_taken() const { return optimizer_->steps(); }
   StepPhase step_phase() const { return protocol_.phase(); }
+  // Where the overlapped optimizer update runs (optimizer_overlap); empty when it is not overlapped.
+  std::string optimizer_overlap_description() const { return optimizer_->overlap_description(); }
 
  private:
   bool holds(int param) const { return part_.unit_of(param) >= 0; }

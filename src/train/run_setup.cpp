@@ -84,6 +84,8 @@ RunMetrics open_run_metrics(const TrainConfig& cfg, bool writer, std::ostream& l
 void describe_trainer(const TrainConfig& cfg, Trainer& tr, std::ostream& log) {
   for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
   log << "attention: " << tr.attention().description << std::endl;
+  const std::string overlap = tr.engine().optimizer_overlap_description();
+  if (!overlap.empty()) log << "optimizer update: unit by unit under the next step's forward, on " << overlap << std::endl;
   if (tr.model().layout().has_frozen() && cfg.model_name_or_path.empty()) {
     log << "warning: LoRA without model_name_or_path: the frozen base is randomly initialised (seed "
         << cfg.seed << "), so the adapters learn on random weights (fine for benchmarks, not for fine-tuning)"

@@ -37,6 +37,7 @@ class OptimizerShard {
   // in unit u, in the units' forward order.
   void enable_overlap(std::vector<FlatRuns> unit_runs);
   bool overlapped() const { return side_ != nullptr; }
+  std::string overlap_description() const { return side_ ? side_->describe() : std::string(); }
   // The compute stream's work issued from now on follows the last update of unit u; of every unit.
   // Nothing to wait for where the update is not overlapped (or on the host backends).
   void wait_for_unit(int unit);
