@@ -12,6 +12,9 @@ namespace shardft {
 
 struct AttentionShape {
   int batch, seq, heads, kv_heads, head_dim;
+  // The fused kernels' backward (kernels/attention_fused.hpp): reproducible bit for bit, or cuDNN's
+  // faster form that adds dq with fp32 atomics. The other kernels are deterministic either way.
+  bool deterministic_backward = true;
   std::int64_t probs_size() const { return static_cast<std::int64_t>(batch) * heads * seq * seq; }
 };
 

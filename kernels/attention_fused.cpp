@@ -85,6 +85,7 @@ cuda::SdpaShape sdpa_shape(const AttentionShape& s, const AttentionSegments& seg
   out.kv_heads = s.kv_heads;
   out.head_dim = s.head_dim;
   out.scale = 1.f / std::sqrt(static_cast<float>(s.head_dim));
+  out.deterministic = s.deterministic_backward;
   out.q_stride = strides.q;
   out.kv_stride = strides.kv;
   return out;

@@ -36,7 +36,8 @@ std::string fused_attention_backend();
 // Forward and backward on small packed GQA problems against kernels/attention_lse.hpp's reference
 // kernel in fp32 on the same bf16 inputs: "" when they agree within bf16 rounding (relative norm
 // 2e-2), else what disagreed or failed. Run once at start-up before a run picks the fused kernels.
-std::string fused_attention_self_test();
+// deterministic_backward: false tests cuDNN's atomic backward (AttentionShape::deterministic_backward).
+std::string fused_attention_self_test(bool deterministic_backward = true);
 // The same with q, k, v and their gradients as column blocks of one array each (the model's stacked
 // q/k/v projection): where it fails, the model hands the fused kernels dense copies instead.
 std::string fused_attention_column_blocks_self_test();

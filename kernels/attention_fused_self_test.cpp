@@ -24,6 +24,7 @@ struct Case {
   std::vector<int> lengths;  // segments, back to back
   int heads, kv_heads, head_dim;
   bool qkv_columns = false;  // q, k, v (and dq, dk, dv) as column blocks of one [T, q + 2 kv] array
+  bool deterministic = true;  // AttentionShape::deterministic_backward
 };
 
 // bf16-exact random values, so the reference and the fused kernels see the same numbers.
@@ -74,7 +75,8 @@ std::string check_case(const Case& c, std::mt19937& rng) {
     starts.push_back(T);
     seq_ids.insert(seq_ids.end(), static_cast<std::size_t>(c.lengths[s]), static_cast<std::int32_t>(s));
   }
-  const AttentionShape shape{1, T, c.heads, c.kv_heads, c.head_dim};
+  AttentionShape shape{1, T, c.heads, c.kv_heads, c.head_dim};
+  shape.deterministic_backward = c.deterministic;
   const std::int64_t qd = static_cast<std::int64_t>(c.heads) * c.head_dim, kvd = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
   const auto q = device_matrix(random_bf16_values(T * qd, rng), T, qd, "q");
   const auto k = device_matrix(random_bf16_values(T * kvd, rng), T, kvd, "k");
@@ -128,7 +130,8 @@ std::string check_case(const Case& c, std::mt19937& rng) {
   if (why.tellp() == 0) return "";
   std::ostringstream s;
   s << why.str() << " at " << c.lengths.size() << " segments, " << c.heads << "/" << c.kv_heads << " heads, head_dim "
-    << c.head_dim << (c.qkv_columns ? ", q, k, v as column blocks of one array" : "");
+    << c.head_dim << (c.qkv_columns ? ", q, k, v as column blocks of one array" : "")
+    << (c.deterministic ? "" : ", the atomic backward");
   return s.str();
 }
 
@@ -150,8 +153,9 @@ std::string run_cases(std::initializer_list<Case> cases) {
 }
 }  // namespace
 
-std::string fused_attention_self_test() {
-  return run_cases({{{1, 70, 33, 130}, 4, 2, 64}, {{96, 1, 64}, 4, 1, 128}});
+std::string fused_attention_self_test(bool deterministic_backward) {
+  return run_cases({{{1, 70, 33, 130}, 4, 2, 64, false, deterministic_backward},
+                    {{96, 1, 64}, 4, 1, 128, false, deterministic_backward}});
 }
 
 std::string fused_attention_column_blocks_self_test() {

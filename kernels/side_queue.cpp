@@ -64,7 +64,7 @@ void check_mark(int k, std::size_t n) {
 
 #if defined(SHARDFT_SIDE_STREAM)
 ExecSpace SideQueue::space() const { return *impl_->space; }
-bool SideQueue::separate() const { return true; }
+bool SideQueue::separate_queues() { return true; }
 
 void SideQueue::follow_compute() {
   cuda::record_event(impl_->compute_done, Impl::compute());
@@ -90,7 +90,7 @@ std::string SideQueue::describe() const {
 }
 #else
 ExecSpace SideQueue::space() const { return ExecSpace(); }
-bool SideQueue::separate() const { return false; }
+bool SideQueue::separate_queues() { return false; }
 void SideQueue::follow_compute() {}
 
 void SideQueue::mark(int k) {

@@ -24,7 +24,9 @@ class SideQueue {
   // The execution space whose kernels run on this queue.
   ExecSpace space() const;
   // Whether it is a queue of its own (a GPU build), not the compute queue.
-  bool separate() const;
+  bool separate() const { return separate_queues(); }
+  // Whether this build's side queues are queues of their own (asked before making one).
+  static bool separate_queues();
   // Side work issued from now on starts after the compute work issued so far.
   void follow_compute();
   // Mark k: the side work issued so far. The compute stream's next wait_for(k) waits for it.

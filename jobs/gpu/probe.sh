@@ -26,9 +26,11 @@
 #            time after step 1 (a GPU build times them by CUDA events, unfenced)                  cap 90 s
 #   test     shardft_unit_tests with gtest XML: passed / failed / skipped, failures by name     cap 150 s
 #   ncu      (only when named) the elementwise kernels under Nsight Compute: results/ncu.csv   cap 120 s
-#   overlap  (only when named) the bench step with optimizer_overlap: true (the optimizer step on a second
-#            stream under the next forward): ms/step beside bench's, and whether every step's loss equals
-#            bench's bit for bit (the same arithmetic)                                          cap 150 s
+#   overlap  (only when named) the bench step with optimizer_overlap: false (bench runs the default, auto:
+#            on a GPU the optimizer step on a second stream under the next forward): ms/step beside bench's,
+#            and whether every step's loss equals bench's bit for bit (the same arithmetic)     cap 150 s
+#   nondet   (only when named) the bench step with deterministic_attention: false (cuDNN's backward with
+#            atomic dq): ms/step beside bench's; its losses may differ from bench's in low bits  cap 150 s
 #   train    the default recipe on one GPU, PROBE_TRAIN_EPOCHS (3) of its 8 epochs: held-out exact
 #            match >= 0.90 (3 epochs reach 1.0 on the CPU build)                                  cap 90 s
 # then, whatever happened, in --out ($OUT when set, else .cache/gpu-probe-<mode>/out):
@@ -61,8 +63,8 @@ while [ $# -gt 0 ]; do
     --kit) [ $# -ge 2 ] || die "--kit needs a folder"; kit=$2; shift ;;
     --out) [ $# -ge 2 ] || die "--out needs a folder"; out=$2; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    setup|bench|torch|kernels|test|train|ncu|overlap) stages+=("$1") ;;
-    *) die "unknown argument '$1' (expected --no-gpu, --kit DIR, --out DIR or stages: setup bench torch kernels test train)" ;;
+    setup|bench|torch|kernels|test|train|ncu|overlap|nondet) stages+=("$1") ;;
+    *) die "unknown argument '$1' (expected --no-gpu, --kit DIR, --out DIR or stages: setup bench torch kernels test train ncu overlap nondet)" ;;
   esac
   shift
 done
@@ -270,7 +272,8 @@ bench_shape() {  # NAME LAYERS STEPS WARMUP
   echo "name=$1 hidden=2048 layers=$2 heads=32 kv_heads=8 inter=8192 vocab=128256 seq=2048 batch=2 steps=$3 warmup=$4 rope_theta=500000"
 }
 stage_bench() { run_bench bench ""; }
-stage_overlap() { run_bench overlap "overlap=1"; }
+stage_overlap() { run_bench overlap "overlap=0"; }
+stage_nondet() { run_bench nondet "nondet=1"; }
 run_bench() {  # STAGE EXTRA_SHAPE_ARG
   local stage=$1
   have_prefix || { result "$stage" skipped 0 reason="no kit prefix (setup did not unpack it)"; return 0; }

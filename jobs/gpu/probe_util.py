@@ -356,10 +356,11 @@ def cmd_train(metrics, log, out, seconds, rc, cap, epochs):
 
 # ---- report ------------------------------------------------------------------------------------
 
-STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap")
+STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap", "nondet")
 TITLES = {"setup": "unpack, ldd, versions, MPI", "bench": "1B step, shardft", "torch": "1B step, PyTorch",
           "kernels": "kernel shares", "test": "unit tests", "train": "default recipe",
-          "ncu": "elementwise kernels under ncu", "overlap": "1B step, optimizer_overlap"}
+          "ncu": "elementwise kernels under ncu", "overlap": "1B step, optimizer_overlap: false",
+          "nondet": "1B step, deterministic_attention: false"}
 
 
 def fmt(v, spec=".3g"):
@@ -443,13 +444,18 @@ def cmd_report(state, out_dir, mode, budget):
                  "Peak memory: nvidia-smi's memory.used sampled every 200 ms, max minus before the run (CUDA context "
                  "included, the same measure for both).")
     L += ["", "| framework | ms/step | tokens/s | MFU | peak GPU memory | notes |", "| --- | --- | --- | --- | --- | --- |"]
-    ov = R.get("overlap") or {}
+    ov, nd = R.get("overlap") or {}, R.get("nondet") or {}
     if ok(ov) and ok(b):
         same = ov.get("losses") == b.get("losses")
         ov = {**ov, "same_losses": same}
         ov_note = (f"every step's loss {'equals' if same else 'DIFFERS from'} bench's"
                    f"{'' if same else ' (the overlap must not change the arithmetic)'}")
-    for name, r in (("shardft", b), ("shardft, optimizer_overlap", ov), ("PyTorch", tb)):
+    if ok(nd) and ok(b):
+        same = nd.get("losses") == b.get("losses")
+        nd = {**nd, "same_losses": same}
+        nd_note = f"losses {'equal' if same else 'differ from'} bench's (atomic dq: low bits may differ)"
+    for name, r in (("shardft", b), ("shardft, optimizer_overlap: false", ov),
+                    ("shardft, deterministic_attention: false", nd), ("PyTorch", tb)):
         if not r:
             continue
         if not ok(r):
@@ -459,6 +465,8 @@ def cmd_report(state, out_dir, mode, budget):
             notes = f"logged MFU {fmt(r.get('mfu_logged_median'), '.3f')}; loss {' -> '.join(fmt(x, '.3f') for x in r.get('loss_first_last') or [])}"
             if r is ov and "same_losses" in ov:
                 notes += f"; {ov_note}"
+            if r is nd and "same_losses" in nd:
+                notes += f"; {nd_note}"
         else:
             notes = (f"{r.get('framework', '')}; {r.get('device', '')}; attention {r.get('attn_implementation')}; "
                      f"allocator peak {mib(r.get('max_memory_allocated_bytes'))} allocated / "

@@ -324,8 +324,10 @@ def cmd_bench_recipe(d, peak, *items):
         # instead of sixteen 256-row ones (the default suits a CPU's memory).
         "attn_implementation": "auto", "logits_chunk_tokens": 2048, "peak_tflops": float(peak), "do_eval": "false",
     }
-    if s.get("overlap"):  # probe.sh's overlap stage: the optimizer step under the next forward
-        recipe["optimizer_overlap"] = "true"
+    if "overlap" in s:  # probe.sh's overlap stage: the optimizer step under the next forward, or not
+        recipe["optimizer_overlap"] = "true" if s["overlap"] else "false"
+    if s.get("nondet"):  # probe.sh's nondet stage: cuDNN's atomic attention backward
+        recipe["deterministic_attention"] = "false"
     with open(os.path.join(d, "recipe.yaml"), "w") as f:
         f.write(f"# jobs/gpu/validate.sh benchmark: {s['name']}, {params(s) / 1e9:.3f} B parameters\n")
         for k, v in recipe.items():

@@ -274,6 +274,10 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "and bf16, else memory_efficient; memory_efficient: keep a log-sum-exp per query and recompute; "
                 "eager: keep the [seq, seq] probabilities for backward")
           .one_of({"auto", "sdpa", "flash_attention_2", "memory_efficient", "eager"}),
+      train_key("deterministic_attention", &T::deterministic_attention,
+                "the fused kernels' backward reproducible bit for bit (cuDNN's ordered dq); false: cuDNN's faster "
+                "backward that adds dq with fp32 atomics, as PyTorch's SDPA does by default (a GPU build; the "
+                "other attention kernels are deterministic either way)"),
       train_key("peak_tflops", &T::peak_tflops,
                 "peak TFLOP/s of one rank for the MFU in the logs (e.g. 989 for an H100's dense bf16); 0: a known "
                 "GPU's datasheet peak, else the GEMM rate each run measures at start").in(at_least(0)),
@@ -336,7 +340,9 @@ std::vector<RecipeKey> build_recipe_keys() {
       train_key("optimizer_overlap", &T::optimizer_overlap,
                 "stage 0: run the optimizer step block by block on a device stream of its own, overlapped with the "
                 "next step's forward, which waits for each block's update only before it reads that block (a GPU "
-                "build; on the CPU the step is the same); the results do not change"),
+                "build; on the CPU the step is the same); the results do not change. auto: on at stage 0 of a "
+                "GPU build without LoRA")
+          .one_of({"auto", "true", "false"}),
       train_key("zero_quantized_weights", &T::zero_quantized_weights, "ZeRO++ qwZ: stage-3 weight gathers as int8"),
       train_key("zero_quantized_gradients", &T::zero_quantized_gradients,
                 "ZeRO++ qgZ: gradient reduce-scatter as int4, intra-node then across nodes (stages 2, 3)"),

@@ -583,7 +583,7 @@ TrainConfig train_config_from_text(const std::string& recipe_path, const std::st
   if (cfg.zero_quantized_gradients && cfg.zero_stage < 2) {
     fail_combination(cfg, {"zero_quantized_gradients", "zero_stage"}, "zero_quantized_gradients needs zero_stage 2 or 3");
   }
-  if (cfg.optimizer_overlap && cfg.zero_stage != 0) {
+  if (cfg.optimizer_overlap == "true" && cfg.zero_stage != 0) {
     fail_combination(cfg, {"optimizer_overlap", "zero_stage"}, "optimizer_overlap needs zero_stage 0");
   }
   check_qlora_keys(cfg);
@@ -646,6 +646,11 @@ void resolve_bf16_auto(TrainConfig& cfg, bool supported, const std::string& why)
   record_source(cfg, "bf16", (where.empty() ? std::string() : where + ", ") + "auto: " +
                                  (cfg.fp16 && supported ? "fp16 is on" : why));
   validate(cfg);
+}
+
+bool optimizer_overlaps(const TrainConfig& cfg, bool separate_queues) {
+  if (cfg.optimizer_overlap != "auto") return cfg.optimizer_overlap == "true";
+  return separate_queues && cfg.zero_stage == 0 && !cfg.use_peft;
 }
 
 std::uint64_t data_order_seed(const TrainConfig& cfg) {

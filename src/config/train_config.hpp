@@ -107,6 +107,7 @@ struct TrainConfig {
   // HF's key: auto | sdpa | flash_attention_2 (the fused bf16 kernels where built, train/attention_choice.hpp)
   // | memory_efficient (log-sum-exp kernels) | eager
   std::string attn_implementation = "auto";
+  bool deterministic_attention = true;       // false: cuDNN's backward with fp32 atomics for dq (not reproducible)
   double peak_tflops = 0.0;                  // per rank, for MFU in the logs; 0: measure this rank's sgemm rate
 
   // LoRA (PEFT's LoraConfig names; config/lora_config.hpp resolves them)
@@ -137,7 +138,9 @@ struct TrainConfig {
   std::string reduce_bucket_size = "auto";     // elements per gradient bucket, DeepSpeed's key (config/zero_buckets.hpp);
   std::string allgather_bucket_size = "auto";  // elements of weight gathers in flight (stage 3: prefetch window when set)
   bool overlap_comm = true;                  // reduce-scatter gradient buckets while backward continues
-  bool optimizer_overlap = false;            // stage 0: each block's update on a queue of its own, under the next forward
+  // stage 0: each block's update on a queue of its own, under the next forward: auto | true | false
+  // (optimizer_overlaps says what auto means)
+  std::string optimizer_overlap = "auto";
   // ZeRO++ (DeepSpeed's keys)
   bool zero_quantized_weights = false;       // qwZ: stage-3 weight gathers as int8 blocks
   bool zero_quantized_gradients = false;     // qgZ: gradient reduce-scatter as int4 blocks, intra-node first
@@ -210,6 +213,11 @@ bool best_metric_greater_is_better(const TrainConfig& cfg);
 // recorded as the key's source with `why` ("auto: NVIDIA H100 ... has bf16 tensor cores"), then validated
 // again. Nothing where bf16 was not auto.
 void resolve_bf16_auto(TrainConfig& cfg, bool supported, const std::string& why);
+
+// Whether the optimizer step overlaps the next forward (optimizer_overlap): true and false as set; auto:
+// on at zero_stage 0 of a full fine-tune where the device has queues of its own (a GPU build,
+// `separate_queues`): LoRA's update is too small to hide, and stages 1-3 gather the updated shards at once.
+bool optimizer_overlaps(const TrainConfig& cfg, bool separate_queues);
 
 // The seed of the data order (epochs, the mixture's draw, the val_set_size split): data_seed where set.
 std::uint64_t data_order_seed(const TrainConfig& cfg);

@@ -84,7 +84,8 @@ AttentionTokens Decoder::attention_tokens(const ModelInputs& in) {
     rope = make_model_rope_table(cfg_, rope_positions, rope_length);
     acts_->rope_length = rope_length;
   }
-  const AttentionShape shape{in.batch, in.seq, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
+  AttentionShape shape{in.batch, in.seq, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim()};
+  shape.deterministic_backward = fused_deterministic_;
   AttentionTokens t;
   t.shape = shape;
   t.positions = in.position_ids;

@@ -98,9 +98,11 @@ class Decoder {
   // compute, for inputs whose segments are known; the kernel above otherwise. The caller checks that
   // they are built and pass their self-test (train/attention_choice.hpp). column_blocks: they read q, k,
   // v as column blocks of one array (the stacked projection's output; their own self-test), else dense.
-  void set_fused_attention(bool on, bool column_blocks = true) {
+  // deterministic_backward: false takes cuDNN's atomic backward (AttentionShape::deterministic_backward).
+  void set_fused_attention(bool on, bool column_blocks = true, bool deterministic_backward = true) {
     fused_attention_ = on;
     fused_column_blocks_ = column_blocks;
+    fused_deterministic_ = deterministic_backward;
   }
   bool fused_attention() const { return fused_attention_; }
   // LoRA dropout with probability p (0: off) in forward_backward only: evaluation and generation never
@@ -174,6 +176,7 @@ class Decoder {
   bool memory_efficient_attention_ = false;
   bool fused_attention_ = false;
   bool fused_column_blocks_ = true;
+  bool fused_deterministic_ = true;
   std::int64_t logits_chunk_ = 0;
   float lora_dropout_ = 0.f, neftune_alpha_ = 0.f;
   std::uint64_t dropout_seed_ = 0, neftune_seed_ = 0;

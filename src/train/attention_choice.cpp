@@ -14,9 +14,27 @@ const std::string& column_blocks_self_test_failure() {
   static const std::string failure = fused_attention_column_blocks_self_test();
   return failure;
 }
+const std::string& atomic_backward_self_test_failure() {
+  static const std::string failure = fused_attention_self_test(false);
+  return failure;
+}
+
+// The fused kernels' backward: the deterministic one unless the atomic one is asked for and passes.
+void choose_backward(AttentionChoice& c, bool deterministic) {
+  if (deterministic) {
+    c.description += "; deterministic backward";
+    return;
+  }
+  c.deterministic_backward = !atomic_backward_self_test_failure().empty();
+  c.description += c.deterministic_backward
+                       ? "; deterministic backward: the atomic one (deterministic_attention: false) failed its "
+                         "self-test: " + atomic_backward_self_test_failure()
+                       : "; the atomic backward (deterministic_attention: false: dq added with fp32 atomics, not "
+                         "reproducible bit for bit)";
+}
 }  // namespace
 
-AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype) {
+AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype, bool deterministic) {
   AttentionChoice c;
   if (impl == "eager") {
     c.description = "eager (reference kernel, [seq, seq] probabilities kept for backward)";
@@ -48,13 +66,14 @@ AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype) {
   c.description += c.fused_column_blocks ? "; q, k, v read as column blocks of the stacked projection's output"
                                          : "; q, k, v copied dense: the column-block layout failed its self-test: " +
                                                column_blocks_self_test_failure();
+  choose_backward(c, deterministic);
   return c;
 }
 
-AttentionChoice configure_attention(Decoder& model, const std::string& attn_implementation) {
-  const AttentionChoice c = choose_attention(attn_implementation, model.dtype());
+AttentionChoice configure_attention(Decoder& model, const std::string& attn_implementation, bool deterministic) {
+  const AttentionChoice c = choose_attention(attn_implementation, model.dtype(), deterministic);
   model.set_memory_efficient_attention(c.memory_efficient);
-  model.set_fused_attention(c.fused, c.fused_column_blocks);
+  model.set_fused_attention(c.fused, c.fused_column_blocks, c.deterministic_backward);
   return c;
 }
 

@@ -13,6 +13,7 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/fp16.hpp"
 #include "kernels/kernel_timer.hpp"
+#include "kernels/side_queue.hpp"
 #include "train/lora_adapter_init.hpp"
 #include "train/pretrained.hpp"
 
@@ -58,7 +59,7 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
   // whole backward, overlapping nothing, holding the full gradient).
   z.reduce_bucket_elements = resolved_reduce_bucket_size(cfg);
   z.overlap_comm = cfg.overlap_comm;
-  z.overlap_optimizer = cfg.optimizer_overlap;
+  z.overlap_optimizer = optimizer_overlaps(cfg, SideQueue::separate_queues());
   z.allgather_bucket_elements = resolved_allgather_bucket_size(cfg);
   // Stage 3 prefetches the next block; an explicit allgather_bucket_size lets it gather further ahead.
   // Not "auto" (5e8: every weight of any model below 500M parameters), which would hold the whole
@@ -100,7 +101,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
   if (lora_spec(cfg_).enabled) model_.set_lora_dropout(cfg_.lora_dropout, cfg_.seed);
   if (cfg_.neftune_noise_alpha > 0) model_.set_neftune(cfg_.neftune_noise_alpha, cfg_.seed);
   model_.set_logits_chunk_tokens(cfg_.logits_chunk_tokens);
-  attention_ = configure_attention(model_, cfg_.attn_implementation);
+  attention_ = configure_attention(model_, cfg_.attn_implementation, cfg_.deterministic_attention);
   // With LoRA the seeded initialisation gives A and B (Kaiming-uniform, zero) and the pretrained model
   // the frozen base; an adapter then replaces A and B.
   if (cfg_.model_name_or_path.empty() || model_.layout().has_frozen()) engine_.init_weights(cfg_.model, cfg_.seed);

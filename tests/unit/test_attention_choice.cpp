@@ -43,7 +43,16 @@ TEST(AttentionChoice, NamedKernelsAreTakenAsAskedAndAutoSaysWhy) {
     } else {
       EXPECT_EQ(c.fused, fused_attention_self_test().empty()) << c.description;
     }
+    EXPECT_TRUE(c.deterministic_backward) << "deterministic unless asked otherwise";
+    EXPECT_EQ(contains(c.description, "deterministic backward"), c.fused) << c.description;
   }
+  // deterministic_attention: false takes the atomic backward only where the fused kernels run and it
+  // passes its own self-test; the other kernels are deterministic anyway.
+  const AttentionChoice atomic = choose_attention("auto", ComputeDtype::bf16, false);
+  EXPECT_EQ(atomic.deterministic_backward, !atomic.fused || !fused_attention_self_test(false).empty())
+      << atomic.description;
+  EXPECT_EQ(contains(atomic.description, "atomic backward"), atomic.fused) << atomic.description;
+  EXPECT_TRUE(choose_attention("memory_efficient", ComputeDtype::bf16, false).deterministic_backward);
 }
 
 TEST(AttentionChoice, UnbuiltFusedKernelsRefuseToRun) {
@@ -73,6 +82,7 @@ TEST(FusedAttention, SelfTestPasses) {
   if (!fused_attention_built()) GTEST_SKIP() << "fused attention kernels: " << fused_attention_backend();
   EXPECT_EQ(fused_attention_self_test(), "");
   EXPECT_EQ(fused_attention_column_blocks_self_test(), "") << "q, k, v as column blocks of one array";
+  EXPECT_EQ(fused_attention_self_test(false), "") << "the atomic backward (deterministic_attention: false)";
 }
 
 // Two steps on packed rows (several samples per row, a one-token-long tail) and on plain rows.

@@ -61,8 +61,9 @@ TEST_P(OptimizerOverlap, StepsEqualTheStepsWithoutOverlapBitForBit) {
   TrainConfig cfg = tiny_config();
   cfg.bf16 = v.bf16;
   cfg.model.tie_word_embeddings = v.tied;
+  cfg.optimizer_overlap = "false";  // auto is on in a GPU build
   TrainConfig overlapped_cfg = cfg;
-  overlapped_cfg.optimizer_overlap = true;
+  overlapped_cfg.optimizer_overlap = "true";
   Trainer plain(cfg, 10, self());
   Trainer overlapped(overlapped_cfg, 10, self());
   for (int step = 0; step < 5; ++step) {
@@ -86,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, OptimizerOverlap,
 
 TEST(OptimizerOverlap, NeedsStage0) {
   TrainConfig cfg = tiny_config();
-  cfg.optimizer_overlap = true;
+  cfg.optimizer_overlap = "true";
   cfg.zero_stage = 2;
   try {
     Trainer t(cfg, 10, self());
@@ -94,6 +95,29 @@ TEST(OptimizerOverlap, NeedsStage0) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer_overlap needs zero_stage 0"), std::string::npos) << e.what();
   }
+}
+
+// auto: on at stage 0 of a full fine-tune where side queues are queues of their own; what is set wins.
+TEST(OptimizerOverlap, AutoIsOnAtStage0OfAFullFineTuneWithQueuesOfItsOwn) {
+  TrainConfig cfg = tiny_config();
+  EXPECT_EQ(cfg.optimizer_overlap, "auto");
+  EXPECT_TRUE(optimizer_overlaps(cfg, true));
+  EXPECT_FALSE(optimizer_overlaps(cfg, false)) << "one queue: nothing to overlap";
+  TrainConfig stage2 = cfg;
+  stage2.zero_stage = 2;
+  EXPECT_FALSE(optimizer_overlaps(stage2, true));
+  TrainConfig lora = cfg;
+  lora.use_peft = true;
+  EXPECT_FALSE(optimizer_overlaps(lora, true));
+  cfg.optimizer_overlap = "false";
+  EXPECT_FALSE(optimizer_overlaps(cfg, true));
+  cfg.optimizer_overlap = "true";
+  EXPECT_TRUE(optimizer_overlaps(cfg, false)) << "asked for: the CPU runs the same step";
+  stage2.zero_stage = 1;
+  stage2.optimizer_overlap = "auto";
+  Trainer t(stage2, 10, self());  // auto at stage 1 is not a request the engine refuses
+  EXPECT_TRUE(t.engine().optimizer_overlap_description().empty());
+  EXPECT_EQ(SideQueue::separate_queues(), kComputeOnDevice);
 }
 
 // y = x + 1 on `space` (the side queue's kernel of the chain below).
