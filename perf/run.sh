@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The perf regression suite, one command, two parts:
+# The perf regression suite, one command, three parts:
 #  1. shardft_bench (kernels, GEMMs, end-to-end steps, memory) on one core with one BLAS thread:
 #     perf/results/latest.json, compared with perf/baselines/cpu-2core.json;
 #  2. shardft_comm_bench (collectives, the ZeRO stages' steps, the overlap rows) under mpirun at
 #     PERF_COMM_RANKS ranks: perf/results/latest-comm-np2.json, compared with
-#     perf/baselines/cpu-2core-comm-np2.json.
+#     perf/baselines/cpu-2core-comm-np2.json;
+#  3. perf/cpu_vs_torch.sh: shardft's CLI beside PyTorch 2 (SDPA eager and torch.compile) on shapes S
+#     and M, one thread each: perf/results/cpu_vs_torch.json, printed as a table (not a pass/fail
+#     figure: PyTorch is not ours to regress); PERF_SAVE_BASELINE=1 stores it as
+#     perf/baselines/cpu-2core-vs-torch.json. Its first run makes the PyTorch 2 venv (about 4 GB).
 # Exit status 1 when either part has a figure worse than its baseline beyond the threshold.
 #
 #   perf/run.sh                               # everything (about three minutes)
@@ -21,6 +25,7 @@
 #   PERF_BASELINE        baseline file (default perf/baselines/cpu-2core.json)
 #   PERF_SAVE_BASELINE=1 copy the new results over the baselines instead of comparing
 #   PERF_COMM            0: skip part 2 (default 1)
+#   PERF_TORCH           0: skip part 3 (default 1); its own knobs are in perf/cpu_vs_torch.sh
 #   PERF_COMM_RANKS      ranks of part 2 (default 2)
 #   PERF_COMM_FILTER     --benchmark_filter of part 2 (default: collectives, per-stage steps, overlap;
 #                        the 1.3 GB checkpoint benchmark is left out)
@@ -96,5 +101,10 @@ if [[ "${PERF_COMM:-1}" == 1 ]]; then
     --benchmark_out="$comm_out" --benchmark_out_format=json
   echo "run.sh: part 2 took $(( $(date +%s) - start )) s; results in ${comm_out#"$root"/}" >&2
   save_or_compare "$comm_out" "$comm_baseline" "${PERF_COMM_THRESHOLD:-0.25}"
+fi
+
+# Part 3: beside PyTorch 2 on the CPU, through shardft's CLI.
+if [[ "${PERF_TORCH:-1}" == 1 ]]; then
+  BUILD_DIR=$build bash "$root/perf/cpu_vs_torch.sh" || status=1
 fi
 exit $status
