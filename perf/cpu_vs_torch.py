@@ -9,26 +9,20 @@ The shapes are perf/torch_step.py's, so both frameworks train the same model on 
 import json
 import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.join(here, "..", "jobs", "gpu")]
 from torch_step import SHAPES, step_flops  # noqa: E402  (torch itself is imported only by its main)
+from validate_util import write_text_rows  # noqa: E402  (the GPU benchmark's rows, the same way)
 
 
 def write_recipe(shape, d, steps):
     s = SHAPES[shape]
     os.makedirs(d, exist_ok=True)
-    rng = random.Random(0)
-    # Plain text longer than the row: every row is truncated to exactly seq tokens (byte tokenizer).
-    with open(os.path.join(d, "data.jsonl"), "w") as f:
-        for _ in range((steps + 1) * s["batch"]):
-            words = []
-            while sum(len(w) + 1 for w in words) < s["seq"] + 64:
-                words.append("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))))
-            f.write(json.dumps({"text": " ".join(words)}) + "\n")
+    write_text_rows(os.path.join(d, "data.jsonl"), (steps + 1) * s["batch"], s["seq"])
     recipe = {
         "vocab_size": s["vocab"], "hidden_size": s["hidden"], "num_hidden_layers": s["layers"],
         "num_attention_heads": s["heads"], "num_key_value_heads": s["kv_heads"], "intermediate_size": s["inter"],

@@ -297,18 +297,21 @@ def params(s):
     return s["layers"] * per_layer + s["vocab"] * d + d  # tied embeddings, final norm
 
 
-def cmd_bench_recipe(d, peak, *items):
-    s = shape_of(items)
+def write_text_rows(path, rows, seq):
+    """rows lines of {"text": ...}, plain words a little longer than seq bytes: with the byte tokenizer
+    and no packing every row is truncated to exactly seq tokens (full causal rows, as PyTorch's)."""
     rng = random.Random(0)
-    n = (s["steps"] + s["warmup"] + 1) * s["batch"]
-    # Plain text a little longer than the sequence: every row is truncated to exactly seq tokens
-    # (byte tokenizer), no packing, so both frameworks see full causal rows of seq tokens.
-    with open(os.path.join(d, "data.jsonl"), "w") as f:
-        for _ in range(n):
+    with open(path, "w") as f:
+        for _ in range(rows):
             words = []
-            while sum(len(w) + 1 for w in words) < s["seq"] + 64:
+            while sum(len(w) + 1 for w in words) < seq + 64:
                 words.append("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))))
             f.write(json.dumps({"text": " ".join(words)}) + "\n")
+
+
+def cmd_bench_recipe(d, peak, *items):
+    s = shape_of(items)
+    write_text_rows(os.path.join(d, "data.jsonl"), (s["steps"] + s["warmup"] + 1) * s["batch"], s["seq"])
     recipe = {
         "vocab_size": s["vocab"], "hidden_size": s["hidden"], "num_hidden_layers": s["layers"],
         "num_attention_heads": s["heads"], "num_key_value_heads": s["kv_heads"], "intermediate_size": s["inter"],
