@@ -444,29 +444,25 @@ def cmd_report(state, out_dir, mode, budget):
                  "Peak memory: nvidia-smi's memory.used sampled every 200 ms, max minus before the run (CUDA context "
                  "included, the same measure for both).")
     L += ["", "| framework | ms/step | tokens/s | MFU | peak GPU memory | notes |", "| --- | --- | --- | --- | --- | --- |"]
-    ov, nd = R.get("overlap") or {}, R.get("nondet") or {}
-    if ok(ov) and ok(b):
-        same = ov.get("losses") == b.get("losses")
-        ov = {**ov, "same_losses": same}
-        ov_note = (f"every step's loss {'equals' if same else 'DIFFERS from'} bench's"
-                   f"{'' if same else ' (the overlap must not change the arithmetic)'}")
-    if ok(nd) and ok(b):
-        same = nd.get("losses") == b.get("losses")
-        nd = {**nd, "same_losses": same}
-        nd_note = f"losses {'equal' if same else 'differ from'} bench's (atomic dq: low bits may differ)"
-    for name, r in (("shardft", b), ("shardft, optimizer_overlap: false", ov),
-                    ("shardft, deterministic_attention: false", nd), ("PyTorch", tb)):
+    # The variant stages' rows: whether each step's loss equals bench's, in the variant's own words.
+    variants = {"overlap": ("every step's loss equals bench's",
+                            "every step's loss DIFFERS from bench's (the overlap must not change the arithmetic)"),
+                "nondet": ("losses equal bench's (atomic dq: low bits may differ)",
+                           "losses differ from bench's (atomic dq: low bits may differ)")}
+    loss_notes = {stage: (same if R[stage].get("losses") == b.get("losses") else differ)
+                  for stage, (same, differ) in variants.items() if ok(R.get(stage) or {}) and ok(b)}
+    for stage, name, r in (("bench", "shardft", b), ("overlap", "shardft, optimizer_overlap: false", R.get("overlap") or {}),
+                           ("nondet", "shardft, deterministic_attention: false", R.get("nondet") or {}),
+                           ("torch", "PyTorch", tb)):
         if not r:
             continue
         if not ok(r):
             L.append(f"| {name} | - | - | - | - | {r.get('status')}: {str(r.get('reason', ''))[:300].replace('|', '/')} |")
             continue
-        if name.startswith("shardft"):
+        if stage != "torch":
             notes = f"logged MFU {fmt(r.get('mfu_logged_median'), '.3f')}; loss {' -> '.join(fmt(x, '.3f') for x in r.get('loss_first_last') or [])}"
-            if r is ov and "same_losses" in ov:
-                notes += f"; {ov_note}"
-            if r is nd and "same_losses" in nd:
-                notes += f"; {nd_note}"
+            if stage in loss_notes:
+                notes += f"; {loss_notes[stage]}"
         else:
             notes = (f"{r.get('framework', '')}; {r.get('device', '')}; attention {r.get('attn_implementation')}; "
                      f"allocator peak {mib(r.get('max_memory_allocated_bytes'))} allocated / "
