@@ -150,6 +150,10 @@ TEST(SideQueue, MarksOrderWorkBetweenTheQueues) {
   EXPECT_THROW(side.mark(2), std::out_of_range);
   EXPECT_THROW(side.wait_for(-1), std::out_of_range);
   EXPECT_EQ(side.separate(), kComputeOnDevice);
+  // A GPU's side stream runs below the compute stream (lower numbers run first); the host has one queue.
+  EXPECT_NE(side.describe().find(kComputeOnDevice ? "under the compute stream's -" : "the compute queue itself"),
+            std::string::npos)
+      << side.describe();
 }
 
 }  // namespace
