@@ -23,7 +23,8 @@
 #   torch    the same step in PyTorch (jobs/gpu/torch_bench.py from TORCH_PYTHON, default
 #            /opt/torch/.venv/bin/python3): ms/step, peak memory                                  cap 120 s
 #   kernels  the same shape at PROBE_KERNEL_LAYERS (4) layers, 4 steps, SHARDFT_KERNEL_TIMES=1: kernels by
-#            time after step 1 (a GPU build times them by CUDA events, unfenced)                  cap 90 s
+#            time after step 1 (a GPU build times them by CUDA events, unfenced); PROBE_KERNEL_SHAPE adds
+#            the bench's variant keys (overlap=0: each kernel's time without the optimizer beside it) cap 90 s
 #   test     shardft_unit_tests with gtest XML: passed / failed / skipped, failures by name     cap 150 s
 #   ncu      (only when named) the elementwise kernels under Nsight Compute: results/ncu.csv   cap 120 s
 #   overlap  (only when named) the bench step with optimizer_overlap: false (bench runs the default, auto:
@@ -323,7 +324,7 @@ stage_kernels() {
   gpu_ready || { result kernels skipped 0 reason="$(no_gpu_reason)"; return 0; }
   local c; c=$(cap kernels 90 30) || { result kernels skipped 0 reason="out of budget: under 30 s left"; return 0; }
   local layers=${PROBE_KERNEL_LAYERS:-4}
-  local shape_args; read -ra shape_args <<<"$(bench_shape profile "$layers" 4 0)"
+  local shape_args; read -ra shape_args <<<"$(bench_shape profile "$layers" 4 0) ${PROBE_KERNEL_SHAPE:-}"
   local dir=$state/kernels log=$state/logs/kernel_profile.log t0 rc=0
   rm -rf "$dir"; mkdir -p "$dir"
   python3 "$vutil" bench-recipe "$dir" "$peak" "${shape_args[@]}"
@@ -331,7 +332,7 @@ stage_kernels() {
   echo "probe: kernels (cap $c s; log $log)"
   t0=$(now)
   (cd "$root" && SHARDFT_KERNEL_TIMES=1 capped "$c" "$log" "${mpirun1[@]}" train --config "$dir/recipe.yaml") || rc=$?
-  python3 "$util" kernels "$log" "$state/results/kernels.json" "$(since "$t0")" "$rc" "$c" "$layers"
+  python3 "$util" kernels "$log" "$state/results/kernels.json" "$(since "$t0")" "$rc" "$c" "$layers" "${PROBE_KERNEL_SHAPE:-}"
   rm -rf "$dir/run"
 }
 
@@ -349,7 +350,7 @@ stage_ncu() {
   local dir=$state/ncu log=$state/logs/ncu.log csv=$state/results/ncu.csv t0 rc=0
   # The lambdas' enclosing functions, as the demangled names carry them (not the Kokkos labels; and no
   # bare "rope": every kernel's policy type names ImplWorkItemProperty).
-  local kernels=${PROBE_NCU_KERNELS:-forward_packs|backward_packs|_warp_rows|rope_rotate|forward_backward_rows|sum_squares|ColumnSlices}
+  local kernels=${PROBE_NCU_KERNELS:-forward_packs|backward_packs|_warp_rows|_held_rows|rope_rotate|forward_backward_rows|sum_squares|ColumnSlices}
   rm -rf "$dir"; mkdir -p "$dir"
   python3 "$vutil" bench-recipe "$dir" "$peak" "${shape_args[@]}"
   kit_env

@@ -243,7 +243,7 @@ def ncu_kernels(csv_path):
         d = dict(zip(hdr, r))
         if "ID" not in d or "Kernel Name" not in d:
             continue
-        m = re.search(r"Parallel(?:For|Reduce|Scan)<(?:CombinedFunctorReducer<)?(?:void )?(?:unnamed>::)?"
+        m = re.search(r"Parallel(?:For|Reduce|Scan)<(?:CombinedFunctorReducer<)?(?:void )?(?:<?unnamed>::|\w+::)*"
                       r"([A-Za-z_]\w*(?:<[^>(]*>)?)", d["Kernel Name"])
         k = out.setdefault(d["ID"], {"kernel": m.group(1) if m else d["Kernel Name"][:80]})
         if d.get("Metric Name") in NCU_METRICS:
@@ -254,7 +254,7 @@ def ncu_kernels(csv_path):
 KERNEL_ROW = re.compile(r"^\s*([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s\s(.+)$")
 
 
-def cmd_kernels(log, out, seconds, rc, cap, layers="4"):
+def cmd_kernels(log, out, seconds, rc, cap, layers="4", variant=""):
     lines = open(log, errors="replace").read().splitlines() if os.path.exists(log) else []
     rows, launches, inside, how = [], None, False, None
     for line in lines:
@@ -270,7 +270,7 @@ def cmd_kernels(log, out, seconds, rc, cap, layers="4"):
             elif line.strip() and not line.lstrip().startswith(("seconds", "...")):
                 inside = False
     extra = {"cap_s": int(cap), "exit": int(rc), "launches": launches, "timing": how, "layers": int(layers),
-             "kernels": rows}
+             "variant": variant.strip(), "kernels": rows}
     if not rows:
         extra["reason"] = f"no kernel table in the log (shardft {capped(rc, cap)}): {first_error(log)}"
         vu.stage_result(out, "failed", seconds, **extra)
@@ -475,7 +475,8 @@ def cmd_report(state, out_dir, mode, budget):
 
     if k:
         timing = k.get("timing") or "every kernel fenced"
-        L += ["", f"## Kernel shares (SHARDFT_KERNEL_TIMES=1, {k.get('layers', 4)} layers, steps 2-4, {timing})", ""]
+        variant = f"{k['variant']}, " if k.get("variant") else ""
+        L += ["", f"## Kernel shares (SHARDFT_KERNEL_TIMES=1, {k.get('layers', 4)} layers, {variant}steps 2-4, {timing})", ""]
         if k.get("kernels"):
             caveat = ("Fencing exposes launch latency: read the shares, not the sum." if "fenced" in timing and "unfenced" not in timing
                       else "Device time per kernel from CUDA events on the stream, the step running as it does untimed.")
