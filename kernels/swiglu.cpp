@@ -2,10 +2,9 @@
 // threads over the I columns: all N * I elements are spread over the GPU's threads, neighbouring threads
 // on neighbouring elements (coalesced loads and stores), and no per-element index division (a flat
 // range over N * I would need i / I and i % I for the packed rows). Serial runs a team as one thread: a
-// plain loop along each row, the loop the one-thread-per-row kernels ran. Each element's arithmetic is
-// unchanged, so results are too.
+// plain loop along each row, which the compiler vectorises (the exp is kernels/gate_exp.hpp's, no call).
 #include "kernels/swiglu.hpp"
-#include "kernels/math.hpp"
+#include "kernels/gate_exp.hpp"
 
 namespace shardft {
 
@@ -14,6 +13,23 @@ using Team = TeamLaunch;
 using Member = Team::member_type;
 
 Team one_team_per_row(std::size_t rows) { return Team(static_cast<int>(rows), Kokkos::AUTO); }
+
+// op(j) for every column j of one row, over the team's threads: on a GPU neighbouring threads on
+// neighbouring columns (coalesced); on the host a contiguous span per thread, a plain loop that the
+// compiler vectorises (TeamThreadRange's loop steps by a stride it cannot see).
+template <class Op>
+KOKKOS_INLINE_FUNCTION void for_each_column(const Member& m, int cols, const Op& op) {
+  if constexpr (kComputeOnDevice) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols), op);
+  } else {
+    const int threads = m.team_size(), span = (cols + threads - 1) / threads;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, threads), [&](const int t) {
+      const int end = (t + 1) * span < cols ? (t + 1) * span : cols;
+      const Op each = op;  // a local copy: its pointers stay in registers, apart from what the loop stores
+      for (int j = t * span; j < end; ++j) each(j);
+    });
+  }
+}
 }  // namespace
 
 void swiglu_forward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unmanaged2<float> s) {
@@ -21,9 +37,9 @@ void swiglu_forward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unmana
   Kokkos::parallel_for(
       "swiglu_forward", one_team_per_row(g.extent(0)), KOKKOS_LAMBDA(const Member& m) {
         const int n = m.league_rank();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols), [&](const int j) {
+        for_each_column(m, cols, [=](const int j) {
           const float x = g(n, j);
-          s(n, j) = x / (1.f + kmath::exp(-x)) * u(n, j);
+          s(n, j) = x / (1.f + kmath::gate_exp(-x)) * u(n, j);
         });
       });
 }
@@ -34,9 +50,9 @@ void swiglu_backward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unman
   Kokkos::parallel_for(
       "swiglu_backward", one_team_per_row(g.extent(0)), KOKKOS_LAMBDA(const Member& m) {
         const int n = m.league_rank();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols), [&](const int j) {
+        for_each_column(m, cols, [=](const int j) {
           const float x = g(n, j);
-          const float sig = 1.f / (1.f + kmath::exp(-x));
+          const float sig = 1.f / (1.f + kmath::gate_exp(-x));
           du(n, j) = ds(n, j) * x * sig;
           dg(n, j) = ds(n, j) * u(n, j) * sig * (1.f + x * (1.f - sig));
         });
@@ -55,8 +71,7 @@ void swiglu_forward_packed(Unmanaged2<const float> gu, Unmanaged2<float> s) {
         const float* g = &gu(n, 0);
         const float* u = g + cols;
         float* out = &s(n, 0);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols),
-                             [&](const int j) { out[j] = g[j] / (1.f + kmath::exp(-g[j])) * u[j]; });
+        for_each_column(m, cols, [=](const int j) { out[j] = g[j] / (1.f + kmath::gate_exp(-g[j])) * u[j]; });
       });
 }
 
@@ -68,9 +83,9 @@ void swiglu_backward_packed_inplace(Unmanaged2<float> gu, Unmanaged2<const float
         float* g = &gu(n, 0);
         float* u = g + cols;
         const float* d = &ds(n, 0);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, cols), [&](const int j) {
+        for_each_column(m, cols, [=](const int j) {
           const float x = g[j], up = u[j];
-          const float sig = 1.f / (1.f + kmath::exp(-x));
+          const float sig = 1.f / (1.f + kmath::gate_exp(-x));
           u[j] = d[j] * x * sig;
           g[j] = d[j] * up * sig * (1.f + x * (1.f - sig));
         });

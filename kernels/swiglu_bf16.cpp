@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "kernels/bf16_pack.hpp"
-#include "kernels/math.hpp"
+#include "kernels/gate_exp.hpp"
 
 namespace shardft {
 
@@ -15,8 +15,8 @@ void check(std::size_t gu_rows, std::size_t gu_cols, std::size_t rows, std::size
 }
 
 // silu(g) * u in fp32 from the bf16 inputs, before its rounding: forward's s, and backward's recompute of it.
-// (kmath's fast forms: the same operations on the host, the hardware approximations on a GPU.)
-KOKKOS_INLINE_FUNCTION float swiglu_of(float g, float u) { return kmath::fast_divide(g, 1.f + kmath::fast_exp(-g)) * u; }
+// (kmath's fast forms: host_exp and a division on the host, the hardware approximations on a GPU.)
+KOKKOS_INLINE_FUNCTION float swiglu_of(float g, float u) { return kmath::fast_divide(g, 1.f + kmath::fast_gate_exp(-g)) * u; }
 
 // The row of a flat pack index: a 32-bit division where every index fits (a GPU's 64-bit division is
 // a long emulated sequence, and these kernels run one per 16-byte pack).
@@ -64,7 +64,7 @@ void backward_packs(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<b
         Bf16Pack<W> dg, du, y;
         for (int e = 0; e < W; ++e) {
           const float x = g.get(e), up = u.get(e), de = d.get(e);
-          const float sig = kmath::fast_divide(1.f, 1.f + kmath::fast_exp(-x));
+          const float sig = kmath::fast_divide(1.f, 1.f + kmath::fast_gate_exp(-x));
           y.set(e, swiglu_of(x, up));
           du.set(e, de * x * sig);
           dg.set(e, de * up * sig * (1.f + x * (1.f - sig)));
