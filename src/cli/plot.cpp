@@ -4,7 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "config/train_config.hpp"
-#include "train/metrics_plot.hpp"
+#include "tools/metrics_plot.hpp"
 #include "train/output_path.hpp"
 
 namespace shardft::cli {

@@ -9,7 +9,7 @@
 
 #include "io/safetensors.hpp"
 #include "png_check.hpp"
-#include "train/metrics_plot.hpp"
+#include "tools/metrics_plot.hpp"
 
 namespace shardft {
 namespace {

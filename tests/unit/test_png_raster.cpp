@@ -8,10 +8,10 @@
 #include <fstream>
 #include <iterator>
 
-#include "io/bitmap_font.hpp"
-#include "io/line_chart.hpp"
+#include "tools/bitmap_font.hpp"
+#include "tools/line_chart.hpp"
 #include "io/png.hpp"
-#include "io/raster.hpp"
+#include "tools/raster.hpp"
 #include "png_check.hpp"
 
 namespace shardft {

@@ -1,6 +1,6 @@
 #pragma once
 // An RGB canvas with the few drawing operations plots need: pixels, filled rectangles, thick line
-// segments, filled discs and text in the built-in bitmap font (io/bitmap_font.hpp). Coordinates are
+// segments, filled discs and text in the built-in bitmap font (tools/bitmap_font.hpp). Coordinates are
 // pixels, x to the right and y down from the top-left corner; whatever falls outside is clipped.
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-#include "train/metrics_plot.hpp"
+#include "tools/metrics_plot.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "io/line_chart.hpp"
+#include "tools/line_chart.hpp"
 #include "io/png.hpp"
 #include "io/safetensors.hpp"
 

@@ -1,10 +1,10 @@
-#include "io/raster.hpp"
+#include "tools/raster.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-#include "io/bitmap_font.hpp"
+#include "tools/bitmap_font.hpp"
 
 namespace shardft {
 

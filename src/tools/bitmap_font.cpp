@@ -1,4 +1,4 @@
-#include "io/bitmap_font.hpp"
+#include "tools/bitmap_font.hpp"
 
 #include <cstring>
 #include <stdexcept>

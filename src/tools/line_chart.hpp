@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "io/raster.hpp"
+#include "tools/raster.hpp"
 
 namespace shardft {
 

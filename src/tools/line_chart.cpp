@@ -1,4 +1,4 @@
-#include "io/line_chart.hpp"
+#include "tools/line_chart.hpp"
 
 #include <algorithm>
 #include <cmath>
