@@ -1,7 +1,7 @@
 // `shardft generate`: talk to a trained model. Greedy or sampled completions of one prompt, of a file of
 // conversations (one JSON line each), or of a chat on stdin (--interactive).
 #include "train/chat_model.hpp"
-#include "train/generate.hpp"
+#include "infer/generate.hpp"
 
 #include <unistd.h>
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "train/generate.hpp"
+#include "infer/generate.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

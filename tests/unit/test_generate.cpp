@@ -15,7 +15,7 @@
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
 #include "train/chat_model.hpp"
-#include "train/generate.hpp"
+#include "infer/generate.hpp"
 #include "train/hf_export.hpp"
 #include "train/trainer.hpp"
 

@@ -17,7 +17,7 @@
 #include "model/decoder_cache.hpp"
 #include "train/evaluate.hpp"
 #include "train/chat_model.hpp"
-#include "train/generate.hpp"
+#include "infer/generate.hpp"
 
 namespace shardft {
 namespace {

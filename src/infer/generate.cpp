@@ -1,4 +1,4 @@
-#include "train/generate.hpp"
+#include "infer/generate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,6 @@
 #include <stdexcept>
 
 #include "model/decoder_cache.hpp"
-#include "train/trainer.hpp"
 
 namespace shardft {
 
@@ -208,7 +207,9 @@ std::vector<Generation> generate(Decoder& model, ParamSource& params,
       }
       Kokkos::deep_copy(last, last_h);
       View2<float> logits("gen_logits", n, vocab);
-      model.forward_logits(to_model_inputs(b, model.config().vocab_size), params, last, logits);
+      const ModelInputs in = upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets,
+                                           model.config().vocab_size);
+      model.forward_logits(in, params, last, logits);
       advance(logits);
     }
     return out;

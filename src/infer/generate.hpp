@@ -2,7 +2,7 @@
 // Text generation: the next-token sampler (greedy, or softmax(logits / temperature) restricted to the
 // top_k most likely tokens and then to the smallest top-p nucleus, drawn with a seeded generator) and
 // the decoding loop evaluation and `shardft generate` share. Opening a model directory to talk to is
-// train/chat_model.hpp.
+// train/chat_model.hpp, which loads checkpoints, merges adapters and quantizes through the training code.
 //
 // The decoding loop keeps a KV cache (model/decoder_cache.hpp) unless told not to: the prompts run once,
 // then each new token costs one token's forward.
