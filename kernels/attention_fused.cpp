@@ -29,6 +29,8 @@ namespace {
 
 bool fused_attention_built() { return false; }
 
+bool fused_attention_compiled() { return false; }
+
 std::string fused_attention_backend() { return "not built"; }
 
 std::int64_t fused_attention_stats_size(const AttentionShape&, const AttentionSegments&) { not_built(); }
@@ -138,6 +140,8 @@ cudaStream_t stream() { return ExecSpace().cuda_stream(); }
 }  // namespace
 
 bool fused_attention_built() { return cuda::device_count() > 0; }
+
+bool fused_attention_compiled() { return true; }
 
 std::string fused_attention_backend() {
   return "cuDNN " + cuda::cudnn_version_string() + " SDPA" + (cuda::device_count() > 0 ? "" : " (no CUDA device here)");

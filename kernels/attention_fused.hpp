@@ -31,6 +31,8 @@ struct AttentionSegments {
 
 // True where this build has the fused kernels and a device to run them.
 bool fused_attention_built();
+// True where this build has the fused kernels, device or not (the start-up's build line).
+bool fused_attention_compiled();
 // "cuDNN 9.19.0 SDPA (cudnn-frontend 1.23.0)", or why there are none ("not built with cuDNN").
 std::string fused_attention_backend();
 // Forward and backward on small packed GQA problems against kernels/attention_lse.hpp's reference

@@ -298,6 +298,18 @@ bool gemm_widens_bf16() { return !kGemmOnCublas; }
 
 void gemm_set_num_threads(int n) { openblas_set_num_threads(n); }
 
+std::string gemm_backend_description(bool with_idle) {
+#if defined(SHARDFT_GEMM_CUBLAS)
+  (void)with_idle;
+  return "cuBLAS (device views)";
+#elif defined(SHARDFT_HAVE_CUDA)
+  return with_idle ? "BLAS (OpenBLAS); cuBLAS linked but idle, this Kokkos has no CUDA backend" : "BLAS (OpenBLAS)";
+#else
+  (void)with_idle;
+  return "BLAS (OpenBLAS)";
+#endif
+}
+
 void linear_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged2<float> y, float beta) {
   const std::size_t out = y.extent(1), in = x.extent(1);
   if (w.extent(0) != out * in) throw std::invalid_argument("linear_forward: weight size does not match [out,in]");

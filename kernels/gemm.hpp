@@ -4,6 +4,7 @@
 // op(X) is X or X^T. A linear layer y = x W^T with W [out,in] is gemm(N, T, 1, x, W, 0, y).
 // CPU build: OpenBLAS sgemm. The cuBLAS path is selected by the memory space (GPU build).
 #include <cstdint>
+#include <string>
 
 #include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
@@ -54,6 +55,9 @@ bool gemm_widens_bf16();
 
 // BLAS threads per process; shardft runs one rank per core, so 1 unless told otherwise.
 void gemm_set_num_threads(int n);
+// Which library runs the GEMMs in this build: "cuBLAS (device views)" or "BLAS (OpenBLAS)"; with_idle
+// adds that cuBLAS is linked but idle where the toolkit was found but Kokkos has no CUDA backend.
+std::string gemm_backend_description(bool with_idle);
 
 // A linear layer over a flat weight buffer [out*in]: y[N,out] = x[N,in] W^T (+ beta * y).
 void linear_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged2<float> y, float beta = 0.f);

@@ -8,10 +8,8 @@
 #include <vector>
 
 #include "kernels/blas_core.hpp"
+#include "kernels/compute_device.hpp"
 #include "kernels/gemm.hpp"
-#if defined(SHARDFT_HAVE_CUDA)
-#include "kernels/cuda/cublas_gemm.hpp"
-#endif
 
 namespace shardft {
 
@@ -99,15 +97,6 @@ double measured_host_sgemm_flops() {
   return best;
 }
 
-// Whether the model's views live on a CUDA device (a CUDA-enabled Kokkos whose default space is CUDA).
-constexpr bool model_on_gpu() {
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-  return Kokkos::SpaceAccessibility<Kokkos::CudaSpace, MemSpace>::accessible;
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
 double training_flops_per_token(const ModelConfig& m, double mean_sequence_length) {
@@ -138,26 +127,24 @@ PeakFlops resolve_peak_flops(double peak_tflops, bool bf16) {
     basis << "peak_tflops";
     return {peak_tflops * 1e12, basis.str()};
   }
-#if defined(SHARDFT_HAVE_CUDA)
-  const std::string device = cuda::device_name();
-  if (model_on_gpu() && !device.empty()) {
-    const double table = known_gpu_peak_tflops(device, bf16);
+  const ComputeDevice device = compute_device();
+  if (device.gpu) {
+    const double table = known_gpu_peak_tflops(device.name, bf16);
     if (table > 0) {
-      basis << "datasheet peak of " << device << ": " << table << " TFLOP/s dense "
+      basis << "datasheet peak of " << device.name << ": " << table << " TFLOP/s dense "
             << (bf16 ? "bf16 tensor core" : "fp32 non-tensor");
       return {table * 1e12, basis.str()};
     }
-    const double measured = cuda::measure_gemm_flops(bf16);
-    basis << "measured cuBLAS " << (bf16 ? "bf16" : "fp32") << " GEMM rate on " << device
+    const double measured = measured_gpu_gemm_flops(bf16);
+    basis << "measured cuBLAS " << (bf16 ? "bf16" : "fp32") << " GEMM rate on " << device.name
           << ", not in the peak table; set peak_tflops for the datasheet figure";
     return {measured, basis.str()};
   }
-#endif
   basis << "measured fp32 GEMM rate";
   if (const std::string core = blas_core_name(); !core.empty()) basis << " of OpenBLAS core " << core;
-#if defined(SHARDFT_HAVE_CUDA)
-  if (!device.empty()) basis << " on the host; " << device << " is present but the model runs on the host";
-#endif
+  if (const std::string gpu = visible_gpu_name(); !gpu.empty()) {
+    basis << " on the host; " << gpu << " is present but the model runs on the host";
+  }
   return {measured_host_sgemm_flops(), basis.str()};
 }
 

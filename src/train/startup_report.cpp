@@ -4,31 +4,20 @@
 #include <sstream>
 
 #include "config/recipe_schema.hpp"
+#include "comm/communicator_factory.hpp"
+#include "kernels/attention_fused.hpp"
 #include "kernels/blas_core.hpp"
+#include "kernels/gemm.hpp"
 
 namespace shardft {
 
 std::string build_description(bool with_idle) {
   std::ostringstream s;
   s << "Kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "." << KOKKOS_VERSION % 100 << " ("
-    << Kokkos::DefaultExecutionSpace::name() << "), GEMM "
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-    << "cuBLAS (device views)";
-#elif defined(SHARDFT_HAVE_CUDA)
-    << "BLAS (OpenBLAS)";
-  if (with_idle) s << "; cuBLAS linked but idle, this Kokkos has no CUDA backend";
-#else
-    << "BLAS (OpenBLAS)";
-#endif
-  (void)with_idle;
-  s << ", collectives MPI"
-#if defined(SHARDFT_HAVE_NCCL)
-    << " (NCCL backend compiled in)"
-#endif
-#if defined(SHARDFT_HAVE_CUDNN) && defined(KOKKOS_ENABLE_CUDA)
-    << ", cuDNN attention compiled in"
-#endif
-    ;
+    << Kokkos::DefaultExecutionSpace::name() << "), GEMM " << gemm_backend_description(with_idle)
+    << ", collectives MPI";
+  if (this_build().nccl_compiled) s << " (NCCL backend compiled in)";
+  if (fused_attention_compiled()) s << ", cuDNN attention compiled in";
   return s.str();
 }
 
