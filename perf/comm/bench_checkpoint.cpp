@@ -18,7 +18,7 @@
 
 #include "comm/mpi_communicator.hpp"
 #include "train/checkpoint.hpp"
-#include "train/consolidate.hpp"
+#include "tools/consolidate.hpp"
 
 namespace shardft {
 namespace {

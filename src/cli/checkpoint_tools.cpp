@@ -4,8 +4,8 @@
 #include "cli/commands.hpp"
 #include "config/train_config.hpp"
 #include "parallel/estimate/memory_estimate.hpp"
-#include "train/consolidate.hpp"
-#include "train/merge_adapters.hpp"
+#include "tools/consolidate.hpp"
+#include "tools/merge_adapters.hpp"
 
 namespace shardft::cli {
 

@@ -11,7 +11,7 @@
 #include "train/chat_model.hpp"
 #include "train/checkpoint.hpp"
 #include "train/checkpointer.hpp"
-#include "train/consolidate.hpp"
+#include "train/checkpoint_read.hpp"
 #include "train/output_dir_claim.hpp"
 #include "train/output_lock.hpp"
 #include "train/pretrained.hpp"

@@ -18,7 +18,7 @@
 #include "model/decoder.hpp"
 #include "parallel/zero_engine.hpp"
 #include "train/checkpoint.hpp"
-#include "train/consolidate.hpp"
+#include "tools/consolidate.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

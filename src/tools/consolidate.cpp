@@ -1,11 +1,10 @@
-#include "train/consolidate.hpp"
+#include "tools/consolidate.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -13,84 +12,11 @@
 #include "io/checkpoint_meta.hpp"
 #include "io/hdf5_shard.hpp"
 #include "train/checkpoint.hpp"
+#include "train/checkpoint_read.hpp"
 #include "train/hf_export.hpp"
 #include "train/output_path.hpp"
 
 namespace shardft {
-
-namespace {
-
-// Assembles elements [lo, lo + n) in layout order from the rank files' master slices.
-class MasterReader {
- public:
-  MasterReader(std::string dir, const nlohmann::json& meta) : dir_(std::move(dir)), files_(meta.at("files")) {}
-  void read(std::int64_t lo, std::int64_t n, float* out) {
-    std::int64_t covered = 0;
-    for (std::size_t f = 0; f < files_.size(); ++f) {
-      const auto t = files_[f].at("slices").get<std::vector<std::int64_t>>();
-      for (std::size_t i = 0; i + 2 < t.size(); i += 3) {
-        const std::int64_t b = std::max(lo, t[i]), e = std::min(lo + n, t[i] + t[i + 2]);
-        if (b >= e) continue;
-        reader(f).read_f32("master", static_cast<std::size_t>(t[i + 1] + (b - t[i])), static_cast<std::size_t>(e - b),
-                           out + (b - lo));
-        covered += e - b;
-      }
-    }
-    if (covered != n) throw FormatError(dir_ + ": elements " + std::to_string(lo) + ".." + std::to_string(lo + n) + " are in no rank file");
-  }
-
- private:
-  Hdf5ShardReader& reader(std::size_t f) {
-    if (readers_.size() <= f) readers_.resize(files_.size());
-    if (!readers_[f]) readers_[f] = std::make_unique<Hdf5ShardReader>(dir_ + "/" + files_[f].at("file").get<std::string>());
-    return *readers_[f];
-  }
-  std::string dir_;
-  nlohmann::json files_;
-  std::vector<std::unique_ptr<Hdf5ShardReader>> readers_;
-};
-
-}  // namespace
-
-nlohmann::json read_checkpoint_metadata(const std::string& checkpoint_dir) {
-  return read_checkpoint_meta(checkpoint_dir).json;
-}
-
-void check_checkpoint_layout(const nlohmann::json& meta, const ParamLayout& layout, const std::string& meta_path) {
-  const auto& params = meta.at("params");
-  if (meta.at("total_numel").get<std::int64_t>() != layout.total_numel() || params.size() != layout.params().size()) {
-    throw FormatError(meta_path + ": its parameter table does not match its model " + meta.at("model").dump());
-  }
-  for (std::size_t p = 0; p < params.size(); ++p) {
-    const ParamSpec& spec = layout.params()[p];
-    if (params[p].at("name") != spec.name || params[p].at("shape").get<std::vector<std::int64_t>>() != spec.shape ||
-        params[p].at("layout_offset").get<std::int64_t>() != layout.offset(static_cast<int>(p))) {
-      throw FormatError(meta_path + ": parameter '" + params[p].at("name").get<std::string>() +
-                        "' is not where the model " + meta.at("model").dump() + " has it");
-    }
-  }
-}
-
-nlohmann::json verify_checkpoint_for_reading(const std::string& checkpoint_dir, std::ostream& log) {
-  CheckpointMeta meta = read_checkpoint_meta(checkpoint_dir);
-  if (!meta.warning.empty()) log << "warning: " << meta.warning << std::endl;
-  // All rank files, all datasets, though a reader here uses only the master weights: a damaged moment
-  // means the save went wrong, and nothing from such a checkpoint should be trusted.
-  verify_checkpoint_files(meta);
-  return std::move(meta.json);
-}
-
-void read_checkpoint_master(const std::string& checkpoint_dir, const nlohmann::json& meta, std::int64_t lo,
-                            std::int64_t n, float* out) {
-  MasterReader(checkpoint_dir, meta).read(lo, n, out);
-}
-
-void read_checkpoint_weights(const std::string& dir, const ParamLayout& layout, float* flat, std::ostream& log) {
-  const nlohmann::json meta = verify_checkpoint_for_reading(dir, log);
-  check_checkpoint_layout(meta, layout, dir + "/metadata.json");
-  read_checkpoint_master(dir, meta, 0, layout.total_numel(), flat);
-  log << "the master weights of checkpoint " << dir << " (step " << meta.at("step") << ")" << std::endl;
-}
 
 namespace {
 // model.safetensors, model-00001-of-00003.safetensors or model.safetensors.index.json: what an export
@@ -188,7 +114,7 @@ ConsolidateReport consolidate_checkpoint(const std::string& dir, const Consolida
     all.push_back({p.at("name"), p.at("shape").get<std::vector<std::int64_t>>()});
     offsets.push_back(p.at("layout_offset"));
   }
-  MasterReader master(dir, meta);
+  CheckpointMasterReader master(dir, meta);
   const ConsolidateReport rep = write_safetensors_shards(opt.output_dir, all, opt, [&](std::size_t i, float* out) {
     master.read(offsets[i], all[i].numel(), out);
   });

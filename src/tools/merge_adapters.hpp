@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include "train/consolidate.hpp"
+#include "tools/consolidate.hpp"
 
 namespace shardft {
 
@@ -14,10 +14,5 @@ namespace shardft {
 // base_model_name_or_path. FormatError naming the file when the adapter does not fit the base.
 ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const std::string& base_dir,
                                            const ConsolidateOptions& opt, std::ostream& log);
-
-// The PEFT adapter at `adapter_dir` merged into `weights` (the flat host weights of `layout`, a model
-// without LoRA parameters): generation with an adapter. FormatError when it does not fit the layout.
-void merge_adapter_into_weights(const std::string& adapter_dir, const ParamLayout& layout, float* weights,
-                                std::ostream& log);
 
 }  // namespace shardft

@@ -1,6 +1,5 @@
-#include "train/merge_adapters.hpp"
+#include "tools/merge_adapters.hpp"
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,26 +10,14 @@
 
 #include "io/hf_weights.hpp"
 #include "io/peft_adapter.hpp"
+#include "train/adapter_merge.hpp"
 #include "train/checkpoint.hpp"
+#include "train/checkpoint_read.hpp"
 #include "train/hf_export.hpp"
 #include "train/output_path.hpp"
 #include "train/qlora_base.hpp"
 
 namespace shardft {
-
-namespace {
-// The merged weight W + scale B A: finite values with a huge lora_alpha can still overflow it, and a
-// non-finite weight must not be written or generated with.
-void check_merged(const float* w, std::int64_t n, const std::string& name, const std::string& adapter_dir, double scale) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(w[i])) {
-      throw FormatError(adapter_dir + ": merging the adapter of '" + name + "' (scale " + std::to_string(scale) +
-                        ", lora_alpha / r) gives " + std::to_string(w[i]) + " at element " + std::to_string(i) +
-                        ": adapter_config.json's lora_alpha or the adapter's values are out of range");
-    }
-  }
-}
-}  // namespace
 
 ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const std::string& base_dir,
                                            const ConsolidateOptions& opt, std::ostream& log) {
@@ -72,7 +59,7 @@ ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const
     const LoraFactors& f = lora->second;
     merge_lora_into(out, tensors[i].shape[0], tensors[i].shape[1], f.A.data.data(), f.B.data.data(), f.A.shape[0],
                     scale);
-    check_merged(out, tensors[i].numel(), tensors[i].name, adapter_dir, scale);
+    check_merged_weight(out, tensors[i].numel(), tensors[i].name, adapter_dir, scale);
   });
   // The base's config.json, with torch_dtype saying what was written; tokenizer files from the adapter
   // folder when it has them (a shardft checkpoint does), else from the base.
@@ -89,23 +76,6 @@ ConsolidateReport merge_adapters_into_base(const std::string& adapter_dir, const
   log << "merged " << adapter.tensors.size() << " LoRA pairs (scale " << scale << ") into " << weights.description()
       << std::endl;
   return rep;
-}
-
-void merge_adapter_into_weights(const std::string& adapter_dir, const ParamLayout& layout, float* weights,
-                                std::ostream& log) {
-  const PeftAdapter adapter = read_peft_adapter(adapter_dir);
-  std::map<std::string, std::vector<std::int64_t>> shapes;
-  for (const ParamSpec& p : layout.params()) shapes[p.name] = p.shape;
-  check_peft_adapter_matches(adapter, shapes, adapter_dir + " over the model");
-  for (const auto& [name, f] : adapter.tensors) {
-    const int p = layout.index(name);
-    const ParamSpec& spec = layout.params()[p];
-    merge_lora_into(weights + layout.offset(p), spec.shape[0], spec.shape[1], f.A.data.data(), f.B.data.data(),
-                    f.A.shape[0], adapter.config.scale());
-    check_merged(weights + layout.offset(p), spec.numel(), name, adapter_dir, adapter.config.scale());
-  }
-  log << "adapter " << adapter_dir << ": " << adapter.tensors.size() << " LoRA pairs merged (scale "
-      << adapter.config.scale() << ")" << std::endl;
 }
 
 }  // namespace shardft
