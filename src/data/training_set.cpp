@@ -85,16 +85,33 @@ class TokenizeProgress {
 
 }  // namespace
 
-std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp) {
+LossSwitches loss_switches(const TrainConfig& cfg) { return {cfg.assistant_only_loss, cfg.completion_only_loss}; }
+
+TrainingSetConfig training_set_config(const TrainConfig& cfg) {
+  TrainingSetConfig c;
+  c.datasets = training_datasets(cfg);
+  c.options = dataset_options(cfg);
+  c.role_map = cfg.role_map;
+  c.seed = data_order_seed(cfg);
+  c.max_seq_length = cfg.max_seq_length;
+  c.packing = cfg.packing;
+  c.packing_strategy = cfg.packing_strategy;
+  c.val_set_size = cfg.val_set_size;
+  c.loss = loss_switches(cfg);
+  c.cache_dir = cfg.dataset_cache_dir;
+  return c;
+}
+
+std::string training_set_settings(const TrainingSetConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp) {
   std::ostringstream s;
   s << "format: " << kCacheFormat << "\n";
-  for (const DatasetSpec& d : training_datasets(cfg)) {
+  for (const DatasetSpec& d : cfg.datasets) {
     s << "dataset: " << d.path << " weight " << d.weight << " content " << file_content_hash(d.path) << "\n";
   }
-  s << "seed: " << data_order_seed(cfg) << "\n"  // the mixture's draw depends on it
-    << "dataset_text_field: " << cfg.dataset_text_field << "\n"
+  s << "seed: " << cfg.seed << "\n"  // the mixture's draw depends on it
+    << "dataset_text_field: " << cfg.options.text_field << "\n"
     << "role_map: " << cfg.role_map << "\n"
-    << "skip_bad_samples: " << cfg.skip_bad_samples << "\n"
+    << "skip_bad_samples: " << cfg.options.skip_bad_samples << "\n"
     << "tokenizer: " << tokenizer_fp << "\n"
     << "chat_template: " << chat_template_label(encoder.chat_template()) << " bos '" << encoder.chat_template().bos
     << "' eos '" << encoder.chat_template().eos << "'\n"
@@ -102,8 +119,8 @@ std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& enc
     << "packing: " << cfg.packing << "\n";
   if (cfg.packing && cfg.packing_strategy != "ffd") s << "packing_strategy: " << cfg.packing_strategy << "\n";
   if (cfg.val_set_size > 0) s << "val_set_size: " << cfg.val_set_size << "\n";
-  if (!cfg.assistant_only_loss || !cfg.completion_only_loss) {
-    s << "loss: assistant_only " << cfg.assistant_only_loss << " completion_only " << cfg.completion_only_loss << "\n";
+  if (!cfg.loss.assistant_only || !cfg.loss.completion_only) {
+    s << "loss: assistant_only " << cfg.loss.assistant_only << " completion_only " << cfg.loss.completion_only << "\n";
   }
   return s.str();
 }
@@ -196,7 +213,7 @@ void write_training_set_cache(const std::string& path, const std::string& settin
 
 namespace {
 
-std::string describe_split(const TrainConfig& cfg, const TrainingSet& set) {
+std::string describe_split(const TrainingSetConfig& cfg, const TrainingSet& set) {
   std::ostringstream s;
   s << "val_set_size " << cfg.val_set_size << ": " << set.held_out.size() << " samples held out for evaluation, "
     << set.samples.size() << " to train on\n";
@@ -232,8 +249,8 @@ std::string describe_data_checks(const MixedDataset& mixed, const std::vector<To
 
 }  // namespace
 
-LossOn loss_on(const TrainConfig& cfg, bool prompt_completion) {
-  return (prompt_completion ? cfg.completion_only_loss : cfg.assistant_only_loss) ? LossOn::assistant : LossOn::all;
+LossOn loss_on(const LossSwitches& loss, bool prompt_completion) {
+  return (prompt_completion ? loss.completion_only : loss.assistant_only) ? LossOn::assistant : LossOn::all;
 }
 
 std::vector<TokenizedSample> split_held_out(std::vector<TokenizedSample>& samples, double size, std::uint64_t seed) {
@@ -258,50 +275,51 @@ std::vector<TokenizedSample> split_held_out(std::vector<TokenizedSample>& sample
   return out;
 }
 
-void check_training_targets(const std::vector<TokenizedSample>& samples, const TrainConfig& cfg) {
+void check_training_targets(const std::vector<TokenizedSample>& samples, int max_seq_length) {
   if (std::any_of(samples.begin(), samples.end(), has_target)) return;
   throw DataError("the training set (" + std::to_string(samples.size()) +
                   " samples) has no target token: every answer lies past max_seq_length " +
-                  std::to_string(cfg.max_seq_length) +
+                  std::to_string(max_seq_length) +
                   " or no sample has an assistant turn; raise max_seq_length or check the data");
 }
 
-void check_eval_targets(const std::vector<Conversation>& eval_set, const ChatEncoder& encoder, const TrainConfig& cfg) {
+void check_eval_targets(const std::vector<Conversation>& eval_set, const ChatEncoder& encoder, int max_seq_length,
+                        const std::string& eval_path) {
   if (eval_set.empty()) return;
   for (const Conversation& c : eval_set) {
-    if (has_target(encoder.encode(c, cfg.max_seq_length))) return;
+    if (has_target(encoder.encode(c, max_seq_length))) return;
   }
-  throw DataError(cfg.eval_dataset_path + ": the evaluation set (" + std::to_string(eval_set.size()) +
+  throw DataError(eval_path + ": the evaluation set (" + std::to_string(eval_set.size()) +
                   " samples) has no target token: every answer lies past max_seq_length " +
-                  std::to_string(cfg.max_seq_length) +
+                  std::to_string(max_seq_length) +
                   " or no sample has an assistant turn, so its eval_loss would read 0; raise max_seq_length or "
                   "check the data");
 }
 
-TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp,
+TrainingSet build_training_set(const TrainingSetConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp,
                                bool write_cache, std::ostream& log) {
   std::string settings, path;
-  if (!cfg.dataset_cache_dir.empty()) {
+  if (!cfg.cache_dir.empty()) {
     settings = training_set_settings(cfg, encoder, tokenizer_fp);
-    path = training_set_cache_path(cfg.dataset_cache_dir, settings);
+    path = training_set_cache_path(cfg.cache_dir, settings);
     TrainingSet cached;
     if (read_training_set_cache(path, settings, cached)) {
       log << cached.report << "tokenized dataset from cache " << path << " (" << cached.samples.size() << " samples)"
           << std::endl;
       if (cfg.val_set_size > 0) log << describe_split(cfg, cached) << std::flush;
-      check_training_targets(cached.samples, cfg);
+      check_training_targets(cached.samples, cfg.max_seq_length);
       return cached;
     }
   }
   TrainingSet set;
-  const MixedDataset mixed = read_training_data(cfg);
+  const MixedDataset mixed = mix_datasets(cfg.datasets, cfg.options, cfg.seed);
   set.report = describe_mixture(mixed);
   log << set.report << std::flush;
   set.samples.reserve(mixed.samples.size());
   TokenizeProgress progress(log, mixed.samples.size(), write_cache);  // write_cache: rank 0
   std::int64_t tokens = 0;
   for (std::size_t i = 0; i < mixed.samples.size(); ++i) {
-    set.samples.push_back(encoder.encode(mixed.samples[i], cfg.max_seq_length, loss_on(cfg, mixed.prompt_completion[i])));
+    set.samples.push_back(encoder.encode(mixed.samples[i], cfg.max_seq_length, loss_on(cfg.loss, mixed.prompt_completion[i])));
     tokens += static_cast<std::int64_t>(set.samples.back().input_ids.size());
     progress.tick(set.samples.size(), tokens);
   }
@@ -310,10 +328,10 @@ TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encode
   log << checks << std::flush;
   set.report += checks;
   if (cfg.val_set_size > 0) {
-    set.held_out = split_held_out(set.samples, cfg.val_set_size, data_order_seed(cfg));
+    set.held_out = split_held_out(set.samples, cfg.val_set_size, cfg.seed);
     log << describe_split(cfg, set) << std::flush;
   }
-  check_training_targets(set.samples, cfg);
+  check_training_targets(set.samples, cfg.max_seq_length);
   if (cfg.packing) set.rows = pack_samples(set.samples, cfg.max_seq_length, cfg.packing_strategy);
   set.cache_path = path;
   if (write_cache && !path.empty()) {

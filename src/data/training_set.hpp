@@ -13,9 +13,34 @@
 
 #include "config/train_config.hpp"
 #include "data/chat_template.hpp"
+#include "data/datasets.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {
+
+// trl's loss switches: which tokens of a sample take loss (loss_on).
+struct LossSwitches {
+  bool assistant_only = true;   // assistant_only_loss, for conversations
+  bool completion_only = true;  // completion_only_loss, for prompt / completion records
+};
+LossSwitches loss_switches(const TrainConfig& cfg);
+
+// The data pipeline's section of the recipe: everything the tokenized training set depends on, resolved
+// once (training_set_config), so that reading, mixing, tokenizing, splitting and packing never see the
+// whole recipe.
+struct TrainingSetConfig {
+  std::vector<DatasetSpec> datasets;  // dataset_path or datasets, with their weights
+  DatasetOptions options;             // dataset_text_field, role_map, skip_bad_samples
+  std::string role_map;               // as the recipe wrote it: a line of the cache key
+  std::uint64_t seed = 0;             // data_order_seed: the mixture's draw and the held-out split
+  int max_seq_length = 0;
+  bool packing = false;
+  std::string packing_strategy;
+  double val_set_size = 0;
+  LossSwitches loss;
+  std::string cache_dir;              // dataset_cache_dir; empty: no cache
+};
+TrainingSetConfig training_set_config(const TrainConfig& cfg);
 
 struct TrainingSet {
   std::vector<TokenizedSample> samples;
@@ -27,7 +52,8 @@ struct TrainingSet {
 };
 
 // Everything that decides the tokenized set, one "key: value" per line; file contents enter as hashes.
-std::string training_set_settings(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fingerprint);
+std::string training_set_settings(const TrainingSetConfig& cfg, const ChatEncoder& encoder,
+                                  const std::string& tokenizer_fingerprint);
 
 // cache_dir/tokenized-<16 hex digits of the settings' hash>.h5
 std::string training_set_cache_path(const std::string& cache_dir, const std::string& settings);
@@ -35,12 +61,12 @@ std::string training_set_cache_path(const std::string& cache_dir, const std::str
 // The set from the cache when a file with these exact settings is there; else read, tokenized (with
 // progress lines on `log` for sets that take a while) and packed, then written to the cache when
 // `write_cache` (one rank writes; a write goes through a temporary file renamed into place).
-TrainingSet build_training_set(const TrainConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fingerprint,
+TrainingSet build_training_set(const TrainingSetConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fingerprint,
                                bool write_cache, std::ostream& log);
 
 // Which tokens of a sample take loss: assistant_only_loss for conversations, completion_only_loss for
 // prompt / completion records (trl's switches).
-LossOn loss_on(const TrainConfig& cfg, bool prompt_completion);
+LossOn loss_on(const LossSwitches& loss, bool prompt_completion);
 
 // val_set_size (axolotl's meaning): moves ceil(fraction x n) samples (size < 1) or `size` samples (size >= 1),
 // drawn by the seed, out of `samples`; both parts keep their original order. DataError naming val_set_size
@@ -48,9 +74,11 @@ LossOn loss_on(const TrainConfig& cfg, bool prompt_completion);
 std::vector<TokenizedSample> split_held_out(std::vector<TokenizedSample>& samples, double size, std::uint64_t seed);
 
 // DataError when no sample has a target token (training would run with loss 0 and change nothing).
-void check_training_targets(const std::vector<TokenizedSample>& samples, const TrainConfig& cfg);
-// The same for the evaluation set, as the encoder tokenizes it (its eval_loss would read 0).
-void check_eval_targets(const std::vector<Conversation>& eval_set, const ChatEncoder& encoder, const TrainConfig& cfg);
+void check_training_targets(const std::vector<TokenizedSample>& samples, int max_seq_length);
+// The same for the evaluation set read from `eval_path`, as the encoder tokenizes it (its eval_loss
+// would read 0).
+void check_eval_targets(const std::vector<Conversation>& eval_set, const ChatEncoder& encoder, int max_seq_length,
+                        const std::string& eval_path);
 
 // The cache file itself. read: false when the file is absent, unreadable or made with other settings.
 bool read_training_set_cache(const std::string& path, const std::string& settings, TrainingSet& out);

@@ -30,8 +30,8 @@ std::vector<Conversation> eval_subset(const TrainConfig& cfg, const ChatEncoder&
   auto set = read_dataset(cfg.eval_dataset_path, dataset_options(cfg), &report);
   log << describe_skips(report) << std::flush;
   if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.size()) set.resize(cfg.eval_samples);
-  for (std::size_t i = 0; losses && i < set.size(); ++i) losses->push_back(loss_on(cfg, report.prompt_completion[i]));
-  check_eval_targets(set, encoder, cfg);
+  for (std::size_t i = 0; losses && i < set.size(); ++i) losses->push_back(loss_on(loss_switches(cfg), report.prompt_completion[i]));
+  check_eval_targets(set, encoder, cfg.max_seq_length, cfg.eval_dataset_path);
   return set;
 }
 
@@ -39,7 +39,7 @@ RunData read_run_data(const TrainConfig& cfg, bool writer, std::ostream& log) {
   RunData d;
   d.text = text_pipeline(cfg, log);
   const ChatEncoder& encoder = *d.text.encoder;
-  d.train_set = build_training_set(cfg, encoder, d.text.tokenizer->fingerprint(), writer, log);
+  d.train_set = build_training_set(training_set_config(cfg), encoder, d.text.tokenizer->fingerprint(), writer, log);
   std::vector<Conversation> eval_conversations;
   std::vector<LossOn> eval_losses;
   if ((cfg.do_eval || evaluates_during_training(cfg)) && cfg.val_set_size == 0) {

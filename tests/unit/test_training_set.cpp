@@ -38,7 +38,7 @@ class TrainingSetCache : public ::testing::Test {
   TrainingSet build(std::string* log_text = nullptr) {
     const ChatEncoder enc(tok_, resolve_chat_template(cfg_.chat_template, cfg_.tokenizer_name_or_path, tok_));
     std::ostringstream log;
-    TrainingSet set = build_training_set(cfg_, enc, tok_.fingerprint(), true, log);
+    TrainingSet set = build_training_set(training_set_config(cfg_), enc, tok_.fingerprint(), true, log);
     if (log_text) *log_text = log.str();
     return set;
   }
