@@ -30,7 +30,8 @@ std::vector<Conversation> eval_subset(const TrainConfig& cfg, const ChatEncoder&
   auto set = read_dataset(cfg.eval_dataset_path, dataset_options(cfg), &report);
   log << describe_skips(report) << std::flush;
   if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.size()) set.resize(cfg.eval_samples);
-  for (std::size_t i = 0; losses && i < set.size(); ++i) losses->push_back(loss_on(loss_switches(cfg), report.prompt_completion[i]));
+  const LossSwitches loss = loss_switches(cfg);
+  for (std::size_t i = 0; losses && i < set.size(); ++i) losses->push_back(loss_on(loss, report.prompt_completion[i]));
   check_eval_targets(set, encoder, cfg.max_seq_length, cfg.eval_dataset_path);
   return set;
 }
