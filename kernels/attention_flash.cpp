@@ -229,6 +229,142 @@ void attention_forward_lse_flash(const AttentionShape& s, Unmanaged2<const float
       });
 }
 
+// The backward's passes, each one parallel region (external linkage: nvcc's extended lambdas need a
+// named enclosing function whose address can be taken).
+// D_i = dO_i . O_i for every (b, h, i), indexed like lse.
+void flash_backward_delta(const AttentionShape& s, Unmanaged2<const float> o, Unmanaged2<const float> dout,
+                          Unmanaged1<float> delta) {
+  const int T = s.seq, H = s.heads, hd = s.head_dim;
+  Kokkos::parallel_for(
+      "attention_backward_lse_flash_delta", Range(0, static_cast<std::int64_t>(s.batch) * H * T),
+      KOKKOS_LAMBDA(const std::int64_t idx) {
+        const std::int64_t row = idx / (static_cast<std::int64_t>(H) * T) * T + idx % T;
+        const int h = static_cast<int>((idx / T) % H);
+        delta(idx) = dot(&dout(row, h * hd), &o(row, h * hd), hd);
+      });
+}
+
+// dq: a team per (b, h, query tile).
+void flash_backward_dq(const AttentionShape& s, const FlashTiles& tq, Unmanaged2<const float> q,
+                       Unmanaged2<const float> k, Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                       Unmanaged1<const float> lse, Unmanaged2<const float> dout, Unmanaged1<const float> delta,
+                       Unmanaged2<float> dq) {
+  const int T = s.seq, H = s.heads, hd = s.head_dim, ld = hd + 1, group = s.heads / s.kv_heads;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  const int Bq = tq.query_rows, Bk = tq.key_cols, query_tiles = (T + Bq - 1) / Bq;
+  const TeamPolicy policy = team_policy(s.batch * H * query_tiles, tq, dq_scratch(tq, hd));
+  Kokkos::parallel_for(
+      "attention_backward_lse_flash_dq", policy, KOKKOS_LAMBDA(const Team& team) {
+        const QueryTile tile = query_tile(team.league_rank(), query_tiles, H, T, group, Bq);
+        const int h = tile.h, g = tile.g, i0 = tile.i0, nq = tile.nq;
+        const std::int64_t base = tile.base, lse_base = tile.lse_base;
+        Scratch Qs(team.team_scratch(0), Bq * ld), dOs(team.team_scratch(0), Bq * ld),
+            Ks(team.team_scratch(0), Bk * ld), Vs(team.team_scratch(0), Bk * ld), dS(team.team_scratch(0), Bq * Bk),
+            L(team.team_scratch(0), Bq), D(team.team_scratch(0), Bq);
+        load_tile(team, q, base + i0, nq, h * hd, hd, scale, Qs);
+        load_tile(team, dout, base + i0, nq, h * hd, hd, 1.f, dOs);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd),
+                             [&](const int x) { dq(base + i0 + x / hd, h * hd + x % hd) = 0.f; });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int r) {
+          L(r) = lse(lse_base + i0 + r);
+          D(r) = delta(lse_base + i0 + r);
+        });
+        int qlo = 0, qhi = 0;
+        seq_range(team, seq_ids, base + i0, nq, qlo, qhi);
+        team.team_barrier();
+        const int last_key = i0 + nq - 1;
+        for (int j0 = 0; j0 <= last_key; j0 += Bk) {
+          const int nk = stage_key_tile(team, seq_ids, k, v, base, j0, last_key, Bk, g, hd, qlo, qhi, Ks, Vs);
+          if (nk == 0) continue;
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * nk), [&](const int x) {
+            const int r = x / nk, c = x % nk, i = i0 + r, j = j0 + c;
+            float ds = 0.f;
+            if (j <= i && seq_ids(base + j) == seq_ids(base + i)) {
+              const float p = kmath::exp(dot(&Qs(r * ld), &Ks(c * ld), hd) - L(r));
+              ds = p * (dot(&dOs(r * ld), &Vs(c * ld), hd) - D(r));
+            }
+            dS(r * Bk + c) = ds;
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd), [&](const int x) {
+            const int r = x / hd, e = x % hd;
+            float acc = 0.f;
+            for (int c = 0; c < nk; ++c) acc += dS(r * Bk + c) * Ks(c * ld + e);
+            dq(base + i0 + r, h * hd + e) += scale * acc;
+          });
+          team.team_barrier();
+        }
+      });
+}
+
+// dk, dv: a team per (b, g, key tile).
+void flash_backward_dkv(const AttentionShape& s, const FlashTiles& tkv, Unmanaged2<const float> q,
+                        Unmanaged2<const float> k, Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                        Unmanaged1<const float> lse, Unmanaged2<const float> dout, Unmanaged1<const float> delta,
+                        Unmanaged2<float> dk, Unmanaged2<float> dv) {
+  const int T = s.seq, H = s.heads, G = s.kv_heads, hd = s.head_dim, ld = hd + 1, group = s.heads / s.kv_heads;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  const int Bq = tkv.query_rows, Bk = tkv.key_cols, key_tiles = (T + Bk - 1) / Bk;
+  const TeamPolicy policy = team_policy(s.batch * G * key_tiles, tkv, dkv_scratch(tkv, hd));
+  Kokkos::parallel_for(
+      "attention_backward_lse_flash_dkv", policy, KOKKOS_LAMBDA(const Team& team) {
+        const int kt = team.league_rank() % key_tiles;
+        const int g = (team.league_rank() / key_tiles) % G;
+        const std::int64_t b = team.league_rank() / (key_tiles * G), base = b * T;
+        const int j0 = kt * Bk, nk = T - j0 < Bk ? T - j0 : Bk;
+        Scratch Ks(team.team_scratch(0), Bk * ld), Vs(team.team_scratch(0), Bk * ld),
+            Qs(team.team_scratch(0), Bq * ld), dOs(team.team_scratch(0), Bq * ld), P(team.team_scratch(0), Bq * Bk),
+            dS(team.team_scratch(0), Bq * Bk), L(team.team_scratch(0), Bq), D(team.team_scratch(0), Bq);
+        load_tile(team, k, base + j0, nk, g * hd, hd, 1.f, Ks);
+        load_tile(team, v, base + j0, nk, g * hd, hd, 1.f, Vs);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int x) {
+          dk(base + j0 + x / hd, g * hd + x % hd) = 0.f;
+          dv(base + j0 + x / hd, g * hd + x % hd) = 0.f;
+        });
+        int klo = 0, khi = 0;
+        seq_range(team, seq_ids, base + j0, nk, klo, khi);
+        for (int h = g * group; h < (g + 1) * group; ++h) {
+          const std::int64_t lse_base = (b * H + h) * T;
+          for (int i0 = j0 / Bq * Bq; i0 < T; i0 += Bq) {  // query tiles holding a query at or after j0
+            const int nq = T - i0 < Bq ? T - i0 : Bq;
+            int qlo = 0, qhi = 0;
+            seq_range(team, seq_ids, base + i0, nq, qlo, qhi);
+            if (khi < qlo || klo > qhi) continue;
+            team.team_barrier();  // the previous tile's readers of Qs, dOs, P, dS are done
+            load_tile(team, q, base + i0, nq, h * hd, hd, scale, Qs);
+            load_tile(team, dout, base + i0, nq, h * hd, hd, 1.f, dOs);
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int r) {
+              L(r) = lse(lse_base + i0 + r);
+              D(r) = delta(lse_base + i0 + r);
+            });
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * nq), [&](const int x) {
+              const int c = x / nq, r = x % nq, i = i0 + r, j = j0 + c;
+              float p = 0.f, ds = 0.f;
+              if (j <= i && seq_ids(base + j) == seq_ids(base + i)) {
+                p = kmath::exp(dot(&Qs(r * ld), &Ks(c * ld), hd) - L(r));
+                ds = p * (dot(&dOs(r * ld), &Vs(c * ld), hd) - D(r));
+              }
+              P(c * Bq + r) = p;
+              dS(c * Bq + r) = ds;
+            });
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int x) {
+              const int c = x / hd, e = x % hd;
+              float acc_v = 0.f, acc_k = 0.f;
+              for (int r = 0; r < nq; ++r) {
+                acc_v += P(c * Bq + r) * dOs(r * ld + e);
+                acc_k += dS(c * Bq + r) * Qs(r * ld + e);
+              }
+              dv(base + j0 + c, g * hd + e) += acc_v;
+              dk(base + j0 + c, g * hd + e) += acc_k;
+            });
+          }
+        }
+      });
+}
+
 void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                                   Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                                   Unmanaged2<const float> o, Unmanaged1<const float> lse,
@@ -237,126 +373,9 @@ void attention_backward_lse_flash(const AttentionShape& s, Unmanaged2<const floa
   check_shapes(s, q, k, v, seq_ids, "attention_backward_lse_flash");
   const FlashTiles tq = resolve_tiles(tiles, dq_scratch, s.head_dim, "attention_backward_lse_flash");
   const FlashTiles tkv = resolve_tiles(tiles, dkv_scratch, s.head_dim, "attention_backward_lse_flash");
-  const int T = s.seq, H = s.heads, G = s.kv_heads, hd = s.head_dim, ld = hd + 1, group = s.heads / s.kv_heads;
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-
-  // D_i = dO_i . O_i for every (b, h, i), indexed like lse.
-  Kokkos::parallel_for(
-      "attention_backward_lse_flash_delta", Range(0, static_cast<std::int64_t>(s.batch) * H * T),
-      KOKKOS_LAMBDA(const std::int64_t idx) {
-        const std::int64_t row = idx / (static_cast<std::int64_t>(H) * T) * T + idx % T;
-        const int h = static_cast<int>((idx / T) % H);
-        delta(idx) = dot(&dout(row, h * hd), &o(row, h * hd), hd);
-      });
-
-  {  // dq: a team per (b, h, query tile)
-    const int Bq = tq.query_rows, Bk = tq.key_cols, query_tiles = (T + Bq - 1) / Bq;
-    const TeamPolicy policy = team_policy(s.batch * H * query_tiles, tq, dq_scratch(tq, hd));
-    Kokkos::parallel_for(
-        "attention_backward_lse_flash_dq", policy, KOKKOS_LAMBDA(const Team& team) {
-          const QueryTile tile = query_tile(team.league_rank(), query_tiles, H, T, group, Bq);
-          const int h = tile.h, g = tile.g, i0 = tile.i0, nq = tile.nq;
-          const std::int64_t base = tile.base, lse_base = tile.lse_base;
-          Scratch Qs(team.team_scratch(0), Bq * ld), dOs(team.team_scratch(0), Bq * ld),
-              Ks(team.team_scratch(0), Bk * ld), Vs(team.team_scratch(0), Bk * ld), dS(team.team_scratch(0), Bq * Bk),
-              L(team.team_scratch(0), Bq), D(team.team_scratch(0), Bq);
-          load_tile(team, q, base + i0, nq, h * hd, hd, scale, Qs);
-          load_tile(team, dout, base + i0, nq, h * hd, hd, 1.f, dOs);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd),
-                               [&](const int x) { dq(base + i0 + x / hd, h * hd + x % hd) = 0.f; });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int r) {
-            L(r) = lse(lse_base + i0 + r);
-            D(r) = delta(lse_base + i0 + r);
-          });
-          int qlo = 0, qhi = 0;
-          seq_range(team, seq_ids, base + i0, nq, qlo, qhi);
-          team.team_barrier();
-          const int last_key = i0 + nq - 1;
-          for (int j0 = 0; j0 <= last_key; j0 += Bk) {
-            const int nk = stage_key_tile(team, seq_ids, k, v, base, j0, last_key, Bk, g, hd, qlo, qhi, Ks, Vs);
-            if (nk == 0) continue;
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * nk), [&](const int x) {
-              const int r = x / nk, c = x % nk, i = i0 + r, j = j0 + c;
-              float ds = 0.f;
-              if (j <= i && seq_ids(base + j) == seq_ids(base + i)) {
-                const float p = kmath::exp(dot(&Qs(r * ld), &Ks(c * ld), hd) - L(r));
-                ds = p * (dot(&dOs(r * ld), &Vs(c * ld), hd) - D(r));
-              }
-              dS(r * Bk + c) = ds;
-            });
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * hd), [&](const int x) {
-              const int r = x / hd, e = x % hd;
-              float acc = 0.f;
-              for (int c = 0; c < nk; ++c) acc += dS(r * Bk + c) * Ks(c * ld + e);
-              dq(base + i0 + r, h * hd + e) += scale * acc;
-            });
-            team.team_barrier();
-          }
-        });
-  }
-
-  {  // dk, dv: a team per (b, g, key tile)
-    const int Bq = tkv.query_rows, Bk = tkv.key_cols, key_tiles = (T + Bk - 1) / Bk;
-    const TeamPolicy policy = team_policy(s.batch * G * key_tiles, tkv, dkv_scratch(tkv, hd));
-    Kokkos::parallel_for(
-        "attention_backward_lse_flash_dkv", policy, KOKKOS_LAMBDA(const Team& team) {
-          const int kt = team.league_rank() % key_tiles;
-          const int g = (team.league_rank() / key_tiles) % G;
-          const std::int64_t b = team.league_rank() / (key_tiles * G), base = b * T;
-          const int j0 = kt * Bk, nk = T - j0 < Bk ? T - j0 : Bk;
-          Scratch Ks(team.team_scratch(0), Bk * ld), Vs(team.team_scratch(0), Bk * ld),
-              Qs(team.team_scratch(0), Bq * ld), dOs(team.team_scratch(0), Bq * ld), P(team.team_scratch(0), Bq * Bk),
-              dS(team.team_scratch(0), Bq * Bk), L(team.team_scratch(0), Bq), D(team.team_scratch(0), Bq);
-          load_tile(team, k, base + j0, nk, g * hd, hd, 1.f, Ks);
-          load_tile(team, v, base + j0, nk, g * hd, hd, 1.f, Vs);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int x) {
-            dk(base + j0 + x / hd, g * hd + x % hd) = 0.f;
-            dv(base + j0 + x / hd, g * hd + x % hd) = 0.f;
-          });
-          int klo = 0, khi = 0;
-          seq_range(team, seq_ids, base + j0, nk, klo, khi);
-          for (int h = g * group; h < (g + 1) * group; ++h) {
-            const std::int64_t lse_base = (b * H + h) * T;
-            for (int i0 = j0 / Bq * Bq; i0 < T; i0 += Bq) {  // query tiles holding a query at or after j0
-              const int nq = T - i0 < Bq ? T - i0 : Bq;
-              int qlo = 0, qhi = 0;
-              seq_range(team, seq_ids, base + i0, nq, qlo, qhi);
-              if (khi < qlo || klo > qhi) continue;
-              team.team_barrier();  // the previous tile's readers of Qs, dOs, P, dS are done
-              load_tile(team, q, base + i0, nq, h * hd, hd, scale, Qs);
-              load_tile(team, dout, base + i0, nq, h * hd, hd, 1.f, dOs);
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](const int r) {
-                L(r) = lse(lse_base + i0 + r);
-                D(r) = delta(lse_base + i0 + r);
-              });
-              team.team_barrier();
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * nq), [&](const int x) {
-                const int c = x / nq, r = x % nq, i = i0 + r, j = j0 + c;
-                float p = 0.f, ds = 0.f;
-                if (j <= i && seq_ids(base + j) == seq_ids(base + i)) {
-                  p = kmath::exp(dot(&Qs(r * ld), &Ks(c * ld), hd) - L(r));
-                  ds = p * (dot(&dOs(r * ld), &Vs(c * ld), hd) - D(r));
-                }
-                P(c * Bq + r) = p;
-                dS(c * Bq + r) = ds;
-              });
-              team.team_barrier();
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * hd), [&](const int x) {
-                const int c = x / hd, e = x % hd;
-                float acc_v = 0.f, acc_k = 0.f;
-                for (int r = 0; r < nq; ++r) {
-                  acc_v += P(c * Bq + r) * dOs(r * ld + e);
-                  acc_k += dS(c * Bq + r) * Qs(r * ld + e);
-                }
-                dv(base + j0 + c, g * hd + e) += acc_v;
-                dk(base + j0 + c, g * hd + e) += acc_k;
-              });
-            }
-          }
-        });
-  }
+  flash_backward_delta(s, o, dout, delta);
+  flash_backward_dq(s, tq, q, k, v, seq_ids, lse, dout, delta, dq);
+  flash_backward_dkv(s, tkv, q, k, v, seq_ids, lse, dout, delta, dk, dv);
 }
 
 }  // namespace shardft

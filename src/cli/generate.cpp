@@ -156,79 +156,59 @@ void check_fits(const ChatModel& cm, const ChatPrompt& p, const std::string& wha
   }
 }
 
-}  // namespace
-
-int generate(const std::vector<std::string>& args, const MpiSession& mpi) {
-  const GenerateArgs g = parse_generate_args(args);
-  if (mpi.size() > 1) {
-    throw ConfigError("generate runs in one process, not " + std::to_string(mpi.size()) +
-                      " ranks: start it without mpirun (or with -np 1)");
-  }
-  const Invocation inv = parse_invocation(g.rest);
-  TrainConfig cfg = load_recipe(inv);
-  std::ostream& log = std::cerr;
-  const std::string what = g.model_dir.empty() ? "output_dir" : "--model";
-  const std::string dir = g.model_dir.empty() ? cfg.output_dir : g.model_dir;
-  ChatModel cm = open_chat_model(dir, what, std::move(cfg), log);
+std::vector<Generation> run_generation(const ChatModel& cm, const GenerateArgs& g,
+                                       const std::vector<std::vector<std::int32_t>>& prompts, std::uint64_t first_stream) {
   const ChatEncoder& enc = *cm.encoder;
-  log << "generate: " << describe_sampling(g.sampling) << ", at most " << g.max_new_tokens << " new tokens"
-      << (g.use_cache ? "" : ", no KV cache") << std::endl;
-  auto run = [&](const std::vector<std::vector<std::int32_t>>& prompts, std::uint64_t first_stream) {
-    return shardft::generate(*cm.model, *cm.params, prompts, g.max_new_tokens, cm.context_limit, enc.stop_ids(),
-                             enc.pad_id(), g.sampling, first_stream, g.use_cache);
-  };
+  return shardft::generate(*cm.model, *cm.params, prompts, g.max_new_tokens, cm.context_limit, enc.stop_ids(),
+                           enc.pad_id(), g.sampling, first_stream, g.use_cache);
+}
 
-  if (g.has_prompt) {
-    const ChatPrompt p = make_chat_prompt(enc, {{"user", g.prompt}}, g.system);
-    check_fits(cm, p, "--prompt");
-    const Generation gen = run({p.ids}, 0).front();
-    std::cout << enc.tokenizer().decode(gen.tokens) << std::endl;
-    return 0;
+// --prompts_file: every record's answer as a JSON line on stdout, in batches of per_device_eval_batch_size.
+void generate_for_file(const ChatModel& cm, const GenerateArgs& g, std::ostream& log) {
+  const ChatEncoder& enc = *cm.encoder;
+  DatasetOptions opt = dataset_options(cm.cfg);
+  opt.require_assistant = false;
+  std::vector<Conversation> convs;
+  try {
+    convs = read_dataset(g.prompts_file, opt);
+  } catch (const DataError& e) {
+    throw DataError(std::string("--prompts_file: ") + e.what());
   }
-
-  if (!g.prompts_file.empty()) {
-    DatasetOptions opt = dataset_options(cm.cfg);
-    opt.require_assistant = false;
-    std::vector<Conversation> convs;
-    try {
-      convs = read_dataset(g.prompts_file, opt);
-    } catch (const DataError& e) {
-      throw DataError(std::string("--prompts_file: ") + e.what());
-    }
-    std::vector<ChatPrompt> prompts;
-    for (std::size_t i = 0; i < convs.size(); ++i) {
-      prompts.push_back(make_chat_prompt(enc, std::move(convs[i]), g.system));
-      check_fits(cm, prompts.back(), "--prompts_file " + g.prompts_file + ": record " + std::to_string(i + 1));
-    }
-    const std::size_t batch = static_cast<std::size_t>(std::max(1, cm.cfg.per_device_eval_batch_size));
-    double seconds = 0;
-    std::size_t new_tokens = 0;
-    for (std::size_t start = 0; start < prompts.size(); start += batch) {
-      const std::size_t end = std::min(prompts.size(), start + batch);
-      std::vector<std::vector<std::int32_t>> ids;
-      for (std::size_t i = start; i < end; ++i) ids.push_back(prompts[i].ids);
-      const auto t0 = std::chrono::steady_clock::now();
-      const std::vector<Generation> gens = run(ids, start);  // prompt i always samples with stream i
-      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      for (std::size_t i = start; i < end; ++i) {
-        const Generation& gen = gens[i - start];
-        new_tokens += gen.tokens.size();
-        nlohmann::ordered_json line{{"index", i},
-                                    {"prompt", turns_json(prompts[i].turns)},
-                                    {"generation", enc.tokenizer().decode(gen.tokens)},
-                                    {"finish_reason", finish_reason_name(gen.finish)},
-                                    {"new_tokens", gen.tokens.size()}};
-        if (prompts[i].has_reference) line["reference"] = prompts[i].reference;
-        std::cout << json_line(line) << std::endl;
-      }
-    }
-    log << "generate: " << new_tokens << " new tokens for " << prompts.size() << " prompts in " << seconds << " s ("
-        << (seconds > 0 ? static_cast<double>(new_tokens) / seconds : 0.0) << " tokens/s, batches of " << batch
-        << ")" << std::endl;
-    return 0;
+  std::vector<ChatPrompt> prompts;
+  for (std::size_t i = 0; i < convs.size(); ++i) {
+    prompts.push_back(make_chat_prompt(enc, std::move(convs[i]), g.system));
+    check_fits(cm, prompts.back(), "--prompts_file " + g.prompts_file + ": record " + std::to_string(i + 1));
   }
+  const std::size_t batch = static_cast<std::size_t>(std::max(1, cm.cfg.per_device_eval_batch_size));
+  double seconds = 0;
+  std::size_t new_tokens = 0;
+  for (std::size_t start = 0; start < prompts.size(); start += batch) {
+    const std::size_t end = std::min(prompts.size(), start + batch);
+    std::vector<std::vector<std::int32_t>> ids;
+    for (std::size_t i = start; i < end; ++i) ids.push_back(prompts[i].ids);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<Generation> gens = run_generation(cm, g, ids, start);  // prompt i always samples with stream i
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (std::size_t i = start; i < end; ++i) {
+      const Generation& gen = gens[i - start];
+      new_tokens += gen.tokens.size();
+      nlohmann::ordered_json line{{"index", i},
+                                  {"prompt", turns_json(prompts[i].turns)},
+                                  {"generation", enc.tokenizer().decode(gen.tokens)},
+                                  {"finish_reason", finish_reason_name(gen.finish)},
+                                  {"new_tokens", gen.tokens.size()}};
+      if (prompts[i].has_reference) line["reference"] = prompts[i].reference;
+      std::cout << json_line(line) << std::endl;
+    }
+  }
+  log << "generate: " << new_tokens << " new tokens for " << prompts.size() << " prompts in " << seconds << " s ("
+      << (seconds > 0 ? static_cast<double>(new_tokens) / seconds : 0.0) << " tokens/s, batches of " << batch << ")"
+      << std::endl;
+}
 
-  // --interactive: each line of stdin is the user's next turn; the answers keep the conversation going.
+// --interactive: each line of stdin is the user's next turn; the answers keep the conversation going.
+void chat_interactively(const ChatModel& cm, const GenerateArgs& g, std::ostream& log) {
+  const ChatEncoder& enc = *cm.encoder;
   log << "interactive chat: one message per line; /reset starts over; end with Ctrl-D" << std::endl;
   Conversation history;
   std::string line;
@@ -250,10 +230,38 @@ int generate(const std::vector<std::string>& args, const MpiSession& mpi) {
       history.pop_back();
       continue;
     }
-    const Generation gen = run({p.ids}, turn++).front();
+    const Generation gen = run_generation(cm, g, {p.ids}, turn++).front();
     const std::string answer = enc.tokenizer().decode(gen.tokens);
     std::cout << answer << std::endl;
     history.push_back({"assistant", answer});
+  }
+}
+
+}  // namespace
+
+int generate(const std::vector<std::string>& args, const MpiSession& mpi) {
+  const GenerateArgs g = parse_generate_args(args);
+  if (mpi.size() > 1) {
+    throw ConfigError("generate runs in one process, not " + std::to_string(mpi.size()) +
+                      " ranks: start it without mpirun (or with -np 1)");
+  }
+  const Invocation inv = parse_invocation(g.rest);
+  TrainConfig cfg = load_recipe(inv);
+  std::ostream& log = std::cerr;
+  const std::string what = g.model_dir.empty() ? "output_dir" : "--model";
+  const std::string dir = g.model_dir.empty() ? cfg.output_dir : g.model_dir;
+  const ChatModel cm = open_chat_model(dir, what, std::move(cfg), log);
+  log << "generate: " << describe_sampling(g.sampling) << ", at most " << g.max_new_tokens << " new tokens"
+      << (g.use_cache ? "" : ", no KV cache") << std::endl;
+  if (g.has_prompt) {
+    const ChatPrompt p = make_chat_prompt(*cm.encoder, {{"user", g.prompt}}, g.system);
+    check_fits(cm, p, "--prompt");
+    const Generation gen = run_generation(cm, g, {p.ids}, 0).front();
+    std::cout << cm.encoder->tokenizer().decode(gen.tokens) << std::endl;
+  } else if (!g.prompts_file.empty()) {
+    generate_for_file(cm, g, log);
+  } else {
+    chat_interactively(cm, g, log);
   }
   return 0;
 }

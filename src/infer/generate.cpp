@@ -136,30 +136,22 @@ const char* finish_reason_name(FinishReason reason) {
   return "?";
 }
 
-std::vector<Generation> generate(Decoder& model, ParamSource& params,
-                                 const std::vector<std::vector<std::int32_t>>& prompts, int max_new_tokens,
-                                 int max_seq_length, const std::vector<std::int32_t>& stop_ids, std::int32_t pad_id,
-                                 const SamplingOptions& opt, std::uint64_t first_stream, bool use_cache) {
-  check_sampling_options(opt);
-  const int vocab = model.config().vocab_size;
-  const int rows = static_cast<int>(prompts.size());
-  std::vector<std::vector<std::int32_t>> seqs = prompts;
-  std::vector<Generation> out(static_cast<std::size_t>(rows));
+namespace {
+
+// The rows being generated: each one's tokens so far, its result and its sampler, and which go on.
+struct GenerationRows {
+  const SamplingOptions& opt;
+  const std::vector<std::int32_t>& stop_ids;
+  int vocab = 0, max_new_tokens = 0, max_seq_length = 0;
+  std::vector<std::vector<std::int32_t>> seqs;
+  std::vector<Generation> out;
   std::vector<SamplingRng> rngs;
-  std::vector<int> active;
-  for (int r = 0; r < rows; ++r) {
-    rngs.emplace_back(opt.seed, first_stream + static_cast<std::uint64_t>(r));
-    if (seqs[r].empty()) throw std::invalid_argument("generate: prompt " + std::to_string(r) + " is empty");
-    if (static_cast<int>(seqs[r].size()) >= max_seq_length) {
-      out[r].finish = FinishReason::context;
-    } else if (max_new_tokens > 0) {
-      active.push_back(r);
-    }
-  }
+  std::vector<int> active;        // the rows still generating, in the order of the logits' rows
+  std::vector<float> row_logits;  // one row's logits on the host
+
   // One step for every active row: its next token from its row of logits ([active rows, vocab], in
   // `active` order), then the stop rules; `active` keeps the rows that go on.
-  std::vector<float> row_logits(static_cast<std::size_t>(vocab));
-  auto advance = [&](const View2<float>& logits) {
+  void advance(const View2<float>& logits) {
     auto logits_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits);
     std::vector<int> still;
     for (std::size_t i = 0; i < active.size(); ++i) {
@@ -181,71 +173,99 @@ std::vector<Generation> generate(Decoder& model, ParamSource& params,
       }
     }
     active = std::move(still);
-  };
-
-  if (!use_cache) {
-    for (int step = 0; step < max_new_tokens && !active.empty(); ++step) {
-      const int n = static_cast<int>(active.size());
-      int seq = 0;
-      for (int r : active) seq = std::max<int>(seq, static_cast<int>(seqs[r].size()));
-      // Each new token re-runs the whole sequences; right padding never reaches the last real token
-      // because attention is causal.
-      TokenBatch b;
-      b.batch = n;
-      b.seq = seq;
-      b.input_ids.assign(static_cast<std::size_t>(n) * seq, pad_id);
-      b.position_ids.resize(b.input_ids.size());
-      b.seq_ids.assign(b.input_ids.size(), 0);
-      b.targets.assign(b.input_ids.size(), kIgnoreIndex);
-      View1<std::int32_t> last("last_rows", n);
-      auto last_h = Kokkos::create_mirror_view(last);
-      for (int i = 0; i < n; ++i) {
-        const auto& s = seqs[active[i]];
-        std::copy(s.begin(), s.end(), b.input_ids.begin() + static_cast<std::ptrdiff_t>(i) * seq);
-        for (int t = 0; t < seq; ++t) b.position_ids[static_cast<std::size_t>(i) * seq + t] = t;
-        last_h(i) = i * seq + static_cast<int>(s.size()) - 1;
-      }
-      Kokkos::deep_copy(last, last_h);
-      View2<float> logits("gen_logits", n, vocab);
-      const ModelInputs in = upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets,
-                                           model.config().vocab_size);
-      model.forward_logits(in, params, last, logits);
-      advance(logits);
-    }
-    return out;
   }
+};
 
-  if (active.empty()) return out;
-  // With the KV cache: the prompts once (prefill), then each step feeds only the rows' newest tokens.
-  // A row never holds more than min(max_seq_length, prompt + max_new_tokens) tokens.
-  const int n0 = static_cast<int>(active.size());
-  std::vector<int> slot(static_cast<std::size_t>(rows), -1);  // a prompt's row in the cache
+// Without the KV cache: each new token re-runs the whole sequences; right padding never reaches the last
+// real token because attention is causal.
+void generate_by_recompute(Decoder& model, ParamSource& params, GenerationRows& g, std::int32_t pad_id) {
+  for (int step = 0; step < g.max_new_tokens && !g.active.empty(); ++step) {
+    const int n = static_cast<int>(g.active.size());
+    int seq = 0;
+    for (int r : g.active) seq = std::max<int>(seq, static_cast<int>(g.seqs[r].size()));
+    TokenBatch b;
+    b.batch = n;
+    b.seq = seq;
+    b.input_ids.assign(static_cast<std::size_t>(n) * seq, pad_id);
+    b.position_ids.resize(b.input_ids.size());
+    b.seq_ids.assign(b.input_ids.size(), 0);
+    b.targets.assign(b.input_ids.size(), kIgnoreIndex);
+    View1<std::int32_t> last("last_rows", n);
+    auto last_h = Kokkos::create_mirror_view(last);
+    for (int i = 0; i < n; ++i) {
+      const auto& s = g.seqs[g.active[i]];
+      std::copy(s.begin(), s.end(), b.input_ids.begin() + static_cast<std::ptrdiff_t>(i) * seq);
+      for (int t = 0; t < seq; ++t) b.position_ids[static_cast<std::size_t>(i) * seq + t] = t;
+      last_h(i) = i * seq + static_cast<int>(s.size()) - 1;
+    }
+    Kokkos::deep_copy(last, last_h);
+    View2<float> logits("gen_logits", n, g.vocab);
+    const ModelInputs in = upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets,
+                                         model.config().vocab_size);
+    model.forward_logits(in, params, last, logits);
+    g.advance(logits);
+  }
+}
+
+// With the KV cache: the prompts once (prefill), then each step feeds only the rows' newest tokens. A row
+// never holds more than min(max_seq_length, prompt + max_new_tokens) tokens.
+void generate_with_cache(Decoder& model, ParamSource& params, GenerationRows& g) {
+  if (g.active.empty()) return;
+  const int n0 = static_cast<int>(g.active.size());
+  std::vector<int> slot(g.seqs.size(), -1);  // a prompt's row in the cache
   std::vector<std::vector<std::int32_t>> first;
   std::int64_t max_len = 0;
   for (int i = 0; i < n0; ++i) {
-    const int r = active[i];
+    const int r = g.active[i];
     slot[r] = i;
-    first.push_back(seqs[r]);
-    max_len = std::max(max_len, std::min<std::int64_t>(max_seq_length, static_cast<std::int64_t>(seqs[r].size()) +
-                                                                          max_new_tokens));
+    first.push_back(g.seqs[r]);
+    max_len = std::max(max_len, std::min<std::int64_t>(g.max_seq_length, static_cast<std::int64_t>(g.seqs[r].size()) +
+                                                                            g.max_new_tokens));
   }
   KvCache cache(model.config(), n0, static_cast<int>(max_len));
-  View2<float> logits_all("gen_logits", n0, vocab);
+  View2<float> logits_all("gen_logits", n0, g.vocab);
   model.prefill(first, params, cache, logits_all);
-  advance(logits_all);
-  while (!active.empty()) {
-    const int n = static_cast<int>(active.size());
+  g.advance(logits_all);
+  while (!g.active.empty()) {
+    const int n = static_cast<int>(g.active.size());
     std::vector<int> cache_rows;
     std::vector<std::int32_t> tokens;
-    for (int r : active) {
+    for (int r : g.active) {
       cache_rows.push_back(slot[r]);
-      tokens.push_back(seqs[r].back());
+      tokens.push_back(g.seqs[r].back());
     }
-    View2<float> logits(logits_all.data(), n, vocab);  // the first n rows of the prefill's buffer
+    View2<float> logits(logits_all.data(), n, g.vocab);  // the first n rows of the prefill's buffer
     model.decode_step(cache_rows, tokens, params, cache, logits);
-    advance(logits);
+    g.advance(logits);
   }
-  return out;
+}
+
+}  // namespace
+
+std::vector<Generation> generate(Decoder& model, ParamSource& params,
+                                 const std::vector<std::vector<std::int32_t>>& prompts, int max_new_tokens,
+                                 int max_seq_length, const std::vector<std::int32_t>& stop_ids, std::int32_t pad_id,
+                                 const SamplingOptions& opt, std::uint64_t first_stream, bool use_cache) {
+  check_sampling_options(opt);
+  GenerationRows g{opt, stop_ids, model.config().vocab_size, max_new_tokens, max_seq_length, prompts, {}, {}, {}, {}};
+  const int rows = static_cast<int>(prompts.size());
+  g.out.resize(static_cast<std::size_t>(rows));
+  g.row_logits.resize(static_cast<std::size_t>(g.vocab));
+  for (int r = 0; r < rows; ++r) {
+    g.rngs.emplace_back(opt.seed, first_stream + static_cast<std::uint64_t>(r));
+    if (g.seqs[r].empty()) throw std::invalid_argument("generate: prompt " + std::to_string(r) + " is empty");
+    if (static_cast<int>(g.seqs[r].size()) >= max_seq_length) {
+      g.out[r].finish = FinishReason::context;
+    } else if (max_new_tokens > 0) {
+      g.active.push_back(r);
+    }
+  }
+  if (use_cache) {
+    generate_with_cache(model, params, g);
+  } else {
+    generate_by_recompute(model, params, g, pad_id);
+  }
+  return std::move(g.out);
 }
 
 }  // namespace shardft

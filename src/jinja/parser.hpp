@@ -89,6 +89,11 @@ class Parser {
   Body parse_body(const std::set<std::string>& ends, std::string& end, const Token* opener);
 
   NodePtr parse_statement();
+  // The block tags after their name, each filling `n` up to and including its end tag (`tag`: the opener).
+  void parse_if(Node& n, const Token& tag);
+  void parse_for(Node& n, const Token& tag);
+  void parse_set(Node& n, const Token& tag);
+  void parse_macro(Node& n, const Token& tag);
 
   // ---- expressions (jinja_parse_expressions.cpp) ----
   ExprPtr parse_expression();

@@ -8,22 +8,13 @@
 
 namespace shardft::bpe {
 
-BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
-  json doc;
-  try {
-    doc = json::parse(content);
-  } catch (const json::exception& e) {
-    throw DataError(file + ": not valid JSON (" + e.what() + ")");
-  }
-  const Reader rd{file};
-  BpeSpec spec;
-  if (!doc.is_object()) rd.fail("(top level)", "is " + kind_of(doc) + " (expected a tokenizer.json object)");
-  read_pipeline(rd, doc, spec);
-  BpeModel& m = spec.model;
-  m.byte_level = spec.byte_level;
+namespace {
 
-  // -- model --
-  const json& model = rd.object(doc, "", "model", "an object with \"type\": \"BPE\"");
+using TokenIds = std::unordered_map<std::string, std::int32_t>;
+
+// model's options: type BPE, no dropout, byte fallback only without ByteLevel, no subword affixes.
+void read_model_options(const Reader& rd, const json& model, BpeSpec& spec) {
+  BpeModel& m = spec.model;
   const std::string mtype = model.contains("type") ? rd.type(model, "model.") : "BPE";
   if (mtype != "BPE") rd.unsupported("model.", mtype, "\"BPE\"");
   const json& dropout = rd.at(model, "dropout");
@@ -44,7 +35,10 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
   }
   m.ignore_merges = rd.boolean(model, "model.", "ignore_merges", false);
   m.fuse_unk = rd.boolean(model, "model.", "fuse_unk", false);
+}
 
+// model.vocab (token -> id) and model.unk_token.
+TokenIds read_vocab(const Reader& rd, const json& model, BpeModel& m) {
   const json& vocab = rd.object(model, "model.", "vocab", "an object of token -> id");
   std::unordered_map<std::string, std::int32_t> token_ids;
   token_ids.reserve(vocab.size());
@@ -63,7 +57,11 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
     if (it == token_ids.end()) rd.fail("model.unk_token", shown(unk) + " is not in model.vocab");
     m.unk_id = it->second;
   }
+  return token_ids;
+}
 
+// model.merges, "left right" or ["left", "right"], each part and the merged token in the vocabulary.
+void read_merges(const Reader& rd, const json& model, const TokenIds& token_ids, BpeModel& m) {
   const json& merges = rd.at(model, "merges");
   if (merges.is_null()) rd.fail("model.merges", "is missing (expected a list of merges)");
   if (!merges.is_array()) rd.fail("model.merges", "is " + kind_of(merges) + " (expected a list of merges)");
@@ -90,8 +88,11 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
     if (im == token_ids.end()) rd.fail(key, "merged token " + json(a + b).dump() + " is not in model.vocab");
     m.merges.insert(ia->second, ib->second, static_cast<std::uint32_t>(i), im->second);
   }
+}
 
-  if (spec.byte_level) {
+// The per-symbol id tables: bytes under ByteLevel; else single characters and the <0xNN> fallback tokens.
+void build_symbol_tables(const TokenIds& token_ids, bool byte_level, BpeModel& m) {
+  if (byte_level) {
     std::string bytes;
     for (int b = 0; b < 256; ++b) {
       std::string ch;
@@ -124,8 +125,10 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
     }
     if (m.ignore_merges) m.word_ids = token_ids;
   }
+}
 
-  // -- added tokens --
+// added_tokens, each id checked against the one HF's AddedVocabulary gives it.
+void read_added_tokens(const Reader& rd, const json& doc, const TokenIds& token_ids, BpeSpec& spec) {
   const json& added = rd.at(doc, "added_tokens");
   if (!added.is_null() && !added.is_array()) rd.fail("added_tokens", "is " + kind_of(added) + " (expected a list)");
   std::unordered_map<std::string, std::int32_t> hf_ids;  // content -> id, as HF's AddedVocabulary numbers them
@@ -173,6 +176,12 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
       spec.added.push_back(std::move(t));
     }
   }
+}
+
+// SentencePiece style: the word-break character where every token holds it only as a prefix and every
+// character can be encoded (unk or a complete byte fallback).
+void find_word_break(const TokenIds& token_ids, BpeSpec& spec) {
+  const BpeModel& m = spec.model;
   if (!spec.byte_level && !m.ignore_merges) {
     const std::string c = spec.has_metaspace ? spec.metaspace.replacement : "\xe2\x96\x81";
     bool ok = token_ids.count(c) > 0 &&
@@ -186,8 +195,10 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
     }
     if (ok) spec.word_break = c;
   }
+}
 
-  // -- id tables for decode --
+// The per-id tables for decode, with what the decoder does to each token alone done once, here.
+void build_decode_tables(const TokenIds& token_ids, BpeSpec& spec) {
   std::int32_t max_id = -1;
   for (const auto& [tok, id] : token_ids) max_id = std::max(max_id, id);
   for (const AddedToken& t : spec.added) max_id = std::max(max_id, t.id);
@@ -213,6 +224,30 @@ BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
     }
   }
   spec.decoder.erase(spec.decoder.begin(), spec.decoder.begin() + static_cast<std::ptrdiff_t>(per_token));
+}
+
+}  // namespace
+
+BpeSpec read_bpe_spec(const std::string& file, const std::string& content) {
+  json doc;
+  try {
+    doc = json::parse(content);
+  } catch (const json::exception& e) {
+    throw DataError(file + ": not valid JSON (" + e.what() + ")");
+  }
+  const Reader rd{file};
+  BpeSpec spec;
+  if (!doc.is_object()) rd.fail("(top level)", "is " + kind_of(doc) + " (expected a tokenizer.json object)");
+  read_pipeline(rd, doc, spec);
+  spec.model.byte_level = spec.byte_level;
+  const json& model = rd.object(doc, "", "model", "an object with \"type\": \"BPE\"");
+  read_model_options(rd, model, spec);
+  const TokenIds token_ids = read_vocab(rd, model, spec.model);
+  read_merges(rd, model, token_ids, spec.model);
+  build_symbol_tables(token_ids, spec.byte_level, spec.model);
+  read_added_tokens(rd, doc, token_ids, spec);
+  find_word_break(token_ids, spec);
+  build_decode_tables(token_ids, spec);
   return spec;
 }
 
