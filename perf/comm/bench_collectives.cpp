@@ -100,8 +100,7 @@ void BM_QuantizedReduceScatterInt4(benchmark::State& state) {
   auto& comm = world();
   const int n = comm.size();
   static const ParallelPlan groups = [&] {
-    TrainConfig qgz;
-    qgz.zero_stage = 2;
+    ParallelConfig qgz;
     qgz.zero_quantized_gradients = true;
     qgz.ranks_per_node = n % 2 == 0 && n > 2 ? n / 2 : 1;
     return ParallelPlan::create(MPI_COMM_WORLD, qgz);

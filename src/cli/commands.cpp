@@ -40,7 +40,7 @@ TrainConfig load_recipe(const Invocation& inv) {
 int train(const Invocation& inv, const MpiSession& mpi) {
   const TrainConfig cfg = load_recipe(inv);
   (void)mpi;
-  const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+  const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
   const Topology& topo = plan.topology();
   if (!inv.deepspeed_path.empty() && topo.world_rank == 0) {
     std::cout << describe_deepspeed_config(read_deepspeed_config(inv.deepspeed_path), cfg, topo.world_size)

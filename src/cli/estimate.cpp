@@ -5,11 +5,12 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "config/adapter_lora_keys.hpp"
 #include "config/lora_config.hpp"
 #include "config/train_config.hpp"
 #include "parallel/estimate/lora_estimate.hpp"
 #include "parallel/estimate/memory_estimate.hpp"
-#include "train/lora_adapter_init.hpp"
+#include "train/trainer.hpp"
 
 namespace shardft::cli {
 
@@ -44,14 +45,15 @@ std::string with_commas(double count) {
   return out;
 }
 
-void print_lora(const TrainConfig& cfg, const LoraSpec& spec, const EstimateInput& in, std::ostream& out) {
-  const LoraSize s = lora_size(cfg.model, spec);
-  const double compute = cfg.bf16 || cfg.fp16 ? 2.0 : 4.0;
-  const char* dtype = cfg.bf16 ? "bf16" : cfg.fp16 ? "fp16" : "fp32";
+void print_lora(const ModelConfig& model, ComputeDtype dtype_of_run, const LoraSpec& spec, const EstimateInput& in,
+                std::ostream& out) {
+  const LoraSize s = lora_size(model, spec);
+  const double compute = dtype_of_run == ComputeDtype::fp32 ? 4.0 : 2.0;
+  const char* dtype = compute_dtype_name(dtype_of_run);
   std::string targets;
   for (const std::string& t : spec.target_names()) targets += (targets.empty() ? "" : ", ") + t;
   out << (spec.load_in_4bit ? "QLoRA" : "LoRA") << ": r=" << spec.r << " on " << targets << " of each of "
-      << cfg.model.num_hidden_layers << " layers\n";
+      << model.num_hidden_layers << " layers\n";
   char line[320];
   // PEFT's print_trainable_parameters line, which counts the adapters in "all params".
   std::snprintf(line, sizeof line, "trainable params: %s || all params: %s || trainable%%: %.4f\n",
@@ -66,7 +68,7 @@ void print_lora(const TrainConfig& cfg, const LoraSpec& spec, const EstimateInpu
       << ", no offload (A/B by DeepSpeed's formulas; frozen base in " << dtype
       << (spec.load_in_4bit ? " and NF4" : "") << ", whole at stages 0-2, 1/" << n
       << " at stage 3), beside full fine-tuning:\n";
-  for (const LoraStateRow& r : estimate_lora_states(s, model_size(cfg.model), in.nodes, in.gpus_per_node, compute)) {
+  for (const LoraStateRow& r : estimate_lora_states(s, model_size(model), in.nodes, in.gpus_per_node, compute)) {
     std::snprintf(line, sizeof line,
                   "  stage %d: %9s = A/B %9s + frozen base %9s + gathered %9s | full fine-tuning %9s\n", r.stage,
                   format_gb(r.total()).c_str(), format_gb(r.trainable).c_str(), format_gb(r.frozen).c_str(),
@@ -80,25 +82,34 @@ void print_lora(const TrainConfig& cfg, const LoraSpec& spec, const EstimateInpu
 
 }  // namespace
 
-int estimate(const std::vector<std::string>& args, std::ostream& out) {
+namespace {
+
+// estimate's own flags, and the rest (a recipe and its overrides).
+struct EstimateFlags {
   EstimateInput in;
-  std::string total, largest;
+  std::string total, largest;  // --total_params / --largest_layer_params as given
   int micro_batch = 0, seq_len = 0;
-  Invocation recipe;
   std::vector<std::string> rest;
+};
+
+bool is_estimate_flag(const std::string& arg) {
+  for (const char* flag : {"--total_params", "--largest_layer_params", "--gpus_per_node", "--nodes", "--micro_batch",
+                           "--seq_len"}) {
+    const std::string f(flag);
+    if (arg == f || arg.rfind(f + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+EstimateFlags split_estimate_flags(const std::vector<std::string>& args) {
+  EstimateFlags f;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string key = args[i], value;
-    const auto eq = key.find('=');
-    const bool ours = key == "--total_params" || key == "--largest_layer_params" || key == "--gpus_per_node" ||
-                      key == "--nodes" || key == "--micro_batch" || key == "--seq_len" ||
-                      (eq != std::string::npos && (key.rfind("--total_params=", 0) == 0 ||
-                                                   key.rfind("--largest_layer_params=", 0) == 0 ||
-                                                   key.rfind("--gpus_per_node=", 0) == 0 || key.rfind("--nodes=", 0) == 0 ||
-                                                   key.rfind("--micro_batch=", 0) == 0 || key.rfind("--seq_len=", 0) == 0));
-    if (!ours) {
-      rest.push_back(args[i]);
+    if (!is_estimate_flag(args[i])) {
+      f.rest.push_back(args[i]);
       continue;
     }
+    std::string key = args[i], value;
+    const auto eq = key.find('=');
     if (eq != std::string::npos) {
       value = key.substr(eq + 1);
       key = key.substr(0, eq);
@@ -111,32 +122,18 @@ int estimate(const std::vector<std::string>& args, std::ostream& out) {
       if (x != static_cast<int>(x)) throw ConfigError(key + ": expected a whole number, got '" + v + "'");
       return static_cast<int>(x);
     };
-    if (key == "--total_params") total = value;
-    else if (key == "--largest_layer_params") largest = value;
-    else if (key == "--gpus_per_node") in.gpus_per_node = as_int(value);
-    else if (key == "--nodes") in.nodes = as_int(value);
-    else if (key == "--micro_batch") micro_batch = as_int(value);
-    else if (key == "--seq_len") seq_len = as_int(value);
+    if (key == "--total_params") f.total = value;
+    else if (key == "--largest_layer_params") f.largest = value;
+    else if (key == "--gpus_per_node") f.in.gpus_per_node = as_int(value);
+    else if (key == "--nodes") f.in.nodes = as_int(value);
+    else if (key == "--micro_batch") f.micro_batch = as_int(value);
+    else if (key == "--seq_len") f.seq_len = as_int(value);
   }
-  recipe = parse_invocation(rest);
-  const TrainConfig cfg = load_recipe(recipe);
-  const bool from_counts = !total.empty();
-  if (from_counts != !largest.empty()) {
-    throw ConfigError("--total_params and --largest_layer_params go together");
-  }
-  const LoraSpec lora = lora_spec(with_adapter_lora_keys(cfg));  // an adapter_path turns LoRA on, as in train
-  if (lora.enabled && from_counts) {
-    throw ConfigError("use_peft: the LoRA estimate counts the adapters on the recipe's model; give the model "
-                      "(--config or model keys) instead of --total_params / --largest_layer_params");
-  }
-  if (from_counts) {
-    in.total_params = parse_count(total, "--total_params");
-    in.largest_layer_params = parse_count(largest, "--largest_layer_params");
-  } else {
-    const ModelSize s = model_size(cfg.model);
-    in.total_params = s.total;
-    in.largest_layer_params = s.largest_layer;
-  }
+  return f;
+}
+
+// DeepSpeed's three tables, then the bytes on the wire at the recipe's dtype.
+void print_zero_estimates(const EstimateInput& in, bool bf16, int quantization_block, std::ostream& out) {
   char head[256];
   std::snprintf(head, sizeof head,
                 "Estimated memory needed for params, optim states and gradients for a:\n"
@@ -151,19 +148,43 @@ int estimate(const std::vector<std::string>& args, std::ostream& out) {
   print_table(estimate_zero2(in), out);
   out << "ZeRO-3\n";
   print_table(estimate_zero3(in), out);
-  const double wire = cfg.bf16 ? 2.0 : 4.0;
-  out << "Bytes on the wire per optimizer step per GPU (" << (cfg.bf16 ? "bf16" : "fp32")
+  const double wire = bf16 ? 2.0 : 4.0;
+  out << "Bytes on the wire per optimizer step per GPU (" << (bf16 ? "bf16" : "fp32")
       << " weights and gradients; a group spanning nodes counts as inter-node):\n";
-  print_traffic(estimate_traffic(in.total_params, in.nodes, in.gpus_per_node, wire, wire,
-                                 cfg.zero_quantization_block_size),
-                out);
+  print_traffic(estimate_traffic(in.total_params, in.nodes, in.gpus_per_node, wire, wire, quantization_block), out);
+}
+
+}  // namespace
+
+int estimate(const std::vector<std::string>& args, std::ostream& out) {
+  EstimateFlags f = split_estimate_flags(args);
+  const TrainConfig cfg = load_recipe(parse_invocation(f.rest));
+  const bool from_counts = !f.total.empty();
+  if (from_counts != !f.largest.empty()) {
+    throw ConfigError("--total_params and --largest_layer_params go together");
+  }
+  const LoraSpec lora = lora_spec(with_adapter_lora_keys(cfg));  // an adapter_path turns LoRA on, as in train
+  if (lora.enabled && from_counts) {
+    throw ConfigError("use_peft: the LoRA estimate counts the adapters on the recipe's model; give the model "
+                      "(--config or model keys) instead of --total_params / --largest_layer_params");
+  }
+  EstimateInput& in = f.in;
+  if (from_counts) {
+    in.total_params = parse_count(f.total, "--total_params");
+    in.largest_layer_params = parse_count(f.largest, "--largest_layer_params");
+  } else {
+    const ModelSize s = model_size(cfg.model);
+    in.total_params = s.total;
+    in.largest_layer_params = s.largest_layer;
+  }
+  print_zero_estimates(in, cfg.bf16, cfg.zero_quantization_block_size, out);
   if (!from_counts) {
-    const int b = micro_batch > 0 ? micro_batch : cfg.per_device_train_batch_size;
-    const int t = seq_len > 0 ? seq_len : cfg.max_seq_length;
+    const int b = f.micro_batch > 0 ? f.micro_batch : cfg.per_device_train_batch_size;
+    const int t = f.seq_len > 0 ? f.seq_len : cfg.max_seq_length;
     out << "Activations kept for backward per rank, micro-batch " << b << " x " << t
         << " tokens: " << format_gb(activation_bytes(cfg.model, b, t)) << "\n";
   }
-  if (lora.enabled) print_lora(cfg, lora, in, out);
+  if (lora.enabled) print_lora(cfg.model, compute_dtype(cfg), lora, in, out);
   return 0;
 }
 

@@ -470,13 +470,6 @@ class Reader {
   DeepSpeedConfig ds_;
 };
 
-std::string source_of(const TrainConfig& cfg, const std::string& key) {
-  for (const auto& [k, where] : cfg.sources) {
-    if (k == key) return where;
-  }
-  return "";
-}
-
 // The recipe key's final value, with what "auto" resolves to where that is not the value itself.
 std::string resolved_value(const TrainConfig& cfg, const std::string& recipe_key, int world_size) {
   const RecipeKey* key = find_recipe_key(recipe_key);

@@ -41,12 +41,16 @@ void record_source(TrainConfig& cfg, const std::string& key, const std::string& 
   cfg.sources.emplace_back(key, where);
 }
 
+}  // namespace
+
 std::string source_of(const TrainConfig& cfg, const std::string& key) {
   for (const auto& entry : cfg.sources) {
     if (entry.first == key) return entry.second;
   }
   return "";
 }
+
+namespace {
 
 std::string unknown_key_message(const std::string& where, const std::string& name, const std::string& context) {
   const std::string elsewhere = hf_key_elsewhere(name);
@@ -311,7 +315,8 @@ void check_eval_keys(const TrainConfig& cfg) {
   }
 }
 
-void validate_combinations(const TrainConfig& cfg) {
+// The model's shape and the run's name.
+void check_model_keys(const TrainConfig& cfg) {
   const ModelConfig& m = cfg.model;
   const std::string& run = cfg.run_name;
   if (run.find_first_of("/\\") != std::string::npos || run == "." || run == "..") {
@@ -344,7 +349,10 @@ void validate_combinations(const TrainConfig& cfg) {
     fail_combination(cfg, {"max_seq_length", "max_position_embeddings"},
                      "max_seq_length must not exceed max_position_embeddings");
   }
+}
 
+// The learning-rate schedule's keys, each only with the schedule that reads it.
+void check_schedule_keys(const TrainConfig& cfg) {
   const LrSchedulerKwargs kwargs = parse_lr_scheduler_kwargs_text(cfg.lr_scheduler_kwargs);  // canonical already
   const std::string kwargs_problem = lr_scheduler_kwargs_problem(cfg.lr_scheduler_type, kwargs);
   if (!kwargs_problem.empty()) fail_combination(cfg, {"lr_scheduler_kwargs", "lr_scheduler_type"}, kwargs_problem);
@@ -389,7 +397,10 @@ void validate_combinations(const TrainConfig& cfg) {
     fail_combination(cfg, {"warmup_min_ratio", "cos_min_ratio", "lr_scheduler_type"},
                      "warmup_min_ratio and cos_min_ratio apply only to lr_scheduler_type ds_warmup_cosine");
   }
+}
 
+// The compute dtype, the run's length, the data and the optimizer.
+void check_training_keys(const TrainConfig& cfg) {
   if (cfg.bf16 && cfg.fp16) {
     fail_combination(cfg, {"bf16", "fp16"}, "bf16 and fp16 are both on; choose one compute dtype");
   }
@@ -426,6 +437,12 @@ void validate_combinations(const TrainConfig& cfg) {
                                                "over the ranks (zero_stage)"
                                              : ""));
   }
+}
+
+void validate_combinations(const TrainConfig& cfg) {
+  check_model_keys(cfg);
+  check_schedule_keys(cfg);
+  check_training_keys(cfg);
   if (cfg.do_eval && cfg.eval_dataset_path.empty() && cfg.val_set_size == 0) {
     fail_combination(cfg, {"eval_dataset_path", "do_eval", "val_set_size"},
                      "do_eval needs an eval set: eval_dataset_path, or val_set_size to hold out training samples");

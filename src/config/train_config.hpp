@@ -6,15 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "config/config_error.hpp"
 #include "config/model_config.hpp"
 
 namespace shardft {
 
-// A recipe that cannot be used. The message names the file:line or the key and what was expected.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // The learning rate a run that fine-tunes model_name_or_path takes when none is set (trl's SFTConfig).
 constexpr double kFineTuneLearningRate = 2e-5;
@@ -187,6 +183,10 @@ TrainConfig train_config_from_text(const std::string& recipe_path, const std::st
 // shards within a node and replicates across nodes.
 int stage_of_sharding_strategy(const std::string& strategy);
 bool is_hybrid_strategy(const std::string& strategy);
+
+// Where the recipe, DeepSpeed config or a flag set `key` ("recipe.yaml:12", "--lora_r"); "" when it was
+// left at its default.
+std::string source_of(const TrainConfig& cfg, const std::string& key);
 
 // Validation alone (load_train_config calls it); throws ConfigError naming the key.
 void validate(const TrainConfig& cfg);

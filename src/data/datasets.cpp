@@ -396,10 +396,6 @@ MixedDataset mix_datasets(const std::vector<DatasetSpec>& specs, const DatasetOp
   return mixed;
 }
 
-MixedDataset read_training_data(const TrainConfig& cfg) {
-  return mix_datasets(training_datasets(cfg), dataset_options(cfg), data_order_seed(cfg));
-}
-
 std::string describe_skips(const DatasetFileReport& report) {
   if (report.skipped == 0) return "";
   std::ostringstream s;

@@ -72,9 +72,6 @@ struct MixedDataset {
 };
 MixedDataset mix_datasets(const std::vector<DatasetSpec>& specs, const DatasetOptions& options, std::uint64_t seed);
 
-// The training set of a recipe: training_datasets(cfg) mixed with cfg.seed.
-MixedDataset read_training_data(const TrainConfig& cfg);
-
 // Log lines (each ending in '\n'): per file "dataset PATH: R records, S samples[, K skipped]; weight W
 // -> U samples", then per skipping file "  skipped: <first reasons>", then the total.
 std::string describe_mixture(const MixedDataset& mixed);

@@ -85,8 +85,6 @@ class TokenizeProgress {
 
 }  // namespace
 
-LossSwitches loss_switches(const TrainConfig& cfg) { return {cfg.assistant_only_loss, cfg.completion_only_loss}; }
-
 TrainingSetConfig training_set_config(const TrainConfig& cfg) {
   TrainingSetConfig c;
   c.datasets = training_datasets(cfg);
@@ -97,7 +95,7 @@ TrainingSetConfig training_set_config(const TrainConfig& cfg) {
   c.packing = cfg.packing;
   c.packing_strategy = cfg.packing_strategy;
   c.val_set_size = cfg.val_set_size;
-  c.loss = loss_switches(cfg);
+  c.loss = {cfg.assistant_only_loss, cfg.completion_only_loss};
   c.cache_dir = cfg.dataset_cache_dir;
   return c;
 }

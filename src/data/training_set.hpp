@@ -23,7 +23,6 @@ struct LossSwitches {
   bool assistant_only = true;   // assistant_only_loss, for conversations
   bool completion_only = true;  // completion_only_loss, for prompt / completion records
 };
-LossSwitches loss_switches(const TrainConfig& cfg);
 
 // The data pipeline's section of the recipe: everything the tokenized training set depends on, resolved
 // once (training_set_config), so that reading, mixing, tokenizing, splitting and packing never see the

@@ -29,6 +29,9 @@
 namespace shardft {
 
 enum class ComputeDtype { fp32, bf16, fp16 };
+inline const char* compute_dtype_name(ComputeDtype d) {  // "fp32", "bf16", "fp16"
+  return d == ComputeDtype::bf16 ? "bf16" : d == ComputeDtype::fp16 ? "fp16" : "fp32";
+}
 
 // LoRA's term (PEFT's lora_A / lora_B) on the output columns [col0, col0 + out) of a linear layer:
 //   y[:, cols] += s * (x A^T) B^T,  A [r, in], B [out, r], s = lora_alpha / r (or / sqrt(r), rsLoRA)

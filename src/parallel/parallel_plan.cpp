@@ -28,7 +28,12 @@ std::string plural(int n, const char* one, const char* many) { return std::to_st
 
 }  // namespace
 
-ParallelDims ParallelDims::resolve(const TrainConfig& cfg, int world, int nodes, int ranks_per_node) {
+ParallelConfig parallel_config(const TrainConfig& cfg) {
+  return {cfg.shard_group_size, cfg.sharding_strategy, cfg.zero_hpz_partition_size, cfg.zero_quantized_gradients,
+          cfg.ranks_per_node, cfg.collectives, cfg.collective_timeout_s};
+}
+
+ParallelDims ParallelDims::resolve(const ParallelConfig& cfg, int world, int nodes, int ranks_per_node) {
   ParallelDims d;
   d.world = world;
   d.ranks_per_node = ranks_per_node;
@@ -111,7 +116,7 @@ ParallelPlan ParallelPlan::over(Communicator& group) {
   return p;
 }
 
-ParallelPlan ParallelPlan::create(MPI_Comm world, const TrainConfig& cfg) {
+ParallelPlan ParallelPlan::create(MPI_Comm world, const ParallelConfig& cfg) {
   ParallelPlan p;
   int world_size = 1;
   MPI_Comm_size(world, &world_size);

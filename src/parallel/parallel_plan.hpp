@@ -24,6 +24,18 @@
 
 namespace shardft {
 
+// What the plan reads of the recipe (the keys' names and meanings are TrainConfig's).
+struct ParallelConfig {
+  int shard_group_size = 0;
+  std::string sharding_strategy;
+  int zero_hpz_partition_size = 1;
+  bool zero_quantized_gradients = false;
+  int ranks_per_node = 0;             // > 0: overrides MPI's topology
+  std::string collectives = "auto";
+  double collective_timeout_s = 1800;
+};
+ParallelConfig parallel_config(const TrainConfig& cfg);
+
 struct ParallelDims {
   int world = 1, nodes = 1, ranks_per_node = 1;
   int shard = 1;     // ranks that split one model copy
@@ -36,7 +48,7 @@ struct ParallelDims {
   // (shard_group_size, sharding_strategy, zero_hpz_partition_size, zero_quantized_gradients) and
   // checks them all at once: a layout that does not fit throws one ConfigError that states every factor,
   // each problem, and the values that would fit.
-  static ParallelDims resolve(const TrainConfig& cfg, int world, int nodes, int ranks_per_node);
+  static ParallelDims resolve(const ParallelConfig& cfg, int world, int nodes, int ranks_per_node);
   // "8 ranks = 2 nodes x 4; shard groups of 4, 2 replicas; hpZ groups of 2; qgZ 4 x 1"
   std::string describe() const;
 };
@@ -49,7 +61,7 @@ class ParallelPlan {
   // The job's plan on MPI's world: discovers the topology (ranks_per_node overrides MPI's), validates
   // the layout (ConfigError), resolves `collectives` (ConfigError naming the key) and makes every
   // group with collective_timeout_s (collective: every rank calls it).
-  static ParallelPlan create(MPI_Comm world, const TrainConfig& cfg);
+  static ParallelPlan create(MPI_Comm world, const ParallelConfig& cfg);
 
   const ParallelDims& dims() const { return dims_; }
   const Topology& topology() const { return topo_; }

@@ -5,15 +5,6 @@
 
 namespace shardft {
 
-BestModelRule best_model_rule(const TrainConfig& cfg) {
-  BestModelRule r;
-  r.metric = best_model_metric(cfg);
-  r.greater_is_better = best_metric_greater_is_better(cfg);
-  r.patience = cfg.early_stopping_patience;
-  r.threshold = cfg.early_stopping_threshold;
-  return r;
-}
-
 BestModelTracker::Verdict BestModelTracker::observe(double value, long step) {
   Verdict v;
   // EarlyStoppingCallback.check_metric_value: against the best before this evaluation, with the threshold.

@@ -11,8 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config/train_config.hpp"
-
 namespace shardft {
 
 struct BestModelRule {
@@ -21,7 +19,6 @@ struct BestModelRule {
   int patience = 0;             // 0: never stop early
   double threshold = 0.0;
 };
-BestModelRule best_model_rule(const TrainConfig& cfg);
 
 class BestModelTracker {
  public:

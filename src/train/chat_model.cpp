@@ -1,7 +1,5 @@
 #include "train/chat_model.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -10,7 +8,7 @@
 #include <stdexcept>
 
 #include "config/hf_model_config.hpp"
-#include "config/recipe_schema.hpp"
+#include "config/run_recipe_keys.hpp"
 #include "data/sft_data.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "kernels/elementwise.hpp"
@@ -29,10 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_set(const TrainConfig& cfg, const std::string& key) {
-  return std::any_of(cfg.sources.begin(), cfg.sources.end(), [&](const auto& s) { return s.first == key; });
-}
-
 bool path_exists(const fs::path& p) {
   std::error_code ec;
   return fs::exists(p, ec);
@@ -45,32 +39,17 @@ std::string trim(std::string s) {
   return s.substr(b);
 }
 
-// The keys a run's recipe knows better than the defaults of a recipe that does not set them.
-const char* const kRunKeys[] = {"tokenizer_name_or_path", "chat_template", "max_seq_length", "bf16",
-                                "dataset_text_field"};
+// What open_chat_model reads, as the directory it was given resolves.
+struct ModelSource {
+  std::string dir;                 // where the weights are: an HF model directory or a checkpoint
+  bool checkpoint = false;         // dir is a checkpoint, else an HF model directory
+  std::string run_checkpoint;      // the checkpoint whose metadata holds the run's recipe; "": none
+  std::string adapter;             // an adapter merged over the weights; "": none
+  std::optional<QloraBase> qlora;  // a QLoRA checkpoint's base, as the run's model read it
+};
 
-void apply_run_recipe(TrainConfig& cfg, const nlohmann::json& meta, const std::string& meta_path, bool skip_tokenizer) {
-  if (!meta.contains("config") || !meta["config"].is_string()) return;
-  YAML::Node saved;
-  try {
-    saved = YAML::Load(meta["config"].get<std::string>());
-  } catch (const YAML::Exception& e) {
-    throw FormatError(meta_path + ": \"config\" is not a readable recipe: " + e.what());
-  }
-  if (!saved.IsMap()) return;
-  for (const char* name : kRunKeys) {
-    if (is_set(cfg, name) || (skip_tokenizer && std::string(name) == "tokenizer_name_or_path")) continue;
-    const YAML::Node v = saved[name];
-    if (!v || !v.IsScalar()) continue;
-    const std::string where = meta_path + " (the run's recipe)";
-    set_value_from_text(cfg, *find_recipe_key(name), v.Scalar(), where);
-    cfg.sources.emplace_back(name, where);
-  }
-}
-
-}  // namespace
-
-ChatModel open_chat_model(const std::string& dir_in, const std::string& what, TrainConfig cfg, std::ostream& log) {
+// An HF model directory, a checkpoint, or an output_dir's latest checkpoint.
+ModelSource locate_model(const std::string& dir_in, const std::string& what, std::ostream& log) {
   std::error_code ec;
   if (dir_in.empty()) throw ConfigError(what + ": no model directory given");
   if (!fs::is_directory(dir_in, ec)) {
@@ -78,74 +57,71 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
                       "' is not a directory (expected a training output_dir, an HF model directory or a checkpoint-N "
                       "directory)");
   }
-  std::string dir = dir_in;
-  const fs::path d(dir);
+  ModelSource src;
+  src.dir = dir_in;
+  const fs::path d(dir_in);
   const bool hf = path_exists(d / "config.json") &&
                   (path_exists(d / "model.safetensors") || path_exists(d / "model.safetensors.index.json"));
-  bool checkpoint = !hf && path_exists(d / "metadata.json");
+  src.checkpoint = !hf && path_exists(d / "metadata.json");
   // The checkpoint whose metadata holds the run's recipe: the directory itself, or an output_dir's latest.
-  std::string run_checkpoint = path_exists(d / "metadata.json") ? dir : "";
-  if (run_checkpoint.empty() && path_exists(d / "latest")) {
+  src.run_checkpoint = path_exists(d / "metadata.json") ? dir_in : "";
+  if (src.run_checkpoint.empty() && path_exists(d / "latest")) {
     std::ifstream in(d / "latest");
     std::string name;
     std::getline(in, name);
     name = trim(name);
-    if (!name.empty() && path_exists(d / name / "metadata.json")) run_checkpoint = (d / name).string();
+    if (!name.empty() && path_exists(d / name / "metadata.json")) src.run_checkpoint = (d / name).string();
   }
-  if (!hf && !checkpoint) {
-    if (run_checkpoint.empty()) {
+  if (!hf && !src.checkpoint) {
+    if (src.run_checkpoint.empty()) {
       throw ConfigError(
-          what + ": '" + dir +
+          what + ": '" + dir_in +
           "' holds no model: expected config.json with model.safetensors (or model.safetensors.index.json), "
           "or a checkpoint's metadata.json");
     }
-    log << what << ": '" << dir << "' has no model.safetensors; using its latest checkpoint " << run_checkpoint
+    log << what << ": '" << dir_in << "' has no model.safetensors; using its latest checkpoint " << src.run_checkpoint
         << std::endl;
-    dir = run_checkpoint;
-    checkpoint = true;
+    src.dir = src.run_checkpoint;
+    src.checkpoint = true;
   }
+  return src;
+}
 
-  const bool tokenizer_explicit = is_set(cfg, "tokenizer_name_or_path");
-  const bool dir_has_tokenizer = path_exists(fs::path(dir) / "tokenizer.json");
-  nlohmann::json run_meta;
-  if (!run_checkpoint.empty()) {
-    run_meta = read_checkpoint_metadata(run_checkpoint);
-    apply_run_recipe(cfg, run_meta, run_checkpoint + "/metadata.json", dir_has_tokenizer);
+// A LoRA run's checkpoint holds its adapter, not the base: the model is the adapter's base with the
+// adapter merged (--adapter names another adapter over any model).
+void redirect_lora_checkpoint(ModelSource& src, const std::string& what, std::ostream& log) {
+  if (!src.checkpoint || !path_exists(fs::path(src.dir) / "adapter_config.json")) return;
+  verify_checkpoint_for_reading(src.dir, log);
+  if (!src.adapter.empty()) {
+    throw ConfigError(what + ": '" + src.dir + "' is a LoRA checkpoint with its own adapter; --adapter names another one");
   }
-  if (!tokenizer_explicit && dir_has_tokenizer) cfg.tokenizer_name_or_path = dir;
-  // A LoRA run's checkpoint holds its adapter, not the base: the model is the adapter's base with the
-  // adapter merged (--adapter names another adapter over any model).
-  std::string adapter = cfg.adapter_path;
-  std::optional<QloraBase> qlora;  // a QLoRA checkpoint: its base as the run's model read it
-  if (checkpoint && path_exists(fs::path(dir) / "adapter_config.json")) {
-    verify_checkpoint_for_reading(dir, log);
-    if (!adapter.empty()) {
-      throw ConfigError(what + ": '" + dir + "' is a LoRA checkpoint with its own adapter; --adapter names another one");
-    }
-    adapter = dir;
-    const std::string base = read_adapter_config_json(dir + "/adapter_config.json").base_model_name_or_path;
-    if (base.empty() || !fs::is_directory(base, ec)) {
-      throw ConfigError(dir + "/adapter_config.json: base_model_name_or_path '" + base +
-                        "' is not a directory holding the base model this LoRA checkpoint was trained on");
-    }
-    log << what << ": '" << dir << "' is a LoRA checkpoint; its base is " << base << std::endl;
-    qlora = read_qlora_base(read_checkpoint_metadata(dir), dir + "/metadata.json");
-    dir = base;
-    checkpoint = false;
+  src.adapter = src.dir;
+  const std::string base = read_adapter_config_json(src.dir + "/adapter_config.json").base_model_name_or_path;
+  std::error_code ec;
+  if (base.empty() || !fs::is_directory(base, ec)) {
+    throw ConfigError(src.dir + "/adapter_config.json: base_model_name_or_path '" + base +
+                      "' is not a directory holding the base model this LoRA checkpoint was trained on");
   }
+  log << what << ": '" << src.dir << "' is a LoRA checkpoint; its base is " << base << std::endl;
+  src.qlora = read_qlora_base(read_checkpoint_metadata(src.dir), src.dir + "/metadata.json");
+  src.dir = base;
+  src.checkpoint = false;
+}
 
-  ChatModel cm;
+// The model's shape into cfg.model, and cm's source and context limit: max_position_embeddings, lowered
+// to a sliding_window and to a max_seq_length the recipe sets. Returns a checkpoint's verified metadata.
+nlohmann::json read_model_shape(const ModelSource& src, TrainConfig& cfg, ChatModel& cm, std::ostream& log) {
   int sliding_window = 0;
   nlohmann::json meta;
-  if (checkpoint) {
-    meta = verify_checkpoint_for_reading(dir, log);  // the weights are read only from a checkpoint that verifies
+  if (src.checkpoint) {
+    meta = verify_checkpoint_for_reading(src.dir, log);  // the weights are read only from a checkpoint that verifies
     cfg.model = model_config_from_meta(meta.at("model"));
-    cm.source = "checkpoint " + dir + " (step " + meta.value("step", nlohmann::json(0)).dump() + ")";
+    cm.source = "checkpoint " + src.dir + " (step " + meta.value("step", nlohmann::json(0)).dump() + ")";
   } else {
-    const HfModelConfig hfc = read_hf_model_config(dir);
+    const HfModelConfig hfc = read_hf_model_config(src.dir);
     cfg.model = hfc.model;
     sliding_window = hfc.sliding_window;
-    cm.source = dir + " (" + hfc.model_type + ")";
+    cm.source = src.dir + " (" + hfc.model_type + ")";
   }
   cm.context_limit = cfg.model.max_position_embeddings;
   cm.limit_reason = "max_position_embeddings";
@@ -153,11 +129,54 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
     cm.context_limit = sliding_window;
     cm.limit_reason = "sliding_window";
   }
-  if (is_set(cfg, "max_seq_length") && cfg.max_seq_length < cm.context_limit) {
+  if (!source_of(cfg, "max_seq_length").empty() && cfg.max_seq_length < cm.context_limit) {
     cm.context_limit = cfg.max_seq_length;
     cm.limit_reason = "max_seq_length";
   }
+  return meta;
+}
 
+// The fp32 weights into `host`: a checkpoint's master, or the HF weights (a QLoRA base as the run read
+// it), with the adapter merged.
+void read_chat_weights(const ModelSource& src, const nlohmann::json& meta, const ParamLayout& layout, float* host,
+                       const std::string& what, std::string& source, std::ostream& log) {
+  if (src.checkpoint) {
+    check_checkpoint_layout(meta, layout, src.dir + "/metadata.json");
+    read_checkpoint_master(src.dir, meta, 0, layout.total_numel(), host);
+  } else {
+    read_pretrained_weights(layout, src.dir, host);
+    if (src.qlora) {
+      HfModelWeights base(src.dir);
+      for (std::size_t p = 0; p < layout.params().size(); ++p) {
+        const ParamSpec& spec = layout.params()[p];
+        to_qlora_base_values(*src.qlora, base, spec.name, spec.shape, host + layout.offset(static_cast<int>(p)));
+      }
+      log << what << ": QLoRA checkpoint: its base's " << src.qlora->nf4_params.size()
+          << " NF4 matrices as the run read them" << std::endl;
+    }
+  }
+  if (!src.adapter.empty()) {
+    merge_adapter_into_weights(src.adapter, layout, host, log);
+    source += " + adapter " + src.adapter;
+  }
+}
+
+}  // namespace
+
+ChatModel open_chat_model(const std::string& dir_in, const std::string& what, TrainConfig cfg, std::ostream& log) {
+  ModelSource src = locate_model(dir_in, what, log);
+  const bool tokenizer_explicit = !source_of(cfg, "tokenizer_name_or_path").empty();
+  const bool dir_has_tokenizer = path_exists(fs::path(src.dir) / "tokenizer.json");
+  if (!src.run_checkpoint.empty()) {
+    apply_run_recipe(cfg, read_checkpoint_metadata(src.run_checkpoint), src.run_checkpoint + "/metadata.json",
+                     dir_has_tokenizer);
+  }
+  if (!tokenizer_explicit && dir_has_tokenizer) cfg.tokenizer_name_or_path = src.dir;
+  src.adapter = cfg.adapter_path;
+  redirect_lora_checkpoint(src, what, log);
+
+  ChatModel cm;
+  const nlohmann::json meta = read_model_shape(src, cfg, cm, log);
   cm.tokenizer = load_tokenizer(cfg.tokenizer_name_or_path);
   if (cfg.model.vocab_size < cm.tokenizer->vocab_size()) {
     throw ConfigError("the model's vocab_size " + std::to_string(cfg.model.vocab_size) + " (" + cm.source +
@@ -173,28 +192,10 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
   const ParamLayout& layout = cm.model->layout();
   cm.params = std::make_unique<LocalParams>(layout);
   auto host = Kokkos::create_mirror_view(cm.params->weights());
-  if (checkpoint) {
-    check_checkpoint_layout(meta, layout, dir + "/metadata.json");
-    read_checkpoint_master(dir, meta, 0, layout.total_numel(), host.data());
-  } else {
-    read_pretrained_weights(layout, dir, host.data());
-    if (qlora) {
-      HfModelWeights base(dir);
-      for (std::size_t p = 0; p < layout.params().size(); ++p) {
-        const ParamSpec& spec = layout.params()[p];
-        to_qlora_base_values(*qlora, base, spec.name, spec.shape, host.data() + layout.offset(static_cast<int>(p)));
-      }
-      log << what << ": QLoRA checkpoint: its base's " << qlora->nf4_params.size()
-          << " NF4 matrices as the run read them" << std::endl;
-    }
-  }
-  if (!adapter.empty()) {
-    merge_adapter_into_weights(adapter, layout, host.data(), log);
-    cm.source += " + adapter " + adapter;
-  }
+  read_chat_weights(src, meta, layout, host.data(), what, cm.source, log);
   Kokkos::deep_copy(cm.params->weights(), host);
-  round_to_compute_dtype(cfg, cm.params->weights());
-  log << "model " << cm.source << ": " << layout.total_numel() << " parameters, " << (cfg.bf16 ? "bf16" : cfg.fp16 ? "fp16" : "fp32")
+  round_to_compute_dtype(compute_dtype(cfg), cm.params->weights());
+  log << "model " << cm.source << ": " << layout.total_numel() << " parameters, " << compute_dtype_name(compute_dtype(cfg))
       << "; tokenizer " << cm.tokenizer->fingerprint() << ", " << cm.encoder->describe() << "; context limit "
       << cm.context_limit << " tokens (" << cm.limit_reason << ")" << std::endl;
   cm.cfg = std::move(cfg);

@@ -138,89 +138,76 @@ void remove_old_checkpoints(const std::string& output_dir, int keep, const std::
   }
 }
 
-}  // namespace
-
-std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state, std::ostream* log,
-                            const TokenizerExport* tokenizer) {
-  Communicator& world = tr.plan().host_world();  // host buffers: MPI even where collectives run on NCCL
-  ZeroEngine& eng = tr.engine();
-  const std::string name = "checkpoint-" + std::to_string(state.step);
-  const std::string final_dir = cfg.output_dir + "/" + name, tmp_dir = final_dir + ".tmp";
+// Every rank: rank 0 clears what an interrupted save left and makes the temporary directory.
+void begin_save(Communicator& world, const std::string& output_dir, const std::string& tmp_dir, std::ostream* log) {
   std::string err;
   if (world.rank() == 0) {
     try {
-      remove_stale_tmp(cfg.output_dir, log);
+      remove_stale_tmp(output_dir, log);
       fs::create_directories(tmp_dir);
     } catch (const std::exception& e) {
       err = e.what();
     }
   }
   err = broadcast_text(world, err, 0);
-  if (!err.empty()) abandon_save(world, cfg.output_dir, tmp_dir, err);
+  if (!err.empty()) abandon_save(world, output_dir, tmp_dir, err);
+}
 
-  // The parameter table goes into metadata.json, its fingerprint into every dataset's attributes.
-  const ParamLayout& layout = tr.model().layout();
+// The parameter table of metadata.json; its fingerprint goes into every dataset's attributes.
+nlohmann::json param_table(const ParamLayout& layout) {
   nlohmann::json params = nlohmann::json::array();
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
     params.push_back({{"name", layout.params()[p].name}, {"shape", layout.params()[p].shape},
                       {"layout_offset", layout.offset(static_cast<int>(p))}});
   }
-  const std::string fingerprint = layout_fingerprint(params, layout.total_numel());
+  return params;
+}
 
-  // LoRA: the adapter in PEFT's form too, so any checkpoint loads in peft.PeftModel.from_pretrained.
-  if (layout.has_frozen()) {
-    const std::vector<float> trained = eng.gather_trainable();
-    if (world.rank() == 0) {
-      try {
-        write_peft_adapter(tmp_dir, adapter_config_of(layout.lora(), cfg.model_name_or_path),
-                           lora_tensors_of(layout, trained));
-      } catch (const std::exception& e) {
-        err = e.what();
-      }
-    }
-    err = broadcast_text(world, err, 0);
-    if (!err.empty()) abandon_save(world, cfg.output_dir, tmp_dir, err);
-  }
-
-  // Each writing rank: its owned region and the table that places it in layout coordinates.
-  const auto slices = eng.owned_slices();
-  std::vector<std::int64_t> table;
-  for (const auto& s : slices) table.insert(table.end(), {s.layout_offset, s.owned_offset, s.length});
-  int writes = eng.writes_checkpoint() ? 1 : 0;
-  std::vector<char> file_digest_text(kDigestTextBytes, '\0');
-  if (writes) {
+// LoRA, every rank: the adapter in PEFT's form too, so any checkpoint loads in peft.PeftModel.from_pretrained.
+void save_adapter_copy(ZeroEngine& eng, const ParamLayout& layout, Communicator& world, const std::string& output_dir,
+                       const std::string& model_name_or_path, const std::string& tmp_dir) {
+  const std::vector<float> trained = eng.gather_trainable();
+  std::string err;
+  if (world.rank() == 0) {
     try {
-      Hdf5ShardWriter w(tmp_dir + "/" + rank_file(world.rank()));
-      const Attributes common = {{"format", kCheckpointFormat},
-                                 {"layout", fingerprint},
-                                 {"full_shape", "[" + std::to_string(layout.total_numel()) + "]"},
-                                 {"stage", std::to_string(cfg.zero_stage)},
-                                 {"world_size", std::to_string(world.size())},
-                                 {"shard_group_size", std::to_string(eng.group().size())},
-                                 {"shard_rank", std::to_string(eng.group().rank())},
-                                 {"step", std::to_string(state.step)}};
-      View1<float> states[] = {eng.master(), eng.exp_avg(), eng.exp_avg_sq()};
-      for (int k = 0; k < 3; ++k) {
-        auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), states[k]);
-        Attributes a = common;
-        a["offset"] = "owned region; see 'slices' (layout_offset, owned_offset, length)";
-        w.write_f32(kStates[k], host.data(), host.extent(0), a);
-        if (k == 0) maybe_fail_in_save(world.rank(), state.step);
-      }
-      w.write_i64("slices", table.data(), table.size(), common);
-      w.close();
-      // The whole file's digest, read back from the page cache: readers check it before HDF5 parses a byte.
-      const std::string digest = file_digest(tmp_dir + "/" + rank_file(world.rank()));
-      std::copy(digest.begin(), digest.end(), file_digest_text.begin());
-    } catch (const std::exception& e) {  // agreed on below, so that every rank stops and rank 0 cleans up
+      write_peft_adapter(tmp_dir, adapter_config_of(layout.lora(), model_name_or_path), lora_tensors_of(layout, trained));
+    } catch (const std::exception& e) {
       err = e.what();
     }
   }
-  maybe_crash_in_save(world.rank(), state.step);
-  err = first_error(world, err);
-  if (!err.empty()) abandon_save(world, cfg.output_dir, tmp_dir, err);
+  err = broadcast_text(world, err, 0);
+  if (!err.empty()) abandon_save(world, output_dir, tmp_dir, err);
+}
 
-  // Rank 0 learns every file's slice table, then completes the checkpoint.
+// A writing rank's file: its owned region of the three optimizer states and the table (layout_offset,
+// owned_offset, length per slice) that places it. Fills `digest_text` with the whole file's digest, read
+// back from the page cache (readers check it before HDF5 parses a byte); returns what failed, or "".
+std::string write_rank_shard(ZeroEngine& eng, const std::string& path, const Attributes& common,
+                             const std::vector<std::int64_t>& table, int rank, long step, std::vector<char>& digest_text) {
+  try {
+    Hdf5ShardWriter w(path);
+    View1<float> states[] = {eng.master(), eng.exp_avg(), eng.exp_avg_sq()};
+    for (int k = 0; k < 3; ++k) {
+      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), states[k]);
+      Attributes a = common;
+      a["offset"] = "owned region; see 'slices' (layout_offset, owned_offset, length)";
+      w.write_f32(kStates[k], host.data(), host.extent(0), a);
+      if (k == 0) maybe_fail_in_save(rank, step);
+    }
+    w.write_i64("slices", table.data(), table.size(), common);
+    w.close();
+    const std::string digest = file_digest(path);
+    std::copy(digest.begin(), digest.end(), digest_text.begin());
+  } catch (const std::exception& e) {  // agreed on by the caller, so that every rank stops and rank 0 cleans up
+    return e.what();
+  }
+  return "";
+}
+
+// Collective: metadata.json's "files", every writing rank's file with its slice table and digest (used
+// on rank 0).
+nlohmann::json gather_file_list(Communicator& world, int writes, const std::vector<std::int64_t>& table,
+                                std::vector<char>& digest_text) {
   std::vector<int> flags(world.size());
   world.all_gather(&writes, flags.data(), 1, DType::i32);
   std::vector<int> sizes(world.size());
@@ -231,47 +218,98 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
   std::copy(table.begin(), table.end(), padded.begin());
   world.all_gather(padded.data(), all.data(), max_size, DType::i64);
   std::vector<char> digests(kDigestTextBytes * static_cast<std::size_t>(world.size()));
-  world.all_gather(file_digest_text.data(), digests.data(), kDigestTextBytes, DType::u8);
+  world.all_gather(digest_text.data(), digests.data(), kDigestTextBytes, DType::u8);
+  nlohmann::json files = nlohmann::json::array();
+  for (int r = 0; r < world.size(); ++r) {
+    if (!flags[r]) continue;
+    std::vector<std::int64_t> t(all.begin() + static_cast<long>(r) * max_size,
+                                all.begin() + static_cast<long>(r) * max_size + sizes[r]);
+    files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t},
+                     {"digest", std::string(digests.data() + kDigestTextBytes * static_cast<std::size_t>(r))}});
+  }
+  return files;
+}
+
+// Rank 0: metadata.json, sealed last (the seal covers every other field).
+nlohmann::json checkpoint_metadata(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state,
+                                   const std::string& fingerprint, nlohmann::json params, nlohmann::json files,
+                                   const std::string& tmp_dir) {
+  const ParamLayout& layout = tr.model().layout();
+  const Communicator& world = tr.plan().host_world();
+  nlohmann::json meta = {{"format", kCheckpointFormat},
+                         {"step", state.step},
+                         {"train_loss_sum", state.train_loss_sum},
+                         {"world_size", world.size()},
+                         {"zero_stage", cfg.zero_stage},
+                         {"shard_group_size", tr.engine().group().size()},
+                         {"total_numel", layout.total_numel()},
+                         {"layout", fingerprint},
+                         {"model", model_meta_json(cfg.model)},
+                         {"hf_config", read_source_config(cfg.model_name_or_path)},
+                         {"config", to_yaml(cfg)},
+                         {"params", std::move(params)},
+                         {"files", std::move(files)}};
+  // fp16: skipped steps did not advance the optimizer (nor the LR schedule); the scale goes on as it was.
+  if (tr.loss_scaler().enabled()) {
+    meta["optimizer_steps"] = tr.steps_done();
+    meta["loss_scaler"] = tr.loss_scaler().state();
+  }
+  // QLoRA: what an adapter merge must quantize the base to (train/qlora_base.hpp).
+  const nlohmann::json qlora = qlora_base_meta(layout, compute_dtype(cfg));
+  if (!qlora.is_null()) meta["qlora_base"] = qlora;
+  if (!state.run_id.empty()) meta["run_id"] = state.run_id;
+  if (!state.best_model.is_null()) meta["best_model"] = state.best_model;
+  if (layout.has_frozen()) {  // LoRA: its scale (checked on resume) and the PEFT files' digests
+    const LoraSpec& lora = layout.lora();
+    meta["lora"] = {{"r", lora.r}, {"lora_alpha", lora.alpha}, {"use_rslora", lora.use_rslora}};
+    meta["adapter_files"] = adapter_file_digests(tmp_dir);
+  }
+  seal_metadata(meta);
+  return meta;
+}
+
+}  // namespace
+
+std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state, std::ostream* log,
+                            const TokenizerExport* tokenizer) {
+  Communicator& world = tr.plan().host_world();  // host buffers: MPI even where collectives run on NCCL
+  ZeroEngine& eng = tr.engine();
+  const std::string name = "checkpoint-" + std::to_string(state.step);
+  const std::string final_dir = cfg.output_dir + "/" + name, tmp_dir = final_dir + ".tmp";
+  begin_save(world, cfg.output_dir, tmp_dir, log);
+  const ParamLayout& layout = tr.model().layout();
+  nlohmann::json params = param_table(layout);
+  const std::string fingerprint = layout_fingerprint(params, layout.total_numel());
+  if (layout.has_frozen()) save_adapter_copy(eng, layout, world, cfg.output_dir, cfg.model_name_or_path, tmp_dir);
+
+  std::vector<std::int64_t> table;
+  for (const auto& s : eng.owned_slices()) table.insert(table.end(), {s.layout_offset, s.owned_offset, s.length});
+  const int writes = eng.writes_checkpoint() ? 1 : 0;
+  std::vector<char> digest_text(kDigestTextBytes, '\0');
+  std::string err;
+  if (writes) {
+    const Attributes common = {{"format", kCheckpointFormat},
+                               {"layout", fingerprint},
+                               {"full_shape", "[" + std::to_string(layout.total_numel()) + "]"},
+                               {"stage", std::to_string(cfg.zero_stage)},
+                               {"world_size", std::to_string(world.size())},
+                               {"shard_group_size", std::to_string(eng.group().size())},
+                               {"shard_rank", std::to_string(eng.group().rank())},
+                               {"step", std::to_string(state.step)}};
+    err = write_rank_shard(eng, tmp_dir + "/" + rank_file(world.rank()), common, table, world.rank(), state.step,
+                           digest_text);
+  }
+  maybe_crash_in_save(world.rank(), state.step);
+  err = first_error(world, err);
+  if (!err.empty()) abandon_save(world, cfg.output_dir, tmp_dir, err);
+
+  // Rank 0 learns every file's slice table, then completes the checkpoint.
+  nlohmann::json files = gather_file_list(world, writes, table, digest_text);
   bool committed = false;  // once renamed, checkpoint-N is complete and stays even if a later step fails
   if (world.rank() == 0) {
     try {
-      nlohmann::json meta = {{"format", kCheckpointFormat},
-                             {"step", state.step},
-                             {"train_loss_sum", state.train_loss_sum},
-                             {"world_size", world.size()},
-                             {"zero_stage", cfg.zero_stage},
-                             {"shard_group_size", eng.group().size()},
-                             {"total_numel", layout.total_numel()},
-                             {"layout", fingerprint},
-                             {"model", model_meta_json(cfg.model)},
-                             {"hf_config", read_source_config(cfg.model_name_or_path)},
-                             {"config", to_yaml(cfg)}};
-      // fp16: skipped steps did not advance the optimizer (nor the LR schedule); the scale goes on as it was.
-      if (tr.loss_scaler().enabled()) {
-        meta["optimizer_steps"] = tr.steps_done();
-        meta["loss_scaler"] = tr.loss_scaler().state();
-      }
-      meta["params"] = params;
-      // QLoRA: what an adapter merge must quantize the base to (train/qlora_base.hpp).
-      const nlohmann::json qlora = qlora_base_meta(layout, compute_dtype(cfg));
-      if (!qlora.is_null()) meta["qlora_base"] = qlora;
-      nlohmann::json files = nlohmann::json::array();
-      for (int r = 0; r < world.size(); ++r) {
-        if (!flags[r]) continue;
-        std::vector<std::int64_t> t(all.begin() + static_cast<long>(r) * max_size,
-                                    all.begin() + static_cast<long>(r) * max_size + sizes[r]);
-        files.push_back({{"file", rank_file(r)}, {"rank", r}, {"slices", t},
-                         {"digest", std::string(digests.data() + kDigestTextBytes * static_cast<std::size_t>(r))}});
-      }
-      meta["files"] = files;
-      if (!state.run_id.empty()) meta["run_id"] = state.run_id;
-      if (!state.best_model.is_null()) meta["best_model"] = state.best_model;
-      if (layout.has_frozen()) {  // LoRA: its scale (checked on resume) and the PEFT files' digests
-        const LoraSpec& lora = layout.lora();
-        meta["lora"] = {{"r", lora.r}, {"lora_alpha", lora.alpha}, {"use_rslora", lora.use_rslora}};
-        meta["adapter_files"] = adapter_file_digests(tmp_dir);
-      }
-      seal_metadata(meta);  // last: the seal covers every other field
+      const nlohmann::json meta =
+          checkpoint_metadata(cfg, tr, state, fingerprint, std::move(params), std::move(files), tmp_dir);
       // Like HF Trainer, each checkpoint carries the tokenizer, so an export needs nothing else.
       if (tokenizer) {
         write_tokenizer_export(*tokenizer, tmp_dir);
@@ -296,7 +334,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
   return final_dir;
 }
 
-bool checkpoint_due(const TrainConfig& cfg, long step, long steps_per_epoch, long total_steps) {
+bool checkpoint_due(const SaveSchedule& cfg, long step, long steps_per_epoch, long total_steps) {
   const bool last = step == total_steps;
   if (cfg.save_strategy == "epoch") return last || (steps_per_epoch > 0 && step % steps_per_epoch == 0);
   if (cfg.save_strategy == "steps") return last || (cfg.save_steps > 0 && step % cfg.save_steps == 0);

@@ -14,6 +14,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/train_config.hpp"
+#include "train/output_dir_claim.hpp"
 #include "train/tokenizer_export.hpp"
 #include "train/trainer.hpp"
 
@@ -43,7 +44,11 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
 // Whether save_strategy asks for a checkpoint after step `step` (1-based) of total_steps: steps: every
 // save_steps and the last; epoch: each epoch's last step and the last; no and best: never (a preempted
 // run saves regardless; best saves at an evaluation that sets a new best, train/training_eval.hpp).
-bool checkpoint_due(const TrainConfig& cfg, long step, long steps_per_epoch, long total_steps);
+struct SaveSchedule {
+  std::string save_strategy = "steps";  // HF's keys, as TrainConfig holds them
+  int save_steps = 0;
+};
+bool checkpoint_due(const SaveSchedule& cfg, long step, long steps_per_epoch, long total_steps);
 
 // Collective. Every rank checks metadata.json (seal, fields) and verifies each rank file it will read
 // (checksums, attributes against the metadata); then the ranks agree. "" when the checkpoint is good,
@@ -63,7 +68,7 @@ struct ResumePoint {
 // Collective. resume_from_checkpoint as a path: load_checkpoint of it. "true": the newest checkpoint in
 // output_dir that passes check_checkpoint; each one skipped is reported on `log` with its reason.
 // ConfigError when output_dir holds no checkpoint; FormatError listing them when none verifies.
-ResumePoint resume_checkpoint(const TrainConfig& cfg, Trainer& tr, std::ostream& log);
+ResumePoint resume_checkpoint(const OutputDirConfig& cfg, Trainer& tr, std::ostream& log);
 
 // Single process: metadata.json's seal and every dataset of every rank file; FormatError on the first problem.
 void verify_checkpoint(const std::string& dir);

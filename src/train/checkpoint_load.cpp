@@ -150,7 +150,7 @@ CheckpointState load_checkpoint(const std::string& dir, Trainer& tr, std::ostrea
   return st;
 }
 
-ResumePoint resume_checkpoint(const TrainConfig& cfg, Trainer& tr, std::ostream& log) {
+ResumePoint resume_checkpoint(const OutputDirConfig& cfg, Trainer& tr, std::ostream& log) {
   const std::string& spec = cfg.resume_from_checkpoint;
   if (spec != "true" && spec != "True") return {spec, load_checkpoint(spec, tr, log)};
   Communicator& world = tr.plan().host_world();  // host buffers: MPI even where collectives run on NCCL

@@ -8,7 +8,7 @@ Checkpointer::Checkpointer(const TrainConfig& cfg, Trainer& tr, TrainingEvaluato
 
 bool Checkpointer::due(long step, const BestModelTracker::Verdict& judged, bool preempted) const {
   // A preempted run saves whatever the strategy: its checkpoint is the only way on.
-  return checkpoint_due(cfg_, step, plan_.steps_per_epoch, judged.stop ? step : plan_.total_steps) || preempted ||
+  return checkpoint_due({cfg_.save_strategy, cfg_.save_steps}, step, plan_.steps_per_epoch, judged.stop ? step : plan_.total_steps) || preempted ||
          (cfg_.save_strategy == "best" && judged.new_best);
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "config/config_error.hpp"
 #include "io/checkpoint_meta.hpp"
 #include "train/collective_error.hpp"
 
@@ -49,7 +50,7 @@ std::string listing(const std::vector<std::string>& names) {
 
 }  // namespace
 
-void claim_output_dir(const TrainConfig& cfg, Communicator& world, std::ostream& log, const std::string* resumed_run_id) {
+void claim_output_dir(const OutputDirConfig& cfg, Communicator& world, std::ostream& log, const std::string* resumed_run_id) {
   std::string err;
   if (world.rank() == 0) {
     try {

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "comm/communicator.hpp"
-#include "config/train_config.hpp"
 
 namespace shardft {
 
@@ -21,7 +20,13 @@ namespace shardft {
 // which needs a folder without an earlier run's files; else the id of the run being resumed, which may
 // find its own checkpoints, `latest` and metrics there but no other run's checkpoints (their step numbers
 // would collide with its own).
-void claim_output_dir(const TrainConfig& cfg, Communicator& world, std::ostream& log,
+// The recipe's output_dir keys (HF's names).
+struct OutputDirConfig {
+  std::string output_dir;
+  bool overwrite_output_dir = false;
+  std::string resume_from_checkpoint;  // "": a fresh run; "true": the newest good checkpoint; or a path
+};
+void claim_output_dir(const OutputDirConfig& cfg, Communicator& world, std::ostream& log,
                       const std::string* resumed_run_id = nullptr);
 
 // Collective: a new run id, drawn by rank 0 (16 hex digits).

@@ -5,13 +5,6 @@
 #include "parallel/nf4_weights.hpp"
 
 namespace shardft {
-namespace {
-
-const char* dtype_text(ComputeDtype d) {
-  return d == ComputeDtype::bf16 ? "bf16" : d == ComputeDtype::fp16 ? "fp16" : "fp32";
-}
-
-}  // namespace
 
 nlohmann::json qlora_base_meta(const ParamLayout& layout, ComputeDtype dtype) {
   nlohmann::json names = nlohmann::json::array();
@@ -19,7 +12,7 @@ nlohmann::json qlora_base_meta(const ParamLayout& layout, ComputeDtype dtype) {
     if (p.nf4) names.push_back(p.name);
   }
   if (names.empty()) return nullptr;
-  return {{"nf4_params", names}, {"compute_dtype", dtype_text(dtype)}};
+  return {{"nf4_params", names}, {"compute_dtype", compute_dtype_name(dtype)}};
 }
 
 std::optional<QloraBase> read_qlora_base(const nlohmann::json& meta, const std::string& where) {

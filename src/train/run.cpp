@@ -41,22 +41,25 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   for (const std::string& w : ineffective_keys(cfg)) log << "warning: " << w << std::endl;
   RunData data = read_run_data(cfg, writer, log);
   const ChatEncoder& encoder = *data.text.encoder;
-  TrainingEvaluator evaluator(cfg, std::move(data.eval_set), encoder);
+  TrainingEvaluator evaluator(data.eval, std::move(data.eval_set), encoder);
   const TrainingSet& train_set = data.train_set;
-  report_packing(cfg, train_set, log);
-  const MfuBasis mfu = mfu_basis(cfg, train_set.samples, world.size(), log);
+  report_packing(data.training, train_set, log);
+  const MfuBasis mfu = mfu_basis(cfg.model, resolve_peak_flops(cfg.peak_tflops, cfg.bf16 || cfg.fp16), train_set.samples,
+                                 world.size(), log);
   const SamplerConfig sampling = sampler_section(cfg);
   const StepPlan plan =
       plan_steps(sampling, BatchSource::num_units(sampling, train_set.samples, train_set.rows), world.size());
   // Collective: one run per output_dir (train/output_lock.hpp), taken before anything in it is written.
   const OutputLock output_lock = OutputLock::acquire(cfg.output_dir, parallel.host_world(), log);
   // ... and over time: a fresh run does not start among an earlier run's checkpoints (train/output_dir_claim.hpp).
-  if (cfg.resume_from_checkpoint.empty()) claim_output_dir(cfg, parallel.host_world(), log);
+  const OutputDirConfig output{cfg.output_dir, cfg.overwrite_output_dir, cfg.resume_from_checkpoint};
+  if (cfg.resume_from_checkpoint.empty()) claim_output_dir(output, parallel.host_world(), log);
   std::string run_id = cfg.resume_from_checkpoint.empty() ? new_run_id(parallel.host_world()) : "";
-  RunMetrics metrics = open_run_metrics(cfg, writer, log);
+  RunMetrics metrics = open_run_metrics(
+      {cfg.output_dir, cfg.report_to, cfg.logging_dir, cfg.run_name, !cfg.resume_from_checkpoint.empty()}, writer, log);
   Trainer tr(cfg, plan.total_steps, parallel);
-  describe_trainer(cfg, tr, log);
-  const StartPoint start = start_point(cfg, tr, evaluator, parallel.host_world(), std::move(run_id), log);
+  describe_trainer(tr, cfg.model_name_or_path, cfg.seed, log);
+  const StartPoint start = start_point(output, tr, evaluator, parallel.host_world(), std::move(run_id), log);
   describe_run(cfg, parallel, tr, plan, train_set.samples.size(), log);
 
   // Rank 0 on a terminal: a progress line on stderr, cleared before each log line and drawn again after.
@@ -101,7 +104,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
 
 namespace {
 EvalResult evaluate_and_report(Decoder& model, LocalParams& params, const std::vector<Conversation>& eval_set,
-                               const std::vector<LossOn>& losses, const TrainConfig& cfg, const ChatEncoder& encoder,
+                               const std::vector<LossOn>& losses, const EvalConfig& cfg, const ChatEncoder& encoder,
                                std::ostream& log) {
   const EvalResult ev = evaluate(model, params, eval_set, cfg.per_device_eval_batch_size, cfg.max_seq_length,
                                  cfg.eval_max_new_tokens, encoder, losses);
@@ -126,12 +129,14 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
     // adapter_config.json) with the verified adapter merged, tokenizer and template from the run.
     ChatModel cm = open_chat_model(cfg.output_dir, "output_dir", cfg, log);
     std::vector<LossOn> losses;
-    const std::vector<Conversation> eval_set = eval_subset(cm.cfg, *cm.encoder, log, &losses);
-    return evaluate_and_report(*cm.model, *cm.params, eval_set, losses, cm.cfg, *cm.encoder, log);
+    const EvalConfig eval = eval_config(cm.cfg);
+    const std::vector<Conversation> eval_set = eval_subset(eval, *cm.encoder, log, &losses);
+    return evaluate_and_report(*cm.model, *cm.params, eval_set, losses, eval, *cm.encoder, log);
   }
-  const TextPipeline text = text_pipeline(cfg, log);
+  const TextPipeline text = text_pipeline(cfg.tokenizer_name_or_path, cfg.chat_template, cfg.model.vocab_size, log);
   std::vector<LossOn> losses;
-  const std::vector<Conversation> eval_set = eval_subset(cfg, *text.encoder, log, &losses);
+  const EvalConfig eval = eval_config(cfg);
+  const std::vector<Conversation> eval_set = eval_subset(eval, *text.encoder, log, &losses);
   Decoder model(cfg.model, compute_dtype(cfg));
   model.set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   configure_attention(model, cfg.attn_implementation);
@@ -145,8 +150,8 @@ EvalResult run_evaluation(const TrainConfig& cfg, Communicator& world, std::ostr
     }
     Kokkos::deep_copy(params.weights(), host);
   }
-  round_to_compute_dtype(cfg, params.weights());
-  return evaluate_and_report(model, params, eval_set, losses, cfg, *text.encoder, log);
+  round_to_compute_dtype(compute_dtype(cfg), params.weights());
+  return evaluate_and_report(model, params, eval_set, losses, eval, *text.encoder, log);
 }
 
 }  // namespace shardft

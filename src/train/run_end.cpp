@@ -20,16 +20,17 @@ namespace shardft {
 
 namespace {
 
-std::string model_path(const TrainConfig& cfg) { return cfg.output_dir + "/model.safetensors"; }
+std::string model_path(const std::string& output_dir) { return output_dir + "/model.safetensors"; }
 
 // Collective: every rank gathers, rank 0 writes. With LoRA: the base with the adapters merged (an HF
 // model that evaluates as base + adapter), and the adapter itself next to it.
-void save_model(Trainer& tr, const TrainConfig& cfg, const std::string& path, bool writer) {
+// The adapter goes to output_dir, its adapter_config.json naming model_name_or_path as its base.
+void save_model(Trainer& tr, const std::string& output_dir, const std::string& model_name_or_path, bool writer) {
   std::vector<float> full = tr.engine().gather_master();
   if (!writer) return;
   const ParamLayout& layout = tr.model().layout();
   if (layout.has_frozen()) {
-    write_peft_adapter(cfg.output_dir, adapter_config_of(layout.lora(), cfg.model_name_or_path),
+    write_peft_adapter(output_dir, adapter_config_of(layout.lora(), model_name_or_path),
                        lora_tensors_of(layout, full));
     merge_lora_terms(layout, full);
   }
@@ -38,7 +39,7 @@ void save_model(Trainer& tr, const TrainConfig& cfg, const std::string& path, bo
     if (layout.params()[p].is_lora()) continue;
     refs.push_back({layout.params()[p].name, layout.params()[p].shape, full.data() + layout.offset(static_cast<int>(p))});
   }
-  write_safetensors_f32(path, refs);
+  write_safetensors_f32(model_path(output_dir), refs);
 }
 
 // Test hook: SHARDFT_FAULT="RANK:end:stop" stops that rank (SIGSTOP, as a hung process) once the run's
@@ -57,7 +58,7 @@ void end_of_run_barrier(const ParallelPlan& parallel) {
 }
 
 // load_best_model_at_end: the trainer's weights become the best checkpoint's before the export (collective).
-void load_best_model(const TrainConfig& cfg, Trainer& tr, const BestModelTracker& best, long last_step,
+void load_best_model(const std::string& output_dir, Trainer& tr, const BestModelTracker& best, long last_step,
                      std::ostream& log) {
   if (!best.has_best()) {
     log << "load_best_model_at_end: no evaluation was judged, so the model is the last step's" << std::endl;
@@ -68,7 +69,7 @@ void load_best_model(const TrainConfig& cfg, Trainer& tr, const BestModelTracker
     log << "warning: load_best_model_at_end: no checkpoint was saved at the best evaluation (" << best.describe_best()
         << "), so the model is the last step's" << std::endl;
   } else {
-    load_checkpoint(cfg.output_dir + "/" + best.best_checkpoint(), tr, log);
+    load_checkpoint(output_dir + "/" + best.best_checkpoint(), tr, log);
     log << "load_best_model_at_end: the model is " << best.best_checkpoint() << "'s, the best: " << best.describe_best()
         << std::endl;
   }
@@ -86,7 +87,7 @@ nlohmann::json best_model_fields(const BestModelTracker& best, bool stopped_earl
 
 // do_eval at the end: generation and exact match over the eval conversations as before (every rank the
 // same set: stage 3's gathers are collective), or the loss alone over a val_set_size split.
-EvalResult final_evaluation(const TrainConfig& cfg, Trainer& tr, const EvalSet& set, const ChatEncoder& encoder) {
+EvalResult final_evaluation(const EvalConfig& cfg, Trainer& tr, const EvalSet& set, const ChatEncoder& encoder) {
   if (cfg.val_set_size == 0) {
     return evaluate(tr.model(), tr.engine(), set.conversations, cfg.per_device_eval_batch_size, cfg.max_seq_length,
                     cfg.eval_max_new_tokens, encoder, set.loss_on);
@@ -139,14 +140,14 @@ void report_resources(const FinishedRun& r, std::ostream& log) {
 // output_dir: transformers and `--model_name_or_path` both load it.
 void export_model(const FinishedRun& r, std::ostream& log) {
   const bool writer = r.parallel.world().rank() == 0;
-  if (r.cfg.load_best_model_at_end) load_best_model(r.cfg, r.tr, r.evaluator.tracker(), r.last_step, log);
-  save_model(r.tr, r.cfg, model_path(r.cfg), writer);
+  if (r.cfg.load_best_model_at_end) load_best_model(r.cfg.output_dir, r.tr, r.evaluator.tracker(), r.last_step, log);
+  save_model(r.tr, r.cfg.output_dir, r.cfg.model_name_or_path, writer);
   if (writer) {
     write_hf_config(r.cfg.output_dir, model_meta_json(r.cfg.model), read_source_config(r.cfg.model_name_or_path),
                     TensorDtype::F32);
     write_tokenizer_export(r.tokenizer_files, r.cfg.output_dir);
   }
-  log << "saved " << model_path(r.cfg) << " with config.json, generation_config.json"
+  log << "saved " << model_path(r.cfg.output_dir) << " with config.json, generation_config.json"
       << (r.tokenizer_files.tokenizer_config.is_null() ? "" : " and the tokenizer with its chat template") << std::endl;
 }
 
@@ -188,7 +189,7 @@ RunSummary finish_training(const FinishedRun& r, std::ostream& log) {
   export_model(r, log);
   nlohmann::json record = closing_record(r, sum, training_device_peak);
   if (r.cfg.do_eval) {
-    sum.eval = final_evaluation(r.cfg, r.tr, r.evaluator.set(), r.encoder);
+    sum.eval = final_evaluation(r.evaluator.config(), r.tr, r.evaluator.set(), r.encoder);
     sum.evaluated = true;
     report_eval(sum.eval, log);
     record["eval_loss"] = sum.eval.eval_loss;

@@ -10,62 +10,65 @@
 
 namespace shardft {
 
-TextPipeline text_pipeline(const TrainConfig& cfg, std::ostream& log) {
+TextPipeline text_pipeline(const std::string& tokenizer_name_or_path, const std::string& chat_template, int vocab_size,
+                           std::ostream& log) {
   TextPipeline p;
-  p.tokenizer = load_tokenizer(cfg.tokenizer_name_or_path);
-  if (cfg.model.vocab_size < p.tokenizer->vocab_size()) {
-    throw ConfigError("vocab_size " + std::to_string(cfg.model.vocab_size) + " is smaller than the tokenizer's " +
+  p.tokenizer = load_tokenizer(tokenizer_name_or_path);
+  if (vocab_size < p.tokenizer->vocab_size()) {
+    throw ConfigError("vocab_size " + std::to_string(vocab_size) + " is smaller than the tokenizer's " +
                       std::to_string(p.tokenizer->vocab_size()) + " (" + p.tokenizer->fingerprint() + ")");
   }
   p.encoder = std::make_unique<ChatEncoder>(
-      *p.tokenizer, resolve_chat_template(cfg.chat_template, cfg.tokenizer_name_or_path, *p.tokenizer));
+      *p.tokenizer, resolve_chat_template(chat_template, tokenizer_name_or_path, *p.tokenizer));
   log << "tokenizer " << p.tokenizer->fingerprint() << " (" << p.tokenizer->vocab_size() << " ids), "
       << p.encoder->describe() << std::endl;
   return p;
 }
 
-std::vector<Conversation> eval_subset(const TrainConfig& cfg, const ChatEncoder& encoder, std::ostream& log,
+std::vector<Conversation> eval_subset(const EvalConfig& cfg, const ChatEncoder& encoder, std::ostream& log,
                                       std::vector<LossOn>* losses) {
   DatasetFileReport report;
-  auto set = read_dataset(cfg.eval_dataset_path, dataset_options(cfg), &report);
+  auto set = read_dataset(cfg.eval_dataset_path, cfg.options, &report);
   log << describe_skips(report) << std::flush;
   if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.size()) set.resize(cfg.eval_samples);
-  const LossSwitches loss = loss_switches(cfg);
-  for (std::size_t i = 0; losses && i < set.size(); ++i) losses->push_back(loss_on(loss, report.prompt_completion[i]));
+  for (std::size_t i = 0; losses && i < set.size(); ++i) losses->push_back(loss_on(cfg.loss, report.prompt_completion[i]));
   check_eval_targets(set, encoder, cfg.max_seq_length, cfg.eval_dataset_path);
   return set;
 }
 
 RunData read_run_data(const TrainConfig& cfg, bool writer, std::ostream& log) {
   RunData d;
-  d.text = text_pipeline(cfg, log);
+  d.text = text_pipeline(cfg.tokenizer_name_or_path, cfg.chat_template, cfg.model.vocab_size, log);
   const ChatEncoder& encoder = *d.text.encoder;
-  d.train_set = build_training_set(training_set_config(cfg), encoder, d.text.tokenizer->fingerprint(), writer, log);
+  d.training = training_set_config(cfg);
+  d.train_set = build_training_set(d.training, encoder, d.text.tokenizer->fingerprint(), writer, log);
+  d.eval = eval_config(cfg);
   std::vector<Conversation> eval_conversations;
   std::vector<LossOn> eval_losses;
-  if ((cfg.do_eval || evaluates_during_training(cfg)) && cfg.val_set_size == 0) {
-    eval_conversations = eval_subset(cfg, encoder, log, &eval_losses);
+  if ((cfg.do_eval || d.eval.evaluates_during_training) && d.eval.val_set_size == 0) {
+    eval_conversations = eval_subset(d.eval, encoder, log, &eval_losses);
   }
-  d.tokenizer_files = tokenizer_export(cfg, encoder);
-  d.eval_set = make_eval_set(cfg, encoder, std::move(d.train_set.held_out), std::move(eval_conversations),
+  d.tokenizer_files = tokenizer_export(
+      {cfg.tokenizer_name_or_path, cfg.model_name_or_path, cfg.model.max_position_embeddings}, encoder);
+  d.eval_set = make_eval_set(d.eval, encoder, std::move(d.train_set.held_out), std::move(eval_conversations),
                              std::move(eval_losses));
   return d;
 }
 
-void report_packing(const TrainConfig& cfg, const TrainingSet& set, std::ostream& log) {
+void report_packing(const TrainingSetConfig& cfg, const TrainingSet& set, std::ostream& log) {
   if (!cfg.packing) return;
   log << "packing: " << set.samples.size() << " samples into " << set.rows.size() << " rows of " << cfg.max_seq_length
       << " tokens (" << 100.0 * packing_efficiency(set.samples, set.rows, cfg.max_seq_length) << "% real tokens, "
       << (cfg.packing_strategy == "bfd" ? "best" : "first") << "-fit decreasing)" << std::endl;
 }
 
-MfuBasis mfu_basis(const TrainConfig& cfg, const std::vector<TokenizedSample>& samples, int ranks, std::ostream& log) {
+MfuBasis mfu_basis(const ModelConfig& model, const PeakFlops& peak, const std::vector<TokenizedSample>& samples, int ranks,
+                   std::ostream& log) {
   double mean_sample_tokens = 0;
   for (const auto& smp : samples) mean_sample_tokens += static_cast<double>(smp.input_ids.size());
   mean_sample_tokens /= std::max<double>(1.0, static_cast<double>(samples.size()));
   MfuBasis basis;
-  basis.flops_per_token = training_flops_per_token(cfg.model, mean_sample_tokens);
-  const PeakFlops peak = resolve_peak_flops(cfg.peak_tflops, cfg.bf16 || cfg.fp16);
+  basis.flops_per_token = training_flops_per_token(model, mean_sample_tokens);
   basis.peak_flops = peak.flops;
   basis.ranks = ranks;
   log << "MFU basis: " << basis.flops_per_token << " FLOPs per token (6 x matmul params + attention at "
@@ -74,22 +77,20 @@ MfuBasis mfu_basis(const TrainConfig& cfg, const std::vector<TokenizedSample>& s
   return basis;
 }
 
-RunMetrics open_run_metrics(const TrainConfig& cfg, bool writer, std::ostream& log) {
-  RunMetrics metrics = writer ? RunMetrics({cfg.output_dir, cfg.report_to, cfg.logging_dir, cfg.run_name,
-                                            !cfg.resume_from_checkpoint.empty()})
-                              : RunMetrics();
+RunMetrics open_run_metrics(const RunMetricsConfig& cfg, bool writer, std::ostream& log) {
+  RunMetrics metrics = writer ? RunMetrics(cfg) : RunMetrics();
   if (!metrics.tensorboard_dir().empty()) log << "TensorBoard: event files in " << metrics.tensorboard_dir() << std::endl;
   return metrics;
 }
 
-void describe_trainer(const TrainConfig& cfg, Trainer& tr, std::ostream& log) {
+void describe_trainer(Trainer& tr, const std::string& model_name_or_path, std::uint64_t seed, std::ostream& log) {
   for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
   log << "attention: " << tr.attention().description << std::endl;
   const std::string overlap = tr.engine().optimizer_overlap_description();
   if (!overlap.empty()) log << "optimizer update: unit by unit under the next step's forward, on " << overlap << std::endl;
-  if (tr.model().layout().has_frozen() && cfg.model_name_or_path.empty()) {
+  if (tr.model().layout().has_frozen() && model_name_or_path.empty()) {
     log << "warning: LoRA without model_name_or_path: the frozen base is randomly initialised (seed "
-        << cfg.seed << "), so the adapters learn on random weights (fine for benchmarks, not for fine-tuning)"
+        << seed << "), so the adapters learn on random weights (fine for benchmarks, not for fine-tuning)"
         << std::endl;
   }
   log << "memory per rank (estimate): " << tr.memory_estimate().describe() << "; budget "
@@ -98,7 +99,7 @@ void describe_trainer(const TrainConfig& cfg, Trainer& tr, std::ostream& log) {
       << std::endl;
 }
 
-StartPoint start_point(const TrainConfig& cfg, Trainer& tr, TrainingEvaluator& evaluator, Communicator& host_world,
+StartPoint start_point(const OutputDirConfig& cfg, Trainer& tr, TrainingEvaluator& evaluator, Communicator& host_world,
                        std::string run_id, std::ostream& log) {
   StartPoint start;
   start.run_id = std::move(run_id);
@@ -120,7 +121,7 @@ void describe_run(const TrainConfig& cfg, const ParallelPlan& parallel, Trainer&
   const int shard_size = parallel.shard().size();
   const MemoryReport mem = tr.engine().memory();
   log << "shardft train: " << tr.model().layout().total_numel() << " parameters, " << num_samples << " samples, "
-      << (cfg.bf16 ? "bf16" : cfg.fp16 ? "fp16" : "fp32") << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
+      << compute_dtype_name(compute_dtype(cfg)) << " compute, ZeRO stage " << cfg.zero_stage << " over " << dp << " rank"
       << (dp > 1 ? "s" : "") << " (" << world.backend() << "), shard groups of " << shard_size << ", "
       << dp / shard_size << " replica" << (dp / shard_size > 1 ? "s" : "")
       << (cfg.zero_quantized_weights ? ", qwZ int8 weights" : "") << (cfg.zero_quantized_gradients ? ", qgZ int4 gradients" : "")

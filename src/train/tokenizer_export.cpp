@@ -51,7 +51,7 @@ std::string token_content(const Tokenizer& tok, std::int32_t id) { return tok.de
 
 }  // namespace
 
-TokenizerExport tokenizer_export(const TrainConfig& cfg, const ChatEncoder& encoder) {
+TokenizerExport tokenizer_export(const TokenizerSources& cfg, const ChatEncoder& encoder) {
   TokenizerExport e;
   e.tokenizer_name_or_path = cfg.tokenizer_name_or_path;
   const ChatTemplate& tmpl = encoder.chat_template();
@@ -65,7 +65,7 @@ TokenizerExport tokenizer_export(const TrainConfig& cfg, const ChatEncoder& enco
     if (!tmpl.bos.empty() && !c.contains("bos_token")) c["bos_token"] = tmpl.bos;
     if (!tmpl.eos.empty() && !c.contains("eos_token")) c["eos_token"] = tmpl.eos;
     if (!c.contains("pad_token")) c["pad_token"] = token_content(tok, encoder.pad_id());
-    if (!c.contains("model_max_length")) c["model_max_length"] = cfg.model.max_position_embeddings;
+    if (!c.contains("model_max_length")) c["model_max_length"] = cfg.model_max_length;
     e.tokenizer_config = c;
   }
   nlohmann::json g = cfg.model_name_or_path.empty()

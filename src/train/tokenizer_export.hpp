@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config/train_config.hpp"
+#include "config/model_config.hpp"
 #include "data/chat_template.hpp"
 
 namespace shardft {
@@ -24,8 +24,15 @@ struct TokenizerExport {
   nlohmann::json generation_config;
 };
 
+// Where a run's tokenizer and model come from (the recipe's keys).
+struct TokenizerSources {
+  std::string tokenizer_name_or_path = "byte";
+  std::string model_name_or_path;                                 // its generation_config.json, if any
+  int model_max_length = ModelConfig{}.max_position_embeddings;  // where the tokenizer's config has none
+};
+
 // Built once at the start of a run (reads the tokenizer's and the model's configs).
-TokenizerExport tokenizer_export(const TrainConfig& cfg, const ChatEncoder& encoder);
+TokenizerExport tokenizer_export(const TokenizerSources& cfg, const ChatEncoder& encoder);
 
 // Writes them into `dir` (rank 0; throws std::runtime_error naming a file it cannot write).
 void write_tokenizer_export(const TokenizerExport& e, const std::string& dir);

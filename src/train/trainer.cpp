@@ -14,6 +14,7 @@
 #include "kernels/fp16.hpp"
 #include "kernels/kernel_timer.hpp"
 #include "kernels/side_queue.hpp"
+#include "config/adapter_lora_keys.hpp"
 #include "train/lora_adapter_init.hpp"
 #include "train/pretrained.hpp"
 
@@ -35,9 +36,9 @@ ComputeDtype compute_dtype(const TrainConfig& cfg) {
   return cfg.bf16 ? ComputeDtype::bf16 : cfg.fp16 ? ComputeDtype::fp16 : ComputeDtype::fp32;
 }
 
-void round_to_compute_dtype(const TrainConfig& cfg, View1<float> weights) {
-  if (cfg.bf16) round_to_bf16(weights, weights);
-  if (cfg.fp16) round_to_fp16(weights, weights);
+void round_to_compute_dtype(ComputeDtype dtype, View1<float> weights) {
+  if (dtype == ComputeDtype::bf16) round_to_bf16(weights, weights);
+  if (dtype == ComputeDtype::fp16) round_to_fp16(weights, weights);
 }
 
 ZeroConfig zero_config(const TrainConfig& cfg) {
@@ -69,14 +70,11 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
 }
 
 namespace {
-// The recipe with an adapter's LoRA keys folded in (train/lora_adapter_init.hpp).
-TrainConfig resolved_lora_recipe(const TrainConfig& recipe) { return with_adapter_lora_keys(recipe); }
-
 // The memory preflight: every rank estimates, all refuse together when one cannot fit.
-RankMemoryEstimate checked_memory_estimate(const TrainConfig& cfg, const ParamLayout& layout, const ParallelPlan& plan,
-                                           const RankMemoryBudget& budget) {
-  const RankMemoryEstimate need =
-      estimate_rank_memory(cfg.model, layout, zero_config(cfg), plan.shard().size(), activation_shape(cfg));
+RankMemoryEstimate checked_memory_estimate(const ModelConfig& model, const ZeroConfig& zero,
+                                           const ActivationShape& activations, const ParamLayout& layout,
+                                           const ParallelPlan& plan, const RankMemoryBudget& budget) {
+  const RankMemoryEstimate need = estimate_rank_memory(model, layout, zero, plan.shard().size(), activations);
   check_rank_memory(need, budget, plan.host_world());
   return need;
 }
@@ -86,7 +84,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_grou
     : Trainer(cfg, total_steps, ParallelPlan::over(dp_group)) {}
 
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& plan)
-    : cfg_(resolved_lora_recipe(cfg)),
+    : cfg_(with_adapter_lora_keys(cfg)),  // an adapter's LoRA keys folded in (config/adapter_lora_keys.hpp)
       plan_(plan),
       memory_budget_(rank_memory_budget(cfg_, plan.topology().ranks_sharing_memory)),
       group_(plan.world()),
@@ -94,7 +92,8 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
       ignored_weights_(cfg_.model_name_or_path.empty()
                            ? std::vector<std::string>{}
                            : check_pretrained_weights(model_.layout(), cfg_.model_name_or_path)),
-      memory_estimate_(checked_memory_estimate(cfg_, model_.layout(), plan, memory_budget_)),
+      memory_estimate_(checked_memory_estimate(cfg_.model, zero_config(cfg_), activation_shape(cfg_), model_.layout(), plan,
+                                               memory_budget_)),
       engine_(model_.layout(), zero_config(cfg_), plan) {
   install_kernel_launch_counter();
   model_.set_activation_checkpointing(cfg_.gradient_checkpointing);
@@ -163,41 +162,20 @@ std::string Trainer::first_nonfinite_parameter() {
   return score > 0 ? params[static_cast<std::size_t>(n - score)].name : "";
 }
 
-StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const LedgerTotals before = ledger_totals();
-  const DeviceTraffic traffic_before = device_traffic();
-  const GemmCounters gemm_before = gemm_counters();
-  const std::int64_t launches_before = kernel_launches(), layer_launches_before = model_.layer_launches();
-  StepStats st;
+void Trainer::count_targets(const std::vector<TokenBatch>& micro_batches, StepStats& st) {
   std::int64_t counts[2] = {0, 0};  // targets, tokens: known before any backward, summed over ranks
   for (const auto& mb : micro_batches) {
     counts[0] += mb.num_targets();
     counts[1] += mb.real_tokens;  // from the samples' lengths: no pad id needed
   }
-  {
-    const HostPhase phase("count targets (host collective)");
-    plan_.host_world().all_reduce(counts, counts, 2, DType::i64, ReduceOp::sum);
-  }
+  const HostPhase phase("count targets (host collective)");
+  plan_.host_world().all_reduce(counts, counts, 2, DType::i64, ReduceOp::sum);
   st.targets = counts[0];
   st.tokens = counts[1];
+}
 
-  DeferredWaits waits(plan_);
-  const Unmanaged1<double> loss_sum(step_sums_.data(), 1), grad_norm_sq(step_sums_.data() + 1, 1);
-  Kokkos::deep_copy(ExecSpace(), step_sums_, 0.0);
-  // Only within the step, which reads it back: elsewhere (evaluation, generation) each quantization
-  // checks on the host and throws.
-  struct CounterScope {
-    ZeroEngine& engine;
-    ~CounterScope() { engine.set_nonfinite_counter({}); }
-  } counter_scope{engine_};
-  engine_.set_nonfinite_counter(Unmanaged1<double>(step_sums_.data() + 2, 1));
-  // fp16: the loss, and so every gradient flowing back, is scaled (dividing the normaliser scales the
-  // gradients only: the loss sum is taken before it).
-  st.loss_scale = loss_scaler_.scale();
-  engine_.begin_step();
-  // LoRA dropout masks are keyed on the optimizer step (and each token's sample and position)
-  model_.set_dropout_step(engine_.steps_taken());
+void Trainer::accumulate_micro_batches(const std::vector<TokenBatch>& micro_batches, const StepStats& st,
+                                       const Unmanaged1<double>& loss_sum) {
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     engine_.begin_micro_batch({static_cast<int>(m), static_cast<int>(micro_batches.size())});
     // Every micro-batch's loss is divided by the global step's target count, so the accumulated and
@@ -217,6 +195,49 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     }
     engine_.end_micro_batch();
   }
+}
+
+void Trainer::throw_fp16_exhausted(double loss_scale) {
+  const auto& params = model_.layout().params();
+  const int n = static_cast<int>(params.size());
+  const int mine = engine_.first_nonfinite_grad_param();
+  int score = mine >= 0 ? n - mine : 0;  // the earliest parameter wins the max, as in first_nonfinite_parameter
+  plan_.host_world().all_reduce(&score, &score, 1, DType::i32, ReduceOp::max);
+  const int first = n - score;
+  throw std::runtime_error(
+      "step " + std::to_string(engine_.steps_taken() + loss_scaler_.skipped_steps()) +
+      ": the fp16 gradient overflows (inf or NaN) at the minimum loss scale " + format_double(loss_scale) +
+      (first < n ? "; first parameter with a non-finite gradient: " + params[static_cast<std::size_t>(first)].name
+                 : std::string()) +
+      ". Lower min_loss_scale or learning_rate, check this step's data, or use bf16");
+}
+
+StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const LedgerTotals before = ledger_totals();
+  const DeviceTraffic traffic_before = device_traffic();
+  const GemmCounters gemm_before = gemm_counters();
+  const std::int64_t launches_before = kernel_launches(), layer_launches_before = model_.layer_launches();
+  StepStats st;
+  count_targets(micro_batches, st);
+
+  DeferredWaits waits(plan_);
+  const Unmanaged1<double> loss_sum(step_sums_.data(), 1), grad_norm_sq(step_sums_.data() + 1, 1);
+  Kokkos::deep_copy(ExecSpace(), step_sums_, 0.0);
+  // Only within the step, which reads it back: elsewhere (evaluation, generation) each quantization
+  // checks on the host and throws.
+  struct CounterScope {
+    ZeroEngine& engine;
+    ~CounterScope() { engine.set_nonfinite_counter({}); }
+  } counter_scope{engine_};
+  engine_.set_nonfinite_counter(Unmanaged1<double>(step_sums_.data() + 2, 1));
+  // fp16: the loss, and so every gradient flowing back, is scaled (dividing the normaliser scales the
+  // gradients only: the loss sum is taken before it).
+  st.loss_scale = loss_scaler_.scale();
+  engine_.begin_step();
+  // LoRA dropout masks are keyed on the optimizer step (and each token's sample and position)
+  model_.set_dropout_step(engine_.steps_taken());
+  accumulate_micro_batches(micro_batches, st, loss_sum);
   group_.all_reduce(loss_sum.data(), loss_sum.data(), 1, DType::f64, ReduceOp::sum);
   if (loss_scaler_.enabled()) engine_.scale_grads(static_cast<float>(1.0 / st.loss_scale));
   if (poison_next_gradient_) {
@@ -243,20 +264,7 @@ StepStats Trainer::step(const std::vector<TokenBatch>& micro_batches) {
     // fp16 reads the norm back before the update (one host sync more than bf16): whether to skip it.
     read_back("fp16 overflow check");
     const LossScaler::Outcome outcome = loss_scaler_.update(!std::isfinite(sums[1]));
-    if (outcome == LossScaler::Outcome::exhausted) {
-      const auto& params = model_.layout().params();
-      const int n = static_cast<int>(params.size());
-      const int mine = engine_.first_nonfinite_grad_param();
-      int score = mine >= 0 ? n - mine : 0;  // the earliest parameter wins the max, as in first_nonfinite_parameter
-      plan_.host_world().all_reduce(&score, &score, 1, DType::i32, ReduceOp::max);
-      const int first = n - score;
-      throw std::runtime_error(
-          "step " + std::to_string(engine_.steps_taken() + loss_scaler_.skipped_steps()) +
-          ": the fp16 gradient overflows (inf or NaN) at the minimum loss scale " + format_double(st.loss_scale) +
-          (first < n ? "; first parameter with a non-finite gradient: " + params[static_cast<std::size_t>(first)].name
-                     : std::string()) +
-          ". Lower min_loss_scale or learning_rate, check this step's data, or use bf16");
-    }
+    if (outcome == LossScaler::Outcome::exhausted) throw_fp16_exhausted(st.loss_scale);
     st.skipped = outcome == LossScaler::Outcome::skip;
   }
   if (!st.skipped) engine_.optimizer_step(st.learning_rate);

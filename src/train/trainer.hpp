@@ -90,6 +90,15 @@ class Trainer {
     double total = 0, intra = 0, inter = 0;
   };
   LedgerTotals ledger_totals() const;
+  // The step's targets and real tokens over every rank (a host collective), into st.
+  void count_targets(const std::vector<TokenBatch>& micro_batches, StepStats& st);
+  // Forward and backward of each micro-batch, its loss divided by the step's target count and scaled
+  // by fp16's loss scale; the loss summed into loss_sum on the device.
+  void accumulate_micro_batches(const std::vector<TokenBatch>& micro_batches, const StepStats& st,
+                                const Unmanaged1<double>& loss_sum);
+  // fp16 overflow at the minimum loss scale: the error naming the first parameter (over every rank)
+  // whose gradient is not finite.
+  [[noreturn]] void throw_fp16_exhausted(double loss_scale);
 
   TrainConfig cfg_;
   ParallelPlan plan_;
@@ -120,6 +129,6 @@ ZeroConfig zero_config(const TrainConfig& cfg);
 ComputeDtype compute_dtype(const TrainConfig& cfg);  // bf16, fp16 or fp32 as the recipe says
 // Weights held in fp32 buffers for a model without the engine (evaluation, generation), rounded in place
 // to the compute dtype as the engine's compute weights are.
-void round_to_compute_dtype(const TrainConfig& cfg, View1<float> weights);
+void round_to_compute_dtype(ComputeDtype dtype, View1<float> weights);
 
 }  // namespace shardft

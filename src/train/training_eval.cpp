@@ -6,15 +6,37 @@
 
 namespace shardft {
 
-TrainingEvaluator::TrainingEvaluator(const TrainConfig& cfg, EvalSet set, const ChatEncoder& encoder)
-    : cfg_(cfg), set_(std::move(set)), encoder_(encoder), tracker_(best_model_rule(cfg)) {
-  if (set_.samples.empty() && evaluates_during_training(cfg)) {
-    throw DataError((cfg.val_set_size > 0 ? std::string("val_set_size") : cfg.eval_dataset_path) +
-                    ": the eval set is empty, so eval_strategy " + cfg.eval_strategy + " has nothing to evaluate");
+EvalConfig eval_config(const TrainConfig& cfg) {
+  EvalConfig e;
+  e.eval_dataset_path = cfg.eval_dataset_path;
+  e.eval_samples = cfg.eval_samples;
+  e.val_set_size = cfg.val_set_size;
+  e.eval_strategy = cfg.eval_strategy;
+  e.eval_interval_steps = eval_interval_steps(cfg);
+  e.evaluates_during_training = evaluates_during_training(cfg);
+  e.judges_best_model = judges_best_model(cfg);
+  e.eval_generate = cfg.eval_generate;
+  e.eval_max_new_tokens = cfg.eval_max_new_tokens;
+  e.per_device_eval_batch_size = cfg.per_device_eval_batch_size;
+  e.max_seq_length = cfg.max_seq_length;
+  e.options = dataset_options(cfg);
+  e.loss = {cfg.assistant_only_loss, cfg.completion_only_loss};
+  e.best_model.metric = best_model_metric(cfg);
+  e.best_model.greater_is_better = best_metric_greater_is_better(cfg);
+  e.best_model.patience = cfg.early_stopping_patience;
+  e.best_model.threshold = cfg.early_stopping_threshold;
+  return e;
+}
+
+TrainingEvaluator::TrainingEvaluator(EvalConfig cfg, EvalSet set, const ChatEncoder& encoder)
+    : cfg_(std::move(cfg)), set_(std::move(set)), encoder_(encoder), tracker_(cfg_.best_model) {
+  if (set_.samples.empty() && cfg_.evaluates_during_training) {
+    throw DataError((cfg_.val_set_size > 0 ? std::string("val_set_size") : cfg_.eval_dataset_path) +
+                    ": the eval set is empty, so eval_strategy " + cfg_.eval_strategy + " has nothing to evaluate");
   }
 }
 
-EvalSet make_eval_set(const TrainConfig& cfg, const ChatEncoder& encoder, std::vector<TokenizedSample> held_out,
+EvalSet make_eval_set(const EvalConfig& cfg, const ChatEncoder& encoder, std::vector<TokenizedSample> held_out,
                       std::vector<Conversation> conversations, std::vector<LossOn> loss_on) {
   EvalSet set;
   set.conversations = std::move(conversations);
@@ -24,7 +46,7 @@ EvalSet make_eval_set(const TrainConfig& cfg, const ChatEncoder& encoder, std::v
     if (cfg.eval_samples > 0 && static_cast<std::size_t>(cfg.eval_samples) < set.samples.size()) {
       set.samples.resize(static_cast<std::size_t>(cfg.eval_samples));
     }
-  } else if (evaluates_during_training(cfg)) {
+  } else if (cfg.evaluates_during_training) {
     for (std::size_t i = 0; i < set.conversations.size(); ++i) {
       const LossOn on = i < set.loss_on.size() ? set.loss_on[i] : LossOn::assistant;
       set.samples.push_back(encoder.encode(set.conversations[i], cfg.max_seq_length, on));
@@ -33,12 +55,8 @@ EvalSet make_eval_set(const TrainConfig& cfg, const ChatEncoder& encoder, std::v
   return set;
 }
 
-bool TrainingEvaluator::judges_best() const {
-  return judges_best_model(cfg_);
-}
-
 bool TrainingEvaluator::due(long step, long steps_per_epoch, long total_steps) const {
-  if (cfg_.eval_strategy == "steps") return step % eval_interval_steps(cfg_) == 0;
+  if (cfg_.eval_strategy == "steps") return step % cfg_.eval_interval_steps == 0;
   if (cfg_.eval_strategy == "epoch") return step == total_steps || (steps_per_epoch > 0 && step % steps_per_epoch == 0);
   return false;
 }

@@ -12,6 +12,8 @@
 
 #include "config/train_config.hpp"
 #include "data/chat_template.hpp"
+#include "data/datasets.hpp"
+#include "data/training_set.hpp"
 #include "data/sft_data.hpp"
 #include "train/best_model.hpp"
 #include "train/run_metrics.hpp"
@@ -27,14 +29,33 @@ struct EvalSet {
   std::vector<LossOn> loss_on;              // per conversation: which of its tokens take loss
 };
 
+// The recipe's evaluation keys (TrainConfig's names), with what is derived from them resolved once.
+struct EvalConfig {
+  std::string eval_dataset_path;
+  int eval_samples = -1;
+  double val_set_size = 0;
+  std::string eval_strategy = "no";
+  int eval_interval_steps = 0;            // eval_steps, else logging_steps
+  bool evaluates_during_training = false;
+  bool judges_best_model = false;
+  bool eval_generate = false;
+  int eval_max_new_tokens = 32;
+  int per_device_eval_batch_size = 64;
+  int max_seq_length = 64;
+  DatasetOptions options;                 // how eval_dataset_path is read: as the training data
+  LossSwitches loss;
+  BestModelRule best_model;
+};
+EvalConfig eval_config(const TrainConfig& cfg);
+
 // held_out: the training set's val_set_size split; conversations: eval_dataset_path's, eval_samples applied.
 // The samples are tokenized only where the run evaluates during training.
-EvalSet make_eval_set(const TrainConfig& cfg, const ChatEncoder& encoder, std::vector<TokenizedSample> held_out,
+EvalSet make_eval_set(const EvalConfig& cfg, const ChatEncoder& encoder, std::vector<TokenizedSample> held_out,
                       std::vector<Conversation> conversations, std::vector<LossOn> loss_on);
 
 class TrainingEvaluator {
  public:
-  TrainingEvaluator(const TrainConfig& cfg, EvalSet set, const ChatEncoder& encoder);
+  TrainingEvaluator(EvalConfig cfg, EvalSet set, const ChatEncoder& encoder);
 
   // Whether eval_strategy asks for an evaluation after step `step` (1-based).
   bool due(long step, long steps_per_epoch, long total_steps) const;
@@ -45,12 +66,13 @@ class TrainingEvaluator {
                                      RunMetrics& metrics);
 
   // judges_best_model of the recipe (config/train_config.hpp).
-  bool judges_best() const;
+  bool judges_best() const { return cfg_.judges_best_model; }
+  const EvalConfig& config() const { return cfg_; }
   BestModelTracker& tracker() { return tracker_; }
   const EvalSet& set() const { return set_; }
 
  private:
-  const TrainConfig& cfg_;
+  EvalConfig cfg_;
   EvalSet set_;
   const ChatEncoder& encoder_;
   BestModelTracker tracker_;

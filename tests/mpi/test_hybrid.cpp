@@ -21,7 +21,7 @@ TEST(HybridSharding, TwoNodesOfTwoMatchOneRank) {
     cfg.ranks_per_node = 2;
     cfg.sharding_strategy = stage == 2 ? "_HYBRID_SHARD_ZERO2" : "";  // a node, by FSDP's name
     cfg.shard_group_size = stage == 2 ? 0 : 2;
-    const ParallelPlan g = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+    const ParallelPlan g = ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
     const Topology& topo = g.topology();
     ASSERT_EQ(g.dims().shard, 2);
     ASSERT_EQ(g.dims().replicas, 2);

@@ -14,7 +14,7 @@ namespace {
 
 TEST(MemoryPreflightMpi, OneRankOverItsBudgetStopsEveryRank) {
   TrainConfig cfg;
-  const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+  const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
   const int r = plan.world().rank(), last = plan.world().size() - 1;
   RankMemoryEstimate need;
   need.optimizer = 3e6;
@@ -63,7 +63,7 @@ TEST(MemoryPreflightMpi, ShardedPersistentEstimateIsWhatTheEngineAllocates) {
           cfg.lora_target_modules = "all-linear";
           cfg.load_in_4bit = peft == "QLoRA";
         }
-        const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+        const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
         Trainer tr(cfg, 10, plan);
         const MemoryReport m = tr.engine().memory();
         const RankMemoryEstimate& e = tr.memory_estimate();

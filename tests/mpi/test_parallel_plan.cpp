@@ -42,7 +42,7 @@ TEST(ParallelPlanGroups, ShardReplicaAndZeroPlusPlusGroupsTileTheWorld) {
   cfg.zero_stage = 3;
   cfg.zero_hpz_partition_size = f % 2 == 0 ? 2 : 1;
   cfg.zero_quantized_gradients = true;
-  const ParallelPlan p = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+  const ParallelPlan p = ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
   EXPECT_EQ(p.dims().shard, f);
   EXPECT_EQ(p.dims().replicas, n / f);
   EXPECT_EQ(p.shard().size(), f);
@@ -84,7 +84,7 @@ TEST(ParallelPlanGroups, ABadLayoutFailsOnEveryRankWithTheSameError) {
   TrainConfig cfg;
   cfg.shard_group_size = n + 1;
   try {
-    ParallelPlan::create(MPI_COMM_WORLD, cfg);
+    ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
     FAIL() << "shard_group_size " << n + 1 << " accepted at " << n << " ranks";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("shard_group_size " + std::to_string(n + 1) + " does not divide the " +
@@ -95,7 +95,7 @@ TEST(ParallelPlanGroups, ABadLayoutFailsOnEveryRankWithTheSameError) {
   cfg.shard_group_size = 0;
   cfg.collectives = "nccl";
   if (!this_build().compute_memory_on_host) GTEST_SKIP() << "a GPU build: nccl is a valid choice here";
-  EXPECT_THROW(ParallelPlan::create(MPI_COMM_WORLD, cfg), ConfigError);
+  EXPECT_THROW(ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg)), ConfigError);
 }
 
 // Rank 1 joins each collective late; every other rank's wait passes the limit and reports it, then

@@ -19,7 +19,7 @@ ParallelPlan qgz_plan(int per_node) {
   cfg.zero_stage = 2;
   cfg.zero_quantized_gradients = true;
   cfg.ranks_per_node = per_node;
-  return ParallelPlan::create(MPI_COMM_WORLD, cfg);
+  return ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
 }
 
 TEST(QuantizedCollectives, Int8AllGatherIsWithinHalfAStepAndIdenticalEverywhere) {

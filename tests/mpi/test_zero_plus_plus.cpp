@@ -24,7 +24,7 @@ RunResult train(TrainConfig cfg, int steps, bool reference) {
   int n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   cfg.ranks_per_node = 2;
-  const ParallelPlan tg = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+  const ParallelPlan tg = ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
   const Topology& topo = tg.topology();
   const long per_step = long(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * n;
   const auto data = samples(static_cast<int>(per_step * steps));

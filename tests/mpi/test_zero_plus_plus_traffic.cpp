@@ -22,7 +22,7 @@ TEST(ZeroPlusPlusTraffic, StepsAfterTheFirstMoveOnlyTheirInputs) {
     cfg.zero_quantized_weights = cfg.zero_quantized_gradients = true;
     cfg.bf16 = bf16;
     cfg.communication_data_type = bf16 ? "bf16" : "fp32";
-    const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, cfg);
+    const ParallelPlan plan = ParallelPlan::create(MPI_COMM_WORLD, parallel_config(cfg));
     ASSERT_EQ(plan.topology().num_nodes, 2);
     const int steps = 3;
     const long per_step = long(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * n;

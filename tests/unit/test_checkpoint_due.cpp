@@ -3,13 +3,12 @@
 
 #include <vector>
 
-#include "config/train_config.hpp"
 #include "train/checkpoint.hpp"
 
 namespace shardft {
 namespace {
 
-std::vector<long> due_steps(const TrainConfig& cfg, long per_epoch, long total) {
+std::vector<long> due_steps(const SaveSchedule& cfg, long per_epoch, long total) {
   std::vector<long> out;
   for (long s = 1; s <= total; ++s) {
     if (checkpoint_due(cfg, s, per_epoch, total)) out.push_back(s);
@@ -18,7 +17,7 @@ std::vector<long> due_steps(const TrainConfig& cfg, long per_epoch, long total) 
 }
 
 TEST(CheckpointDue, StepsSavesEverySaveStepsAndTheLast) {
-  TrainConfig cfg;
+  SaveSchedule cfg;
   cfg.save_steps = 4;
   EXPECT_EQ(due_steps(cfg, 5, 10), (std::vector<long>{4, 8, 10}));
   cfg.save_steps = 0;
@@ -26,14 +25,14 @@ TEST(CheckpointDue, StepsSavesEverySaveStepsAndTheLast) {
 }
 
 TEST(CheckpointDue, EpochSavesAtEachEpochsEndAndTheLast) {
-  TrainConfig cfg;
+  SaveSchedule cfg;
   cfg.save_strategy = "epoch";
   cfg.save_steps = 4;  // not used by this strategy
   EXPECT_EQ(due_steps(cfg, 3, 8), (std::vector<long>{3, 6, 8}));
 }
 
 TEST(CheckpointDue, NoNeverSaves) {
-  TrainConfig cfg;
+  SaveSchedule cfg;
   cfg.save_strategy = "no";
   cfg.save_steps = 2;
   EXPECT_TRUE(due_steps(cfg, 3, 8).empty());

@@ -62,13 +62,6 @@ std::string override_error(const std::vector<std::string>& overrides) {
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
 
-std::string source_of(const TrainConfig& cfg, const std::string& key) {
-  for (const auto& [k, where] : cfg.sources) {
-    if (k == key) return where;
-  }
-  return "";
-}
-
 std::string value_of(const TrainConfig& cfg, const std::string& key) {
   const RecipeKey* spec = find_recipe_key(key);
   if (spec == nullptr) {

@@ -19,6 +19,7 @@
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
 #include "data/datasets.hpp"
+#include "data/training_set.hpp"
 
 namespace shardft {
 namespace {
@@ -282,7 +283,8 @@ TEST_F(DatasetMixing, RecipeDrivesTheMixture) {
   EXPECT_EQ(opt.text_field, "body");
   EXPECT_TRUE(opt.skip_bad_samples);
   EXPECT_EQ(opt.role_map.at("bot"), "assistant");
-  const MixedDataset m = read_training_data(cfg);
+  const TrainingSetConfig section = training_set_config(cfg);
+  const MixedDataset m = mix_datasets(section.datasets, section.options, section.seed);
   EXPECT_EQ(m.samples.size(), 2u + 6u);
   // Without `datasets`, dataset_path with weight 1.
   const TrainConfig single = load_train_config("", {"--dataset_path=" + a});

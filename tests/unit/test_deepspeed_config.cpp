@@ -26,13 +26,6 @@ std::string text_of(const TrainConfig& cfg, const std::string& key) {
   return k ? value_text(cfg, *k) : "";
 }
 
-std::string source_of(const TrainConfig& cfg, const std::string& key) {
-  for (const auto& [k, where] : cfg.sources) {
-    if (k == key) return where;
-  }
-  return "";
-}
-
 std::string error_of(const std::string& ds, const std::vector<std::string>& overrides = {},
                      const std::string& recipe = "") {
   try {

@@ -6,6 +6,7 @@
 
 #include "comm/self_communicator.hpp"
 #include "tests/common/peft_fixture_run.hpp"
+#include "config/adapter_lora_keys.hpp"
 #include "train/lora_adapter_init.hpp"
 
 namespace shardft {

@@ -45,15 +45,15 @@ TEST(LossSwitches, EachSwitchGovernsItsKindOfRecord) {
   ASSERT_EQ(set.size(), 2u);
   EXPECT_EQ(report.prompt_completion, (std::vector<char>{0, 1}));
   TrainConfig cfg;
-  EXPECT_EQ(loss_on(loss_switches(cfg), false), LossOn::assistant);
-  EXPECT_EQ(loss_on(loss_switches(cfg), true), LossOn::assistant);
+  EXPECT_EQ(loss_on(training_set_config(cfg).loss, false), LossOn::assistant);
+  EXPECT_EQ(loss_on(training_set_config(cfg).loss, true), LossOn::assistant);
   cfg.assistant_only_loss = false;
-  EXPECT_EQ(loss_on(loss_switches(cfg), false), LossOn::all);
-  EXPECT_EQ(loss_on(loss_switches(cfg), true), LossOn::assistant);
+  EXPECT_EQ(loss_on(training_set_config(cfg).loss, false), LossOn::all);
+  EXPECT_EQ(loss_on(training_set_config(cfg).loss, true), LossOn::assistant);
   cfg.assistant_only_loss = true;
   cfg.completion_only_loss = false;
-  EXPECT_EQ(loss_on(loss_switches(cfg), false), LossOn::assistant);
-  EXPECT_EQ(loss_on(loss_switches(cfg), true), LossOn::all);
+  EXPECT_EQ(loss_on(training_set_config(cfg).loss, false), LossOn::assistant);
+  EXPECT_EQ(loss_on(training_set_config(cfg).loss, true), LossOn::all);
 }
 
 }  // namespace

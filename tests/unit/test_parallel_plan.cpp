@@ -14,7 +14,7 @@ namespace {
 
 std::string layout_error(const TrainConfig& cfg, int world, int nodes, int ranks_per_node) {
   try {
-    ParallelDims::resolve(cfg, world, nodes, ranks_per_node);
+    ParallelDims::resolve(parallel_config(cfg), world, nodes, ranks_per_node);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -27,7 +27,7 @@ void expect_has(const std::string& text, const std::string& part) {
 
 TEST(ParallelDims, FullShardHybridAndZeroPlusPlusLayouts) {
   TrainConfig cfg;
-  ParallelDims d = ParallelDims::resolve(cfg, 8, 2, 4);
+  ParallelDims d = ParallelDims::resolve(parallel_config(cfg), 8, 2, 4);
   EXPECT_EQ(d.shard, 8);
   EXPECT_EQ(d.replicas, 1);
   EXPECT_FALSE(d.qgz);
@@ -35,7 +35,7 @@ TEST(ParallelDims, FullShardHybridAndZeroPlusPlusLayouts) {
   cfg.sharding_strategy = "HYBRID_SHARD";  // a node per shard group
   cfg.zero_hpz_partition_size = 2;
   cfg.zero_quantized_gradients = true;
-  d = ParallelDims::resolve(cfg, 8, 2, 4);
+  d = ParallelDims::resolve(parallel_config(cfg), 8, 2, 4);
   EXPECT_EQ(d.shard, 4);
   EXPECT_EQ(d.replicas, 2);
   EXPECT_EQ(d.hpz, 2);
@@ -46,12 +46,12 @@ TEST(ParallelDims, FullShardHybridAndZeroPlusPlusLayouts) {
 
   cfg.sharding_strategy = "";
   cfg.shard_group_size = 0;  // the whole world, two nodes: qgZ crosses them
-  d = ParallelDims::resolve(cfg, 8, 2, 4);
+  d = ParallelDims::resolve(parallel_config(cfg), 8, 2, 4);
   EXPECT_EQ(d.qgz_intra, 4);
   EXPECT_EQ(d.qgz_cross, 2);
   cfg.shard_group_size = 2;  // explicit, wins over the strategy
   cfg.sharding_strategy = "HYBRID_SHARD";
-  d = ParallelDims::resolve(cfg, 8, 2, 4);
+  d = ParallelDims::resolve(parallel_config(cfg), 8, 2, 4);
   EXPECT_EQ(d.shard, 2);
   EXPECT_EQ(d.replicas, 4);
 }

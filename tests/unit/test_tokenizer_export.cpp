@@ -24,7 +24,7 @@ TEST(TokenizerExport, ABuiltInTemplateGoesIntoANewTokenizerConfig) {
   const std::string tokenizer = SHARDFT_REFERENCE_DIR "/hf/tiny_qwen2/tokenizer.json";  // no tokenizer_config.json
   const auto tok = load_tokenizer(tokenizer);
   const ChatEncoder encoder(*tok, chat_template_for(ChatTemplateKind::chatml, *tok));
-  TrainConfig cfg;
+  TokenizerSources cfg;
   cfg.tokenizer_name_or_path = tokenizer;
   const TokenizerExport e = tokenizer_export(cfg, encoder);
   EXPECT_EQ(e.tokenizer_config.at("tokenizer_class"), "PreTrainedTokenizerFast");
@@ -53,7 +53,7 @@ TEST(TokenizerExport, TheModelsOwnConfigsKeepTheirKeys) {
   std::ofstream(model / "generation_config.json") << R"({"eos_token_id": [7, 151645], "temperature": 0.7})";
   const auto tok = load_tokenizer(model.string());
   const ChatEncoder encoder(*tok, chat_template_for(ChatTemplateKind::chatml, *tok));
-  TrainConfig cfg;
+  TokenizerSources cfg;
   cfg.tokenizer_name_or_path = model.string();
   cfg.model_name_or_path = model.string();
   const TokenizerExport e = tokenizer_export(cfg, encoder);
@@ -76,7 +76,7 @@ TEST(TokenizerExport, TheModelsOwnConfigsKeepTheirKeys) {
 TEST(TokenizerExport, TheByteTokenizerGetsAGenerationConfigOnly) {
   ByteTokenizer tok;
   const ChatEncoder encoder(tok, chat_template_for(ChatTemplateKind::shardft, tok));
-  const TokenizerExport e = tokenizer_export(TrainConfig{}, encoder);
+  const TokenizerExport e = tokenizer_export(TokenizerSources{}, encoder);
   EXPECT_TRUE(e.tokenizer_config.is_null());
   EXPECT_EQ(e.generation_config.at("eos_token_id"), tok.special_token_id("<|end|>"));
   EXPECT_EQ(e.generation_config.at("bos_token_id"), tok.special_token_id("<|bos|>"));

@@ -106,7 +106,7 @@ TEST(TrainingEvaluator, StepsAndEpochStrategies) {
   EvalSet set;
   set.samples.push_back(encoder.encode({{"user", "a"}, {"assistant", "A"}}, 32));
   auto due_steps = [&](TrainConfig cfg, long per_epoch, long total) {
-    TrainingEvaluator ev(cfg, set, encoder);
+    TrainingEvaluator ev(eval_config(cfg), set, encoder);
     std::vector<long> out;
     for (long s = 1; s <= total; ++s) {
       if (ev.due(s, per_epoch, total)) out.push_back(s);
@@ -123,7 +123,7 @@ TEST(TrainingEvaluator, StepsAndEpochStrategies) {
   EXPECT_EQ(due_steps(cfg, 4, 10), (std::vector<long>{5, 10}));
   cfg.eval_strategy = "epoch";
   EXPECT_EQ(due_steps(cfg, 4, 10), (std::vector<long>{4, 8, 10}));  // each epoch's end and the last
-  EXPECT_THROW(TrainingEvaluator(cfg, EvalSet{}, encoder), DataError);
+  EXPECT_THROW(TrainingEvaluator(eval_config(cfg), EvalSet{}, encoder), DataError);
 }
 
 std::vector<TokenizedSample> numbered(int n) {
