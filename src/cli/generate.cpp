@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "config/train_config.hpp"
 #include "data/datasets.hpp"
+#include "train/recipe_sections.hpp"
 
 namespace shardft::cli {
 

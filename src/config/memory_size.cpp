@@ -38,10 +38,10 @@ std::string canonical_memory_size_text(const std::string& text) {
   return text;
 }
 
-double memory_limit_bytes(const TrainConfig& cfg) {
-  if (cfg.max_memory_per_rank == "auto") return -1;
-  if (cfg.max_memory_per_rank == "none") return 0;
-  return parse_memory_size(cfg.max_memory_per_rank);
+double memory_limit_bytes(const std::string& max_memory_per_rank) {
+  if (max_memory_per_rank == "auto") return -1;
+  if (max_memory_per_rank == "none") return 0;
+  return parse_memory_size(max_memory_per_rank);
 }
 
 }  // namespace shardft

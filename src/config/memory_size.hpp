@@ -4,7 +4,6 @@
 // a bare number (or "B") is bytes.
 #include <string>
 
-#include "config/train_config.hpp"
 
 namespace shardft {
 
@@ -16,6 +15,6 @@ double parse_memory_size(const std::string& text);
 std::string canonical_memory_size_text(const std::string& text);
 
 // max_memory_per_rank: < 0 for auto, 0 for none, else bytes.
-double memory_limit_bytes(const TrainConfig& cfg);
+double memory_limit_bytes(const std::string& max_memory_per_rank);
 
 }  // namespace shardft

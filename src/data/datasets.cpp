@@ -350,14 +350,6 @@ std::vector<Conversation> read_dataset_text(const std::string& path, const std::
 
 std::vector<Conversation> read_conversations_jsonl(const std::string& path) { return read_dataset(path, {}); }
 
-DatasetOptions dataset_options(const TrainConfig& cfg) {
-  DatasetOptions opt;
-  opt.text_field = cfg.dataset_text_field;
-  opt.role_map = role_map_of(cfg);
-  opt.skip_bad_samples = cfg.skip_bad_samples;
-  return opt;
-}
-
 MixedDataset mix_datasets(const std::vector<DatasetSpec>& specs, const DatasetOptions& options, std::uint64_t seed) {
   if (specs.empty()) throw DataError("no training dataset given");
   MixedDataset mixed;

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "config/data_keys.hpp"
-#include "config/train_config.hpp"
+#include "config/config_error.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {
@@ -35,7 +35,6 @@ struct DatasetOptions {
   // assistant turn, and {"prompt": ...} needs no "completion".
   bool require_assistant = true;
 };
-DatasetOptions dataset_options(const TrainConfig& cfg);
 
 // What reading one file found.
 struct DatasetFileReport {

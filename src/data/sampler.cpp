@@ -5,20 +5,6 @@
 
 namespace shardft {
 
-SamplerConfig sampler_section(const TrainConfig& cfg) {
-  SamplerConfig s;
-  s.per_device_train_batch_size = cfg.per_device_train_batch_size;
-  s.gradient_accumulation_steps = cfg.gradient_accumulation_steps;
-  s.train_batch_size = cfg.train_batch_size;
-  s.max_steps = cfg.max_steps;
-  s.num_train_epochs = cfg.num_train_epochs;
-  s.packing = cfg.packing;
-  s.order_seed = data_order_seed(cfg);
-  // The one file, or the mixture.
-  s.data_name = cfg.datasets.empty() ? cfg.dataset_path : "datasets " + cfg.datasets;
-  return s;
-}
-
 StepPlan plan_steps(const SamplerConfig& cfg, long num_samples, int dp_ranks) {
   if (cfg.train_batch_size > 0) {
     const long got = static_cast<long>(cfg.per_device_train_batch_size) * cfg.gradient_accumulation_steps * dp_ranks;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "config/train_config.hpp"
+#include "config/config_error.hpp"
 
 namespace shardft {
 
@@ -22,7 +22,6 @@ struct SamplerConfig {
   std::uint64_t order_seed = 0;  // the epochs' order (data_seed, else seed)
   std::string data_name;         // what the training data is called in messages
 };
-SamplerConfig sampler_section(const TrainConfig& cfg);
 
 // How many optimizer steps a run takes over n training samples (HF semantics: an epoch is the
 // whole global batches that fit; max_steps > 0 wins over num_train_epochs).

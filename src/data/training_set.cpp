@@ -85,21 +85,6 @@ class TokenizeProgress {
 
 }  // namespace
 
-TrainingSetConfig training_set_config(const TrainConfig& cfg) {
-  TrainingSetConfig c;
-  c.datasets = training_datasets(cfg);
-  c.options = dataset_options(cfg);
-  c.role_map = cfg.role_map;
-  c.seed = data_order_seed(cfg);
-  c.max_seq_length = cfg.max_seq_length;
-  c.packing = cfg.packing;
-  c.packing_strategy = cfg.packing_strategy;
-  c.val_set_size = cfg.val_set_size;
-  c.loss = {cfg.assistant_only_loss, cfg.completion_only_loss};
-  c.cache_dir = cfg.dataset_cache_dir;
-  return c;
-}
-
 std::string training_set_settings(const TrainingSetConfig& cfg, const ChatEncoder& encoder, const std::string& tokenizer_fp) {
   std::ostringstream s;
   s << "format: " << kCacheFormat << "\n";

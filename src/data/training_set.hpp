@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config/train_config.hpp"
+#include "config/config_error.hpp"
 #include "data/chat_template.hpp"
 #include "data/datasets.hpp"
 #include "data/sft_data.hpp"
@@ -39,7 +39,6 @@ struct TrainingSetConfig {
   LossSwitches loss;
   std::string cache_dir;              // dataset_cache_dir; empty: no cache
 };
-TrainingSetConfig training_set_config(const TrainConfig& cfg);
 
 struct TrainingSet {
   std::vector<TokenizedSample> samples;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "comm/communicator_factory.hpp"
+#include "config/train_config.hpp"  // is_hybrid_strategy
 
 namespace shardft {
 
@@ -27,11 +28,6 @@ std::vector<int> divisors(int n) {
 std::string plural(int n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
 
 }  // namespace
-
-ParallelConfig parallel_config(const TrainConfig& cfg) {
-  return {cfg.shard_group_size, cfg.sharding_strategy, cfg.zero_hpz_partition_size, cfg.zero_quantized_gradients,
-          cfg.ranks_per_node, cfg.collectives, cfg.collective_timeout_s};
-}
 
 ParallelDims ParallelDims::resolve(const ParallelConfig& cfg, int world, int nodes, int ranks_per_node) {
   ParallelDims d;

@@ -20,11 +20,12 @@
 
 #include "comm/communicator.hpp"
 #include "comm/topology.hpp"
-#include "config/train_config.hpp"
+#include "config/config_error.hpp"
 
 namespace shardft {
 
-// What the plan reads of the recipe (the keys' names and meanings are TrainConfig's).
+// What the plan reads of the recipe (the keys' names and meanings are TrainConfig's; built by
+// train/recipe_sections.hpp).
 struct ParallelConfig {
   int shard_group_size = 0;
   std::string sharding_strategy;
@@ -34,7 +35,6 @@ struct ParallelConfig {
   std::string collectives = "auto";
   double collective_timeout_s = 1800;
 };
-ParallelConfig parallel_config(const TrainConfig& cfg);
 
 struct ParallelDims {
   int world = 1, nodes = 1, ranks_per_node = 1;

@@ -19,6 +19,7 @@
 #include "train/adapter_merge.hpp"
 #include "train/pretrained.hpp"
 #include "train/qlora_base.hpp"
+#include "train/recipe_sections.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

@@ -17,6 +17,7 @@
 #include "train/hf_export.hpp"
 #include "train/adapter_export.hpp"
 #include "train/qlora_base.hpp"
+#include "train/recipe_sections.hpp"
 
 namespace fs = std::filesystem;
 

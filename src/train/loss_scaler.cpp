@@ -7,17 +7,6 @@
 
 namespace shardft {
 
-LossScalerConfig loss_scaler_config(const TrainConfig& cfg) {
-  LossScalerConfig c;
-  c.dynamic = cfg.loss_scale == 0;
-  c.initial_scale = c.dynamic ? std::ldexp(1.0, cfg.initial_scale_power) : cfg.loss_scale;
-  c.window = cfg.loss_scale_window;
-  c.hysteresis = cfg.hysteresis;
-  c.consecutive_hysteresis = cfg.consecutive_hysteresis;
-  c.min_scale = cfg.min_loss_scale;
-  return c;
-}
-
 LossScaler::LossScaler(const LossScalerConfig& cfg)
     : enabled_(true), cfg_(cfg), scale_(cfg.initial_scale), hysteresis_left_(cfg.hysteresis) {}
 

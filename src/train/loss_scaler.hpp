@@ -11,7 +11,7 @@
 // A static scale (loss_scale > 0) never changes; an overflowing step is still skipped, as DeepSpeed does.
 #include <nlohmann/json.hpp>
 
-#include "config/train_config.hpp"
+#include "config/config_error.hpp"
 
 namespace shardft {
 
@@ -23,7 +23,6 @@ struct LossScalerConfig {
   bool consecutive_hysteresis = false;
   double min_scale = 1;
 };
-LossScalerConfig loss_scaler_config(const TrainConfig& cfg);
 
 class LossScaler {
  public:

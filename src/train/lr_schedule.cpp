@@ -88,35 +88,6 @@ double LrSchedule::at(long step) const {
   throw std::invalid_argument("unknown lr_scheduler_type '" + type + "'");
 }
 
-LrSchedule make_lr_schedule(const TrainConfig& cfg, long total_steps) {
-  LrSchedule s;
-  s.type = cfg.lr_scheduler_type;
-  s.peak_lr = cfg.learning_rate;
-  s.total_steps = total_steps;
-  s.warmup_steps = resolve_warmup_steps(cfg.warmup_steps, cfg.warmup_ratio, total_steps);
-  const LrSchedulerKwargs kw = parse_lr_scheduler_kwargs_text(cfg.lr_scheduler_kwargs);
-  const double min_lr = kw.min_lr ? *kw.min_lr : cfg.min_lr;
-  s.min_lr_rate = min_lr > 0 ? min_lr / cfg.learning_rate : kw.min_lr_rate ? *kw.min_lr_rate : cfg.min_lr_rate;
-  s.num_cycles = kw.num_cycles ? *kw.num_cycles : s.type == "cosine_with_restarts" ? 1.0 : 0.5;
-  if (s.type == "warmup_stable_decay") {
-    s.decay_steps = kw.num_decay_steps.value_or(0);
-    s.stable_steps = kw.num_stable_steps ? *kw.num_stable_steps : total_steps - s.warmup_steps - s.decay_steps;
-    s.min_lr_ratio = kw.min_lr_ratio.value_or(0.0);
-    if (!kw.warmup_type.empty()) s.wsd_warmup = kw.warmup_type;
-    if (!kw.decay_type.empty()) s.wsd_decay = kw.decay_type;
-    if (s.stable_steps < 0) {
-      throw ConfigError("lr_scheduler_type warmup_stable_decay: warm-up (" + std::to_string(s.warmup_steps) +
-                        " steps) and num_decay_steps (" + std::to_string(s.decay_steps) + ") exceed the run's " +
-                        std::to_string(total_steps) + " steps");
-    }
-  }
-  s.warmup_type = cfg.warmup_type;
-  s.warmup_min_lr = cfg.warmup_min_lr;
-  s.warmup_min_ratio = cfg.warmup_min_ratio;
-  s.cos_min_ratio = cfg.cos_min_ratio;
-  return s;
-}
-
 long resolve_warmup_steps(long warmup_steps, double warmup_ratio, long total_steps) {
   if (warmup_steps > 0) return warmup_steps;
   return static_cast<long>(std::ceil(warmup_ratio * static_cast<double>(total_steps)));

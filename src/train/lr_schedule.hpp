@@ -34,7 +34,7 @@
 // (tests/reference/make_deepspeed_lr.py, tests/unit/test_lr_schedule.cpp).
 #include <string>
 
-#include "config/train_config.hpp"
+#include "config/config_error.hpp"
 
 namespace shardft {
 
@@ -60,10 +60,6 @@ struct LrSchedule {
 
 // True for the lr_scheduler_type values that name DeepSpeed's schedules.
 bool is_deepspeed_schedule(const std::string& type);
-
-// The run's schedule from the recipe's keys (and lr_scheduler_kwargs), for a run of total_steps optimizer
-// steps. ConfigError where warmup_stable_decay's warm-up and decay do not fit in the run.
-LrSchedule make_lr_schedule(const TrainConfig& cfg, long total_steps);
 
 // Warm-up steps from warmup_steps, or from warmup_ratio of the run when warmup_steps is 0 (HF: ceil).
 long resolve_warmup_steps(long warmup_steps, double warmup_ratio, long total_steps);

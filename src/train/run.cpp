@@ -15,6 +15,7 @@
 #include "train/output_dir_claim.hpp"
 #include "train/output_lock.hpp"
 #include "train/pretrained.hpp"
+#include "train/recipe_sections.hpp"
 #include "train/run_end.hpp"
 #include "train/run_metrics.hpp"
 #include "train/run_setup.hpp"

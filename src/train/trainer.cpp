@@ -17,6 +17,7 @@
 #include "config/adapter_lora_keys.hpp"
 #include "train/lora_adapter_init.hpp"
 #include "train/pretrained.hpp"
+#include "train/recipe_sections.hpp"
 
 namespace shardft {
 
@@ -32,41 +33,9 @@ ModelInputs to_model_inputs(const TokenBatch& b) {
   return upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets);
 }
 
-ComputeDtype compute_dtype(const TrainConfig& cfg) {
-  return cfg.bf16 ? ComputeDtype::bf16 : cfg.fp16 ? ComputeDtype::fp16 : ComputeDtype::fp32;
-}
-
 void round_to_compute_dtype(ComputeDtype dtype, View1<float> weights) {
   if (dtype == ComputeDtype::bf16) round_to_bf16(weights, weights);
   if (dtype == ComputeDtype::fp16) round_to_fp16(weights, weights);
-}
-
-ZeroConfig zero_config(const TrainConfig& cfg) {
-  ZeroConfig z;
-  z.stage = cfg.zero_stage;
-  z.dtype = compute_dtype(cfg);
-  z.adam_beta1 = cfg.adam_beta1;
-  z.adam_beta2 = cfg.adam_beta2;
-  z.adam_epsilon = cfg.adam_epsilon;
-  z.weight_decay = cfg.weight_decay;
-  z.bf16_gradients = cfg.communication_data_type == "bf16";
-  z.quantized_weights = cfg.zero_quantized_weights;
-  z.quantized_gradients = cfg.zero_quantized_gradients;
-  z.hpz_partition_size = cfg.zero_hpz_partition_size;
-  z.quantization_block = cfg.zero_quantization_block_size;
-  // Gradient buckets: "auto" is hidden_size^2, smaller than a layer block, so every unit (embedding,
-  // layer, head) is a bucket of its own: a reduction starts as soon as a layer's backward ends and no
-  // gradient waits for others to fill its bucket (DeepSpeed's 5e8 would be one bucket sent after the
-  // whole backward, overlapping nothing, holding the full gradient).
-  z.reduce_bucket_elements = resolved_reduce_bucket_size(cfg);
-  z.overlap_comm = cfg.overlap_comm;
-  z.overlap_optimizer = optimizer_overlaps(cfg, SideQueue::separate_queues());
-  z.allgather_bucket_elements = resolved_allgather_bucket_size(cfg);
-  // Stage 3 prefetches the next block; an explicit allgather_bucket_size lets it gather further ahead.
-  // Not "auto" (5e8: every weight of any model below 500M parameters), which would hold the whole
-  // model gathered and undo stage 3's memory saving.
-  z.prefetch_elements = cfg.allgather_bucket_size == "auto" ? 0 : resolved_allgather_bucket_size(cfg);
-  return z;
 }
 
 namespace {
@@ -86,7 +55,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, Communicator& dp_grou
 Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& plan)
     : cfg_(with_adapter_lora_keys(cfg)),  // an adapter's LoRA keys folded in (config/adapter_lora_keys.hpp)
       plan_(plan),
-      memory_budget_(rank_memory_budget(cfg_, plan.topology().ranks_sharing_memory)),
+      memory_budget_(rank_memory_budget(cfg_.max_memory_per_rank, plan.topology().ranks_sharing_memory)),
       group_(plan.world()),
       model_(cfg_.model, compute_dtype(cfg_), lora_spec(cfg_)),
       ignored_weights_(cfg_.model_name_or_path.empty()

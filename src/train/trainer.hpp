@@ -125,8 +125,6 @@ class Trainer {
 ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size);
 ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size, InputBuffers& buffers);
 ModelInputs to_model_inputs(const TokenBatch& b);
-ZeroConfig zero_config(const TrainConfig& cfg);
-ComputeDtype compute_dtype(const TrainConfig& cfg);  // bf16, fp16 or fp32 as the recipe says
 // Weights held in fp32 buffers for a model without the engine (evaluation, generation), rounded in place
 // to the compute dtype as the engine's compute weights are.
 void round_to_compute_dtype(ComputeDtype dtype, View1<float> weights);

@@ -6,28 +6,6 @@
 
 namespace shardft {
 
-EvalConfig eval_config(const TrainConfig& cfg) {
-  EvalConfig e;
-  e.eval_dataset_path = cfg.eval_dataset_path;
-  e.eval_samples = cfg.eval_samples;
-  e.val_set_size = cfg.val_set_size;
-  e.eval_strategy = cfg.eval_strategy;
-  e.eval_interval_steps = eval_interval_steps(cfg);
-  e.evaluates_during_training = evaluates_during_training(cfg);
-  e.judges_best_model = judges_best_model(cfg);
-  e.eval_generate = cfg.eval_generate;
-  e.eval_max_new_tokens = cfg.eval_max_new_tokens;
-  e.per_device_eval_batch_size = cfg.per_device_eval_batch_size;
-  e.max_seq_length = cfg.max_seq_length;
-  e.options = dataset_options(cfg);
-  e.loss = {cfg.assistant_only_loss, cfg.completion_only_loss};
-  e.best_model.metric = best_model_metric(cfg);
-  e.best_model.greater_is_better = best_metric_greater_is_better(cfg);
-  e.best_model.patience = cfg.early_stopping_patience;
-  e.best_model.threshold = cfg.early_stopping_threshold;
-  return e;
-}
-
 TrainingEvaluator::TrainingEvaluator(EvalConfig cfg, EvalSet set, const ChatEncoder& encoder)
     : cfg_(std::move(cfg)), set_(std::move(set)), encoder_(encoder), tracker_(cfg_.best_model) {
   if (set_.samples.empty() && cfg_.evaluates_during_training) {

@@ -46,7 +46,6 @@ struct EvalConfig {
   LossSwitches loss;
   BestModelRule best_model;
 };
-EvalConfig eval_config(const TrainConfig& cfg);
 
 // held_out: the training set's val_set_size split; conversations: eval_dataset_path's, eval_samples applied.
 // The samples are tokenized only where the run evaluates during training.

@@ -11,6 +11,7 @@
 #include "comm/communicator_factory.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "parallel/parallel_plan.hpp"
+#include "train/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "kernels/device_traffic.hpp"
 #include "parallel/parallel_plan.hpp"
+#include "train/recipe_sections.hpp"
 #include "zero_test_util.hpp"
 
 namespace shardft {

@@ -10,6 +10,7 @@
 
 #include "config/train_config.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

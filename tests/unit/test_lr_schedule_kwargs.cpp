@@ -12,6 +12,7 @@
 #include "config/lr_scheduler_kwargs.hpp"
 #include "config/train_config.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

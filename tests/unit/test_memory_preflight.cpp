@@ -149,9 +149,9 @@ TEST(MemoryPreflight, ALargeModelOverItsBudgetIsRefusedBeforeAllocating) {
 
 TEST(MemoryPreflight, NoneSkipsTheCheckAndAutoReadsTheMachine) {
   TrainConfig cfg = small_model(0, false);
-  EXPECT_EQ(rank_memory_budget(cfg, 1).bytes, -1);
+  EXPECT_EQ(rank_memory_budget(cfg.max_memory_per_rank, 1).bytes, -1);
   cfg.max_memory_per_rank = "auto";
-  const RankMemoryBudget one = rank_memory_budget(cfg, 1), two = rank_memory_budget(cfg, 2);
+  const RankMemoryBudget one = rank_memory_budget(cfg.max_memory_per_rank, 1), two = rank_memory_budget(cfg.max_memory_per_rank, 2);
   ASSERT_GT(one.bytes, 0) << one.source;
   if (testing_util::kComputeOnDevice) {  // a rank per GPU: its free memory is its own
     EXPECT_NEAR(two.bytes, one.bytes, 0.05 * one.bytes) << two.source;
@@ -161,7 +161,7 @@ TEST(MemoryPreflight, NoneSkipsTheCheckAndAutoReadsTheMachine) {
     EXPECT_NE(two.source.find("shared by 2 ranks"), std::string::npos) << two.source;
   }
   cfg.max_memory_per_rank = "12GiB";
-  EXPECT_EQ(rank_memory_budget(cfg, 4).bytes, 12.0 * 1073741824.0);
+  EXPECT_EQ(rank_memory_budget(cfg.max_memory_per_rank, 4).bytes, 12.0 * 1073741824.0);
 }
 
 TEST(MemoryPreflight, SizesParseAsAccelerateReadsThem) {

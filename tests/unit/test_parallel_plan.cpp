@@ -8,6 +8,7 @@
 
 #include "comm/communicator_factory.hpp"
 #include "parallel/parallel_plan.hpp"
+#include "train/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

@@ -24,21 +24,6 @@ std::string RankMemoryEstimate::describe() const {
   return s.str();
 }
 
-ActivationShape activation_shape(const TrainConfig& cfg) {
-  ActivationShape a;
-  a.batch = cfg.per_device_train_batch_size;
-  a.seq = cfg.max_seq_length;
-  a.checkpointing = cfg.gradient_checkpointing;
-  a.eager_attention = cfg.attn_implementation == "eager";
-  a.bf16 = cfg.bf16;
-  a.logits_chunk_tokens = cfg.logits_chunk_tokens;
-  // As train/attention_choice.cpp chooses (a failed self-test there makes this an underestimate).
-  const bool fused_allowed = cfg.attn_implementation != "eager" && cfg.attn_implementation != "memory_efficient";
-  a.fused_attention = cfg.bf16 && fused_allowed && fused_attention_built();
-  a.gemm_widening_tile = cfg.bf16 && gemm_widens_bf16() ? gemm_bf16_tile_elements() : 0;
-  return a;
-}
-
 namespace {
 
 // bf16 compute through fp32 kernels (ActivationShape): eager attention's widened q, k, v and fp32
@@ -149,9 +134,9 @@ RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLay
   return e;
 }
 
-RankMemoryBudget rank_memory_budget(const TrainConfig& cfg, int ranks_sharing_host) {
-  const double limit = memory_limit_bytes(cfg);
-  if (limit > 0) return {limit, "max_memory_per_rank: " + cfg.max_memory_per_rank};
+RankMemoryBudget rank_memory_budget(const std::string& max_memory_per_rank, int ranks_sharing_host) {
+  const double limit = memory_limit_bytes(max_memory_per_rank);
+  if (limit > 0) return {limit, "max_memory_per_rank: " + max_memory_per_rank};
   if (limit == 0) return {-1, "max_memory_per_rank: none"};
   MemoryCapacity cap = compute_memory_capacity();
   if (cap.bytes < 0) return {-1, "unknown (nothing to read the memory from)"};

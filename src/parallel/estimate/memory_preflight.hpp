@@ -8,7 +8,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
-#include "config/train_config.hpp"
+#include "config/config_error.hpp"
 #include "model/param_layout.hpp"
 #include "parallel/zero/zero_config.hpp"
 
@@ -37,7 +37,6 @@ struct ActivationShape {
   bool fused_attention = false;
   std::int64_t gemm_widening_tile = 0;
 };
-ActivationShape activation_shape(const TrainConfig& cfg);
 
 // One rank of a shard group of `shard_size` ranks.
 RankMemoryEstimate estimate_rank_memory(const ModelConfig& model, const ParamLayout& layout, const ZeroConfig& zero,
@@ -49,7 +48,7 @@ struct RankMemoryBudget {
   double bytes = -1;
   std::string source;
 };
-RankMemoryBudget rank_memory_budget(const TrainConfig& cfg, int ranks_sharing_host);
+RankMemoryBudget rank_memory_budget(const std::string& max_memory_per_rank, int ranks_sharing_host);
 
 // Collective over `world` (every rank calls it): throws ConfigError on every rank when any rank's
 // estimate exceeds its budget, naming that rank, both numbers, their parts, and what would help. Does
