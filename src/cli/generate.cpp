@@ -1,6 +1,6 @@
 // `shardft generate`: talk to a trained model. Greedy or sampled completions of one prompt, of a file of
 // conversations (one JSON line each), or of a chat on stdin (--interactive).
-#include "train/chat_model.hpp"
+#include "infer/chat_model.hpp"
 #include "infer/generate.hpp"
 
 #include <unistd.h>

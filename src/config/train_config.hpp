@@ -100,7 +100,7 @@ struct TrainConfig {
   double neftune_noise_alpha = 0;            // HF's key: NEFTune's uniform noise on the embeddings while training; 0: off
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
   int logits_chunk_tokens = 256;             // LM head + cross-entropy in chunks of this many tokens; 0: all
-  // HF's key: auto | sdpa | flash_attention_2 (the fused bf16 kernels where built, train/attention_choice.hpp)
+  // HF's key: auto | sdpa | flash_attention_2 (the fused bf16 kernels where built, infer/attention_choice.hpp)
   // | memory_efficient (log-sum-exp kernels) | eager
   std::string attn_implementation = "auto";
   bool deterministic_attention = true;       // false: cuDNN's backward with fp32 atomics for dq (not reproducible)

@@ -2,7 +2,8 @@
 // Text generation: the next-token sampler (greedy, or softmax(logits / temperature) restricted to the
 // top_k most likely tokens and then to the smallest top-p nucleus, drawn with a seeded generator) and
 // the decoding loop evaluation and `shardft generate` share. Opening a model directory to talk to is
-// train/chat_model.hpp, which loads checkpoints, merges adapters and quantizes through the training code.
+// infer/chat_model.hpp, which reads checkpoints (infer/checkpoint_read.hpp), merges adapters
+// (infer/adapter_merge.hpp) and rebuilds a QLoRA base (infer/qlora_base.hpp).
 //
 // The decoding loop keeps a KV cache (model/decoder_cache.hpp) unless told not to: the prompts run once,
 // then each new token costs one token's forward.

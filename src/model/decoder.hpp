@@ -96,7 +96,7 @@ class Decoder {
   bool memory_efficient_attention() const { return memory_efficient_attention_; }
   // Attention on the fused bf16 kernels (kernels/attention_fused.hpp, cuDNN's SDPA on a GPU) in bf16
   // compute, for inputs whose segments are known; the kernel above otherwise. The caller checks that
-  // they are built and pass their self-test (train/attention_choice.hpp). column_blocks: they read q, k,
+  // they are built and pass their self-test (infer/attention_choice.hpp). column_blocks: they read q, k,
   // v as column blocks of one array (the stacked projection's output; their own self-test), else dense.
   // deterministic_backward: false takes cuDNN's atomic backward (AttentionShape::deterministic_backward).
   void set_fused_attention(bool on, bool column_blocks = true, bool deterministic_backward = true) {

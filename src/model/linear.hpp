@@ -22,16 +22,13 @@
 #include "kernels/gemm.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/types.hpp"
+#include "model/compute_dtype.hpp"
 #include "model/growing_buffer.hpp"
 #include "model/param_layout.hpp"
 #include "model/param_source.hpp"
 
 namespace shardft {
 
-enum class ComputeDtype { fp32, bf16, fp16 };
-inline const char* compute_dtype_name(ComputeDtype d) {  // "fp32", "bf16", "fp16"
-  return d == ComputeDtype::bf16 ? "bf16" : d == ComputeDtype::fp16 ? "fp16" : "fp32";
-}
 
 // LoRA's term (PEFT's lora_A / lora_B) on the output columns [col0, col0 + out) of a linear layer:
 //   y[:, cols] += s * (x A^T) B^T,  A [r, in], B [out, r], s = lora_alpha / r (or / sqrt(r), rsLoRA)

@@ -43,7 +43,7 @@ struct Nf4GatherCounts {
 
 // dst = what a model computing in dtype reads of these NF4 bytes, as fp32: the dequantized values,
 // rounded to bf16 (nearest even) or fp16 in those dtypes. The one definition QLoRA's forward, gathers
-// of the whole model and adapter merges (train/qlora_base) share.
+// of the whole model and adapter merges (infer/qlora_base) share.
 void nf4_dequantize_as_read(Unmanaged1<const std::uint8_t> packed, Unmanaged1<const std::uint8_t> absmax_q,
                             Unmanaged1<const float> absmax2, float offset, ComputeDtype dtype, Unmanaged1<float> dst);
 

@@ -24,7 +24,7 @@
 
 namespace shardft {
 
-// What the plan reads of the recipe (the keys' names and meanings are TrainConfig's; built by
+// What the plan reads of the recipe (under the recipe keys' names and meanings; built by
 // train/recipe_sections.hpp).
 struct ParallelConfig {
   int shard_group_size = 0;

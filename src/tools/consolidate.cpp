@@ -12,8 +12,8 @@
 #include "io/checkpoint_meta.hpp"
 #include "io/hdf5_shard.hpp"
 #include "train/checkpoint.hpp"
-#include "train/checkpoint_read.hpp"
-#include "train/hf_export.hpp"
+#include "infer/checkpoint_read.hpp"
+#include "infer/hf_export.hpp"
 #include "train/output_path.hpp"
 
 namespace shardft {

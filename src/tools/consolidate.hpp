@@ -2,7 +2,7 @@
 // `shardft consolidate` and `shardft inspect`. From a sharded checkpoint to what transformers loads:
 // model.safetensors (or numbered shards plus model.safetensors.index.json past max_shard_bytes) and
 // config.json. Streams tensor by tensor: each tensor is assembled from the rank files' slices (reading
-// them: train/checkpoint_read.hpp), converted and written, so peak memory is about the largest tensor,
+// them: infer/checkpoint_read.hpp), converted and written, so peak memory is about the largest tensor,
 // never the model.
 #include <cstdint>
 #include <functional>

@@ -10,12 +10,12 @@
 
 #include "io/hf_weights.hpp"
 #include "io/peft_adapter.hpp"
-#include "train/adapter_merge.hpp"
+#include "infer/adapter_merge.hpp"
 #include "train/checkpoint.hpp"
-#include "train/checkpoint_read.hpp"
-#include "train/hf_export.hpp"
+#include "infer/checkpoint_read.hpp"
+#include "infer/hf_export.hpp"
 #include "train/output_path.hpp"
-#include "train/qlora_base.hpp"
+#include "infer/qlora_base.hpp"
 
 namespace shardft {
 

@@ -13,10 +13,10 @@
 
 #include "io/checkpoint_meta.hpp"
 #include "io/hdf5_shard.hpp"
-#include "train/collective_error.hpp"
-#include "train/hf_export.hpp"
+#include "comm/collective_error.hpp"
+#include "infer/hf_export.hpp"
 #include "train/adapter_export.hpp"
-#include "train/qlora_base.hpp"
+#include "infer/qlora_base.hpp"
 #include "train/recipe_sections.hpp"
 
 namespace fs = std::filesystem;
@@ -255,7 +255,7 @@ nlohmann::json checkpoint_metadata(const TrainConfig& cfg, Trainer& tr, const Ch
     meta["optimizer_steps"] = tr.steps_done();
     meta["loss_scaler"] = tr.loss_scaler().state();
   }
-  // QLoRA: what an adapter merge must quantize the base to (train/qlora_base.hpp).
+  // QLoRA: what an adapter merge must quantize the base to (infer/qlora_base.hpp).
   const nlohmann::json qlora = qlora_base_meta(layout, compute_dtype(cfg));
   if (!qlora.is_null()) meta["qlora_base"] = qlora;
   if (!state.run_id.empty()) meta["run_id"] = state.run_id;

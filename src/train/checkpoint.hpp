@@ -45,7 +45,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
 // save_steps and the last; epoch: each epoch's last step and the last; no and best: never (a preempted
 // run saves regardless; best saves at an evaluation that sets a new best, train/training_eval.hpp).
 struct SaveSchedule {
-  std::string save_strategy = "steps";  // HF's keys, as TrainConfig holds them
+  std::string save_strategy = "steps";  // HF's keys, as the recipe holds them
   int save_steps = 0;
 };
 bool checkpoint_due(const SaveSchedule& cfg, long step, long steps_per_epoch, long total_steps);

@@ -1,5 +1,5 @@
 // Reading a checkpoint back for training: every rank checks metadata.json's seal and verifies each rank
-// file it is going to read before it reads it; the ranks then agree (train/collective_error.hpp) on
+// file it is going to read before it reads it; the ranks then agree (comm/collective_error.hpp) on
 // whether the checkpoint is good, so they all load, fall back or stop together.
 #include <algorithm>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 #include "io/checkpoint_meta.hpp"
 #include "io/hdf5_shard.hpp"
 #include "train/checkpoint.hpp"
-#include "train/collective_error.hpp"
+#include "comm/collective_error.hpp"
 
 namespace fs = std::filesystem;
 

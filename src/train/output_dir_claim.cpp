@@ -9,7 +9,7 @@
 
 #include "config/config_error.hpp"
 #include "io/checkpoint_meta.hpp"
-#include "train/collective_error.hpp"
+#include "comm/collective_error.hpp"
 
 namespace shardft {
 

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "config/train_config.hpp"
-#include "train/collective_error.hpp"
+#include "comm/collective_error.hpp"
 #include "train/output_path.hpp"
 
 namespace shardft {

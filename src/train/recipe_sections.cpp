@@ -75,9 +75,7 @@ EvalConfig eval_config(const TrainConfig& cfg) {
   return e;
 }
 
-ComputeDtype compute_dtype(const TrainConfig& cfg) {
-  return cfg.bf16 ? ComputeDtype::bf16 : cfg.fp16 ? ComputeDtype::fp16 : ComputeDtype::fp32;
-}
+ComputeDtype compute_dtype(const TrainConfig& cfg) { return compute_dtype_of(cfg.bf16, cfg.fp16); }
 
 ZeroConfig zero_config(const TrainConfig& cfg) {
   ZeroConfig z;
@@ -115,7 +113,7 @@ ActivationShape activation_shape(const TrainConfig& cfg) {
   a.eager_attention = cfg.attn_implementation == "eager";
   a.bf16 = cfg.bf16;
   a.logits_chunk_tokens = cfg.logits_chunk_tokens;
-  // As train/attention_choice.cpp chooses (a failed self-test there makes this an underestimate).
+  // As infer/attention_choice.cpp chooses (a failed self-test there makes this an underestimate).
   const bool fused_allowed = cfg.attn_implementation != "eager" && cfg.attn_implementation != "memory_efficient";
   a.fused_attention = cfg.bf16 && fused_allowed && fused_attention_built();
   a.gemm_widening_tile = cfg.bf16 && gemm_widens_bf16() ? gemm_bf16_tile_elements() : 0;

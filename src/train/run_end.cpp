@@ -12,7 +12,7 @@
 #include "kernels/memory_capacity.hpp"
 #include "train/adapter_export.hpp"
 #include "train/checkpoint.hpp"
-#include "train/hf_export.hpp"
+#include "infer/hf_export.hpp"
 #include "train/process_memory.hpp"
 #include "train/step_kernels_report.hpp"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "data/chat_template_source.hpp"
-#include "train/hf_export.hpp"
+#include "infer/hf_export.hpp"
 
 namespace fs = std::filesystem;
 

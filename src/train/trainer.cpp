@@ -16,7 +16,7 @@
 #include "kernels/side_queue.hpp"
 #include "config/adapter_lora_keys.hpp"
 #include "train/lora_adapter_init.hpp"
-#include "train/pretrained.hpp"
+#include "infer/pretrained.hpp"
 #include "train/recipe_sections.hpp"
 
 namespace shardft {
@@ -31,11 +31,6 @@ ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size, InputBuffers& b
 
 ModelInputs to_model_inputs(const TokenBatch& b) {
   return upload_inputs(b.batch, b.seq, b.input_ids, b.position_ids, b.seq_ids, b.targets);
-}
-
-void round_to_compute_dtype(ComputeDtype dtype, View1<float> weights) {
-  if (dtype == ComputeDtype::bf16) round_to_bf16(weights, weights);
-  if (dtype == ComputeDtype::fp16) round_to_fp16(weights, weights);
 }
 
 namespace {

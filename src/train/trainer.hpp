@@ -15,7 +15,7 @@
 #include "parallel/estimate/memory_preflight.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "parallel/zero_engine.hpp"
-#include "train/attention_choice.hpp"
+#include "infer/attention_choice.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/lr_schedule.hpp"
 
@@ -67,7 +67,7 @@ class Trainer {
   const DeviceTraffic& last_step_traffic() const { return last_step_traffic_; }
   // The last step's GEMMs, launches and whole traffic (StepKernels).
   const StepKernels& last_step_kernels() const { return last_step_kernels_; }
-  // Tensors of model_name_or_path's weights left out on purpose, each with why (train/pretrained.hpp).
+  // Tensors of model_name_or_path's weights left out on purpose, each with why (infer/pretrained.hpp).
   const std::vector<std::string>& ignored_weights() const { return ignored_weights_; }
   // Collective: the name of the first parameter (layout order, over every rank's shard) whose master
   // weights hold a NaN or Inf, or "" when none do. After a step whose loss or gradient norm was not
@@ -82,7 +82,7 @@ class Trainer {
   // What the memory preflight estimated for this rank before allocating (parallel/estimate/memory_preflight.hpp).
   const RankMemoryEstimate& memory_estimate() const { return memory_estimate_; }
   const RankMemoryBudget& memory_budget() const { return memory_budget_; }
-  // The attention kernel this run uses and why (train/attention_choice.hpp).
+  // The attention kernel this run uses and why (infer/attention_choice.hpp).
   const AttentionChoice& attention() const { return attention_; }
 
  private:
@@ -125,8 +125,5 @@ class Trainer {
 ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size);
 ModelInputs to_model_inputs(const TokenBatch& b, int vocab_size, InputBuffers& buffers);
 ModelInputs to_model_inputs(const TokenBatch& b);
-// Weights held in fp32 buffers for a model without the engine (evaluation, generation), rounded in place
-// to the compute dtype as the engine's compute weights are.
-void round_to_compute_dtype(ComputeDtype dtype, View1<float> weights);
 
 }  // namespace shardft

@@ -10,7 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config/train_config.hpp"
 #include "data/chat_template.hpp"
 #include "data/datasets.hpp"
 #include "data/training_set.hpp"
@@ -29,7 +28,8 @@ struct EvalSet {
   std::vector<LossOn> loss_on;              // per conversation: which of its tokens take loss
 };
 
-// The recipe's evaluation keys (TrainConfig's names), with what is derived from them resolved once.
+// The recipe's evaluation keys (under their names), with what is derived from them resolved once (built by
+// train/recipe_sections.hpp).
 struct EvalConfig {
   std::string eval_dataset_path;
   int eval_samples = -1;

@@ -1,4 +1,4 @@
-// Which attention kernel a run uses (train/attention_choice.hpp), and, where the fused bf16 kernels are
+// Which attention kernel a run uses (infer/attention_choice.hpp), and, where the fused bf16 kernels are
 // built (a GPU build with cuDNN), that a training step on them equals one on the log-sum-exp kernels within
 // bf16 rounding, packed samples included.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include "data/packing.hpp"
 #include "kernels/attention_fused.hpp"
 #include "tests/common/relative_difference.hpp"
-#include "train/attention_choice.hpp"
+#include "infer/attention_choice.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

@@ -14,9 +14,9 @@
 #include "io/safetensors.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
-#include "train/chat_model.hpp"
+#include "infer/chat_model.hpp"
 #include "infer/generate.hpp"
-#include "train/hf_export.hpp"
+#include "infer/hf_export.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

@@ -16,7 +16,7 @@
 #include "model/decoder.hpp"
 #include "model/decoder_cache.hpp"
 #include "train/evaluate.hpp"
-#include "train/chat_model.hpp"
+#include "infer/chat_model.hpp"
 #include "infer/generate.hpp"
 
 namespace shardft {

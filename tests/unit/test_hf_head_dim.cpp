@@ -10,7 +10,7 @@
 #include "config/hf_model_config.hpp"
 #include "tests/common/hf_fixture_batch.hpp"
 #include "tests/common/hf_fixture_grads.hpp"
-#include "train/hf_export.hpp"
+#include "infer/hf_export.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

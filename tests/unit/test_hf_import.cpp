@@ -19,7 +19,7 @@
 #include "io/hf_weights.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/device_traffic.hpp"
-#include "train/pretrained.hpp"
+#include "infer/pretrained.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

@@ -18,7 +18,7 @@
 #include "model/decoder_cache.hpp"
 #include "model/rope_frequencies.hpp"
 #include "tests/common/hf_fixture_batch.hpp"
-#include "train/hf_export.hpp"
+#include "infer/hf_export.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

@@ -1,4 +1,4 @@
-#include "train/qlora_base.hpp"
+#include "infer/qlora_base.hpp"
 
 #include <Kokkos_Core.hpp>
 

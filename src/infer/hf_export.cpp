@@ -1,4 +1,4 @@
-#include "train/hf_export.hpp"
+#include "infer/hf_export.hpp"
 
 #include <filesystem>
 #include <fstream>

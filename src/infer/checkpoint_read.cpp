@@ -1,4 +1,4 @@
-#include "train/checkpoint_read.hpp"
+#include "infer/checkpoint_read.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -6,7 +6,6 @@
 
 #include "io/checkpoint_meta.hpp"
 #include "io/hdf5_shard.hpp"
-#include "train/checkpoint.hpp"
 
 namespace shardft {
 

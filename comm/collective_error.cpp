@@ -1,4 +1,4 @@
-#include "train/collective_error.hpp"
+#include "comm/collective_error.hpp"
 
 #include <vector>
 

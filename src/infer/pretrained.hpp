@@ -1,6 +1,7 @@
 #pragma once
 // Fine-tuning starts from an HF model directory (`model_name_or_path`): every parameter is read from
 // its safetensors by name, and each rank reads only the elements its ZeRO stage makes it own.
+// In infer/ with the chat model, which reads HF directories the same way; training includes it from above.
 #include <string>
 #include <vector>
 

@@ -1,11 +1,10 @@
-#include "train/adapter_merge.hpp"
+#include "infer/adapter_merge.hpp"
 
 #include <cmath>
 #include <map>
 #include <vector>
 
 #include "io/peft_adapter.hpp"
-#include "train/checkpoint.hpp"
 
 namespace shardft {
 

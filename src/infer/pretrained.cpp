@@ -1,11 +1,11 @@
-#include "train/pretrained.hpp"
+#include "infer/pretrained.hpp"
 
 #include <cmath>
 #include <optional>
 #include <set>
 
 #include "io/hf_weights.hpp"
-#include "train/collective_error.hpp"
+#include "comm/collective_error.hpp"
 
 namespace shardft {
 namespace {

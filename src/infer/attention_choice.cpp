@@ -1,4 +1,4 @@
-#include "train/attention_choice.hpp"
+#include "infer/attention_choice.hpp"
 
 #include "kernels/attention_fused.hpp"
 

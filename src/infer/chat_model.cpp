@@ -1,4 +1,4 @@
-#include "train/chat_model.hpp"
+#include "infer/chat_model.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -10,17 +10,15 @@
 #include "config/hf_model_config.hpp"
 #include "config/run_recipe_keys.hpp"
 #include "data/sft_data.hpp"
-#include "tokenizer/tokenizer.hpp"
-#include "kernels/elementwise.hpp"
-#include "train/attention_choice.hpp"
-#include "train/checkpoint_read.hpp"
-#include "train/hf_export.hpp"
+#include "infer/adapter_merge.hpp"
+#include "infer/attention_choice.hpp"
+#include "infer/checkpoint_read.hpp"
+#include "infer/hf_export.hpp"
+#include "infer/pretrained.hpp"
+#include "infer/qlora_base.hpp"
 #include "io/lora_adapter_config.hpp"
-#include "train/adapter_merge.hpp"
-#include "train/pretrained.hpp"
-#include "train/qlora_base.hpp"
-#include "train/recipe_sections.hpp"
-#include "train/trainer.hpp"
+#include "kernels/elementwise.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace shardft {
 
@@ -187,7 +185,7 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
   cm.encoder = std::make_unique<ChatEncoder>(
       *cm.tokenizer, resolve_chat_template(cfg.chat_template, cfg.tokenizer_name_or_path, *cm.tokenizer));
 
-  cm.model = std::make_unique<Decoder>(cfg.model, compute_dtype(cfg));
+  cm.model = std::make_unique<Decoder>(cfg.model, compute_dtype_of(cfg.bf16, cfg.fp16));
   cm.model->set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   configure_attention(*cm.model, cfg.attn_implementation);
   const ParamLayout& layout = cm.model->layout();
@@ -195,8 +193,8 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
   auto host = Kokkos::create_mirror_view(cm.params->weights());
   read_chat_weights(src, meta, layout, host.data(), what, cm.source, log);
   Kokkos::deep_copy(cm.params->weights(), host);
-  round_to_compute_dtype(compute_dtype(cfg), cm.params->weights());
-  log << "model " << cm.source << ": " << layout.total_numel() << " parameters, " << compute_dtype_name(compute_dtype(cfg))
+  round_to_compute_dtype(compute_dtype_of(cfg.bf16, cfg.fp16), cm.params->weights());
+  log << "model " << cm.source << ": " << layout.total_numel() << " parameters, " << compute_dtype_name(compute_dtype_of(cfg.bf16, cfg.fp16))
       << "; tokenizer " << cm.tokenizer->fingerprint() << ", " << cm.encoder->describe() << "; context limit "
       << cm.context_limit << " tokens (" << cm.limit_reason << ")" << std::endl;
   cm.cfg = std::move(cfg);
