@@ -185,7 +185,8 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
   cm.encoder = std::make_unique<ChatEncoder>(
       *cm.tokenizer, resolve_chat_template(cfg.chat_template, cfg.tokenizer_name_or_path, *cm.tokenizer));
 
-  cm.model = std::make_unique<Decoder>(cfg.model, compute_dtype_of(cfg.bf16, cfg.fp16));
+  const ComputeDtype dtype = compute_dtype_of(cfg.bf16, cfg.fp16);
+  cm.model = std::make_unique<Decoder>(cfg.model, dtype);
   cm.model->set_logits_chunk_tokens(cfg.logits_chunk_tokens);
   configure_attention(*cm.model, cfg.attn_implementation);
   const ParamLayout& layout = cm.model->layout();
@@ -193,8 +194,8 @@ ChatModel open_chat_model(const std::string& dir_in, const std::string& what, Tr
   auto host = Kokkos::create_mirror_view(cm.params->weights());
   read_chat_weights(src, meta, layout, host.data(), what, cm.source, log);
   Kokkos::deep_copy(cm.params->weights(), host);
-  round_to_compute_dtype(compute_dtype_of(cfg.bf16, cfg.fp16), cm.params->weights());
-  log << "model " << cm.source << ": " << layout.total_numel() << " parameters, " << compute_dtype_name(compute_dtype_of(cfg.bf16, cfg.fp16))
+  round_to_compute_dtype(dtype, cm.params->weights());
+  log << "model " << cm.source << ": " << layout.total_numel() << " parameters, " << compute_dtype_name(dtype)
       << "; tokenizer " << cm.tokenizer->fingerprint() << ", " << cm.encoder->describe() << "; context limit "
       << cm.context_limit << " tokens (" << cm.limit_reason << ")" << std::endl;
   cm.cfg = std::move(cfg);
