@@ -16,6 +16,7 @@
 #include <iostream>
 #include <string>
 
+#include "config/recipe_sections.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "train/checkpoint.hpp"
 #include "tools/consolidate.hpp"
@@ -87,7 +88,7 @@ void BM_Checkpoint110M(benchmark::State& state) {
   for (auto _ : state) {
     world.barrier();
     double t0 = MPI_Wtime();
-    saved = save_checkpoint(cfg, tr, {1, 0.0, "bench"});
+    saved = save_checkpoint(checkpoint_config(cfg), tr, {1, 0.0, "bench"});
     double ts = MPI_Wtime() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &ts, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     world.barrier();

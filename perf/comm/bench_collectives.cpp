@@ -17,7 +17,7 @@
 #include "parallel/parallel_plan.hpp"
 #include "comm/self_communicator.hpp"
 #include "kernels/gemm.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

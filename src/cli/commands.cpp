@@ -7,7 +7,7 @@
 #include "config/train_config.hpp"
 #include "kernels/compute_device.hpp"
 #include "parallel/parallel_plan.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/startup_report.hpp"
 #include "train/run.hpp"
 

@@ -10,7 +10,7 @@
 #include "config/train_config.hpp"
 #include "parallel/estimate/lora_estimate.hpp"
 #include "parallel/estimate/memory_estimate.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft::cli {

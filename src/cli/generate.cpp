@@ -18,7 +18,7 @@
 #include "cli/commands.hpp"
 #include "config/train_config.hpp"
 #include "data/datasets.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft::cli {
 

@@ -22,19 +22,11 @@
 #include <vector>
 
 #include "config/data_keys.hpp"
+#include "config/data_sections.hpp"
 #include "config/config_error.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {
-
-struct DatasetOptions {
-  std::string text_field = "text";
-  std::map<std::string, std::string> role_map;  // dataset role -> system | user | assistant
-  bool skip_bad_samples = false;
-  // false: prompts to generate from (`shardft generate --prompts_file`): a conversation needs no
-  // assistant turn, and {"prompt": ...} needs no "completion".
-  bool require_assistant = true;
-};
 
 // What reading one file found.
 struct DatasetFileReport {

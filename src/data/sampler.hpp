@@ -7,21 +7,9 @@
 #include <vector>
 
 #include "config/config_error.hpp"
+#include "config/data_sections.hpp"
 
 namespace shardft {
-
-// The recipe's sampling settings, resolved once (sampler_section): all the sampler, the step plan and
-// the batch source read.
-struct SamplerConfig {
-  int per_device_train_batch_size = 1;
-  int gradient_accumulation_steps = 1;
-  long train_batch_size = 0;     // > 0: the global batch the recipe asks for, checked against the plan
-  long max_steps = 0;            // > 0 wins over num_train_epochs
-  double num_train_epochs = 1;
-  bool packing = false;          // units are packed rows, not samples
-  std::uint64_t order_seed = 0;  // the epochs' order (data_seed, else seed)
-  std::string data_name;         // what the training data is called in messages
-};
 
 // How many optimizer steps a run takes over n training samples (HF semantics: an epoch is the
 // whole global batches that fit; max_steps > 0 wins over num_train_epochs).

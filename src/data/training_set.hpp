@@ -12,33 +12,12 @@
 #include <vector>
 
 #include "config/config_error.hpp"
+#include "config/data_sections.hpp"
 #include "data/chat_template.hpp"
 #include "data/datasets.hpp"
 #include "data/sft_data.hpp"
 
 namespace shardft {
-
-// trl's loss switches: which tokens of a sample take loss (loss_on).
-struct LossSwitches {
-  bool assistant_only = true;   // assistant_only_loss, for conversations
-  bool completion_only = true;  // completion_only_loss, for prompt / completion records
-};
-
-// The data pipeline's section of the recipe: everything the tokenized training set depends on, resolved
-// once (training_set_config), so that reading, mixing, tokenizing, splitting and packing never see the
-// whole recipe.
-struct TrainingSetConfig {
-  std::vector<DatasetSpec> datasets;  // dataset_path or datasets, with their weights
-  DatasetOptions options;             // dataset_text_field, role_map, skip_bad_samples
-  std::string role_map;               // as the recipe wrote it: a line of the cache key
-  std::uint64_t seed = 0;             // data_order_seed: the mixture's draw and the held-out split
-  int max_seq_length = 0;
-  bool packing = false;
-  std::string packing_strategy;
-  double val_set_size = 0;
-  LossSwitches loss;
-  std::string cache_dir;              // dataset_cache_dir; empty: no cache
-};
 
 struct TrainingSet {
   std::vector<TokenizedSample> samples;

@@ -1,19 +1,9 @@
 #pragma once
-// The dtype a model computes in: fp32, or bf16 / fp16 (fp32 master weights, rounded compute weights).
+// Weights rounded to the run's compute dtype (config/compute_dtype.hpp).
+#include "config/compute_dtype.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
-
-enum class ComputeDtype { fp32, bf16, fp16 };
-
-inline const char* compute_dtype_name(ComputeDtype d) {  // "fp32", "bf16", "fp16"
-  return d == ComputeDtype::bf16 ? "bf16" : d == ComputeDtype::fp16 ? "fp16" : "fp32";
-}
-
-// What a recipe's bf16 / fp16 switches ask for (validation makes them exclusive).
-inline ComputeDtype compute_dtype_of(bool bf16, bool fp16) {
-  return bf16 ? ComputeDtype::bf16 : fp16 ? ComputeDtype::fp16 : ComputeDtype::fp32;
-}
 
 // Weights held in fp32 buffers for a model without the engine (evaluation, generation), rounded in place
 // to the compute dtype as the engine's compute weights are.

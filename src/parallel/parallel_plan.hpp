@@ -21,20 +21,9 @@
 #include "comm/communicator.hpp"
 #include "comm/topology.hpp"
 #include "config/config_error.hpp"
+#include "config/parallel_section.hpp"
 
 namespace shardft {
-
-// What the plan reads of the recipe (under the recipe keys' names and meanings; built by
-// train/recipe_sections.hpp).
-struct ParallelConfig {
-  int shard_group_size = 0;
-  std::string sharding_strategy;
-  int zero_hpz_partition_size = 1;
-  bool zero_quantized_gradients = false;
-  int ranks_per_node = 0;             // > 0: overrides MPI's topology
-  std::string collectives = "auto";
-  double collective_timeout_s = 1800;
-};
 
 struct ParallelDims {
   int world = 1, nodes = 1, ranks_per_node = 1;

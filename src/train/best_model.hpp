@@ -11,14 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace shardft {
+#include "config/eval_section.hpp"
 
-struct BestModelRule {
-  std::string metric = "loss";  // without the eval_ prefix
-  bool greater_is_better = false;
-  int patience = 0;             // 0: never stop early
-  double threshold = 0.0;
-};
+namespace shardft {
 
 class BestModelTracker {
  public:

@@ -17,7 +17,7 @@
 #include "infer/hf_export.hpp"
 #include "train/adapter_export.hpp"
 #include "infer/qlora_base.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/config_error.hpp"
 
 namespace fs = std::filesystem;
 
@@ -232,7 +232,7 @@ nlohmann::json gather_file_list(Communicator& world, int writes, const std::vect
 }
 
 // Rank 0: metadata.json, sealed last (the seal covers every other field).
-nlohmann::json checkpoint_metadata(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state,
+nlohmann::json checkpoint_metadata(const CheckpointConfig& cfg, Trainer& tr, const CheckpointState& state,
                                    const std::string& fingerprint, nlohmann::json params, nlohmann::json files,
                                    const std::string& tmp_dir) {
   const ParamLayout& layout = tr.model().layout();
@@ -247,7 +247,7 @@ nlohmann::json checkpoint_metadata(const TrainConfig& cfg, Trainer& tr, const Ch
                          {"layout", fingerprint},
                          {"model", model_meta_json(cfg.model)},
                          {"hf_config", read_source_config(cfg.model_name_or_path)},
-                         {"config", to_yaml(cfg)},
+                         {"config", cfg.recipe_yaml},
                          {"params", std::move(params)},
                          {"files", std::move(files)}};
   // fp16: skipped steps did not advance the optimizer (nor the LR schedule); the scale goes on as it was.
@@ -256,7 +256,7 @@ nlohmann::json checkpoint_metadata(const TrainConfig& cfg, Trainer& tr, const Ch
     meta["loss_scaler"] = tr.loss_scaler().state();
   }
   // QLoRA: what an adapter merge must quantize the base to (infer/qlora_base.hpp).
-  const nlohmann::json qlora = qlora_base_meta(layout, compute_dtype(cfg));
+  const nlohmann::json qlora = qlora_base_meta(layout, cfg.dtype);
   if (!qlora.is_null()) meta["qlora_base"] = qlora;
   if (!state.run_id.empty()) meta["run_id"] = state.run_id;
   if (!state.best_model.is_null()) meta["best_model"] = state.best_model;
@@ -271,7 +271,7 @@ nlohmann::json checkpoint_metadata(const TrainConfig& cfg, Trainer& tr, const Ch
 
 }  // namespace
 
-std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state, std::ostream* log,
+std::string save_checkpoint(const CheckpointConfig& cfg, Trainer& tr, const CheckpointState& state, std::ostream* log,
                             const TokenizerExport* tokenizer) {
   Communicator& world = tr.plan().host_world();  // host buffers: MPI even where collectives run on NCCL
   ZeroEngine& eng = tr.engine();
@@ -335,10 +335,10 @@ std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const Checkpoin
   return final_dir;
 }
 
-bool checkpoint_due(const SaveSchedule& cfg, long step, long steps_per_epoch, long total_steps) {
+bool checkpoint_due(const SaveSchedule& s, long step, long steps_per_epoch, long total_steps) {
   const bool last = step == total_steps;
-  if (cfg.save_strategy == "epoch") return last || (steps_per_epoch > 0 && step % steps_per_epoch == 0);
-  if (cfg.save_strategy == "steps") return last || (cfg.save_steps > 0 && step % cfg.save_steps == 0);
+  if (s.save_strategy == "epoch") return last || (steps_per_epoch > 0 && step % steps_per_epoch == 0);
+  if (s.save_strategy == "steps") return last || (s.save_steps > 0 && step % s.save_steps == 0);
   return false;  // no; best: at a new best evaluation, which the run decides
 }
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.hpp"
-#include "config/train_config.hpp"
+#include "config/checkpoint_section.hpp"
 #include "train/output_dir_claim.hpp"
 #include "train/tokenizer_export.hpp"
 #include "train/trainer.hpp"
@@ -38,17 +38,13 @@ struct CheckpointState {
 // Rank 0 says on `log` which leftovers of interrupted saves it removed.
 // `tokenizer`: the tokenizer files, chat template and generation config the checkpoint carries (as HF's
 // Trainer saves its tokenizer with each checkpoint); null: the tokenizer's files, copied.
-std::string save_checkpoint(const TrainConfig& cfg, Trainer& tr, const CheckpointState& state,
+std::string save_checkpoint(const CheckpointConfig& cfg, Trainer& tr, const CheckpointState& state,
                             std::ostream* log = nullptr, const TokenizerExport* tokenizer = nullptr);
 
 // Whether save_strategy asks for a checkpoint after step `step` (1-based) of total_steps: steps: every
 // save_steps and the last; epoch: each epoch's last step and the last; no and best: never (a preempted
 // run saves regardless; best saves at an evaluation that sets a new best, train/training_eval.hpp).
-struct SaveSchedule {
-  std::string save_strategy = "steps";  // HF's keys, as the recipe holds them
-  int save_steps = 0;
-};
-bool checkpoint_due(const SaveSchedule& cfg, long step, long steps_per_epoch, long total_steps);
+bool checkpoint_due(const SaveSchedule& s, long step, long steps_per_epoch, long total_steps);
 
 // Collective. Every rank checks metadata.json (seal, fields) and verifies each rank file it will read
 // (checksums, attributes against the metadata); then the ranks agree. "" when the checkpoint is good,

@@ -2,14 +2,14 @@
 
 namespace shardft {
 
-Checkpointer::Checkpointer(const TrainConfig& cfg, Trainer& tr, TrainingEvaluator& evaluator,
+Checkpointer::Checkpointer(CheckpointConfig cfg, Trainer& tr, TrainingEvaluator& evaluator,
                            const TokenizerExport& tokenizer, const StepPlan& plan, std::string run_id)
-    : cfg_(cfg), tr_(tr), evaluator_(evaluator), tokenizer_(tokenizer), plan_(plan), run_id_(std::move(run_id)) {}
+    : cfg_(std::move(cfg)), tr_(tr), evaluator_(evaluator), tokenizer_(tokenizer), plan_(plan), run_id_(std::move(run_id)) {}
 
 bool Checkpointer::due(long step, const BestModelTracker::Verdict& judged, bool preempted) const {
   // A preempted run saves whatever the strategy: its checkpoint is the only way on.
-  return checkpoint_due({cfg_.save_strategy, cfg_.save_steps}, step, plan_.steps_per_epoch, judged.stop ? step : plan_.total_steps) || preempted ||
-         (cfg_.save_strategy == "best" && judged.new_best);
+  return checkpoint_due(cfg_.schedule, step, plan_.steps_per_epoch, judged.stop ? step : plan_.total_steps) ||
+         preempted || (cfg_.schedule.save_strategy == "best" && judged.new_best);
 }
 
 void Checkpointer::after_step(long step, const BestModelTracker::Verdict& judged, bool preempted, double total_loss,

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include "config/train_config.hpp"
+#include "config/checkpoint_section.hpp"
 #include "data/sampler.hpp"
 #include "io/progress_bar.hpp"
 #include "train/best_model.hpp"
@@ -21,7 +21,7 @@ class Checkpointer {
  public:
   // run_id: the run's (train/output_dir_claim.hpp). tokenizer: the files each checkpoint carries. Every
   // reference must outlive the checkpointer.
-  Checkpointer(const TrainConfig& cfg, Trainer& tr, TrainingEvaluator& evaluator, const TokenizerExport& tokenizer,
+  Checkpointer(CheckpointConfig cfg, Trainer& tr, TrainingEvaluator& evaluator, const TokenizerExport& tokenizer,
                const StepPlan& plan, std::string run_id);
 
   // Whether a checkpoint follows step `step` (1-based): `judged` is the step's evaluation (default: none;
@@ -37,7 +37,7 @@ class Checkpointer {
   // What a checkpoint at `step` carries, with the best so far (its own name where this step is the best).
   CheckpointState state(long step, double total_loss);
 
-  const TrainConfig& cfg_;
+  CheckpointConfig cfg_;
   Trainer& tr_;
   TrainingEvaluator& evaluator_;
   const TokenizerExport& tokenizer_;

@@ -12,17 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config_error.hpp"
+#include "config/engine_sections.hpp"
 
 namespace shardft {
-
-struct LossScalerConfig {
-  bool dynamic = true;
-  double initial_scale = 65536;  // 2^initial_scale_power, or the static loss_scale
-  long window = 1000;
-  int hysteresis = 2;
-  bool consecutive_hysteresis = false;
-  double min_scale = 1;
-};
 
 class LossScaler {
  public:

@@ -88,9 +88,4 @@ double LrSchedule::at(long step) const {
   throw std::invalid_argument("unknown lr_scheduler_type '" + type + "'");
 }
 
-long resolve_warmup_steps(long warmup_steps, double warmup_ratio, long total_steps) {
-  if (warmup_steps > 0) return warmup_steps;
-  return static_cast<long>(std::ceil(warmup_ratio * static_cast<double>(total_steps)));
-}
-
 }  // namespace shardft

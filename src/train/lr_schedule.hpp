@@ -35,33 +35,17 @@
 #include <string>
 
 #include "config/config_error.hpp"
+#include "config/engine_sections.hpp"
 
 namespace shardft {
 
-struct LrSchedule {
-  std::string type = "constant";
-  double peak_lr = 1e-3;
-  long warmup_steps = 0;
-  long total_steps = 1;
-  double min_lr_rate = 0.0;  // cosine_with_min_lr only
-  double num_cycles = 0.5;   // cosine, cosine_with_min_lr (0.5), cosine_with_restarts (1), warmup_stable_decay
-  // warmup_stable_decay only
-  long stable_steps = 0, decay_steps = 0;
-  double min_lr_ratio = 0.0;
-  std::string wsd_warmup = "linear", wsd_decay = "cosine";  // linear | cosine | 1-sqrt
-  // DeepSpeed's schedules only (ds_warmup, ds_warmup_decay, ds_warmup_cosine)
-  std::string warmup_type = "log";  // log | linear
-  double warmup_min_lr = 0.0;       // ds_warmup, ds_warmup_decay: the warm-up's start
-  double warmup_min_ratio = 0.0;    // ds_warmup_cosine: the warm-up's start, a fraction of peak_lr
-  double cos_min_ratio = 1e-4;      // ds_warmup_cosine: the end, a fraction of peak_lr
-
+// The schedule's settings (config/engine_sections.hpp) and the rate they give each optimizer step.
+struct LrSchedule : LrScheduleConfig {
   double at(long step) const;
 };
 
 // True for the lr_scheduler_type values that name DeepSpeed's schedules.
 bool is_deepspeed_schedule(const std::string& type);
 
-// Warm-up steps from warmup_steps, or from warmup_ratio of the run when warmup_steps is 0 (HF: ceil).
-long resolve_warmup_steps(long warmup_steps, double warmup_ratio, long total_steps);
 
 }  // namespace shardft

@@ -15,7 +15,7 @@
 #include "train/output_dir_claim.hpp"
 #include "train/output_lock.hpp"
 #include "infer/pretrained.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/run_end.hpp"
 #include "train/run_metrics.hpp"
 #include "train/run_setup.hpp"
@@ -70,7 +70,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   TrainingStep step(tr, batches, start.step, world.rank(), cfg.log_level == "debug", cfg.adapter_path);
   StepLogger logger(cfg.logging_steps, cfg.logging_first_step, plan, mfu, start.total_loss,
                     cfg.fp16 ? &tr.loss_scaler() : nullptr);
-  Checkpointer checkpointer(cfg, tr, evaluator, data.tokenizer_files, plan, start.run_id);
+  Checkpointer checkpointer(checkpoint_config(cfg), tr, evaluator, data.tokenizer_files, plan, start.run_id);
   StopCheck stop(parallel.host_world());
   long last_step = plan.total_steps;  // sooner where early stopping ends the run
   if (cfg.eval_on_start) evaluator.evaluate(tr, start.step, epoch_at(start.step, plan), false, log, metrics);

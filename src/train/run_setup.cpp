@@ -7,7 +7,7 @@
 #include "train/checkpoint.hpp"
 #include "train/mfu.hpp"
 #include "train/output_dir_claim.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 

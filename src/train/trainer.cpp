@@ -17,7 +17,7 @@
 #include "config/adapter_lora_keys.hpp"
 #include "train/lora_adapter_init.hpp"
 #include "infer/pretrained.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 
@@ -56,9 +56,9 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
       ignored_weights_(cfg_.model_name_or_path.empty()
                            ? std::vector<std::string>{}
                            : check_pretrained_weights(model_.layout(), cfg_.model_name_or_path)),
-      memory_estimate_(checked_memory_estimate(cfg_.model, zero_config(cfg_), activation_shape(cfg_), model_.layout(), plan,
+      memory_estimate_(checked_memory_estimate(cfg_.model, zero_config(cfg_, SideQueue::separate_queues()), activation_shape(cfg_), model_.layout(), plan,
                                                memory_budget_)),
-      engine_(model_.layout(), zero_config(cfg_), plan) {
+      engine_(model_.layout(), zero_config(cfg_, SideQueue::separate_queues()), plan) {
   install_kernel_launch_counter();
   model_.set_activation_checkpointing(cfg_.gradient_checkpointing);
   if (lora_spec(cfg_).enabled) model_.set_lora_dropout(cfg_.lora_dropout, cfg_.seed);
@@ -72,7 +72,7 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
     load_pretrained_weights(engine_, model_.layout(), cfg_.model_name_or_path, plan_.host_world());
   }
   if (!cfg_.adapter_path.empty()) load_adapter_factors(engine_, model_.layout(), cfg_.adapter_path);
-  schedule_ = make_lr_schedule(cfg_, total_steps);
+  schedule_ = LrSchedule{lr_schedule_config(cfg_, total_steps)};
   if (cfg_.fp16) loss_scaler_ = LossScaler(loss_scaler_config(cfg_));
 }
 

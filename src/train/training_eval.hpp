@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/eval_section.hpp"
 #include "data/chat_template.hpp"
 #include "data/datasets.hpp"
 #include "data/training_set.hpp"
@@ -26,25 +27,6 @@ struct EvalSet {
   std::vector<TokenizedSample> samples;    // the loss is taken over these
   std::vector<Conversation> conversations;  // generation prompts; empty for a held-out split
   std::vector<LossOn> loss_on;              // per conversation: which of its tokens take loss
-};
-
-// The recipe's evaluation keys (under their names), with what is derived from them resolved once (built by
-// train/recipe_sections.hpp).
-struct EvalConfig {
-  std::string eval_dataset_path;
-  int eval_samples = -1;
-  double val_set_size = 0;
-  std::string eval_strategy = "no";
-  int eval_interval_steps = 0;            // eval_steps, else logging_steps
-  bool evaluates_during_training = false;
-  bool judges_best_model = false;
-  bool eval_generate = false;
-  int eval_max_new_tokens = 32;
-  int per_device_eval_batch_size = 64;
-  int max_seq_length = 64;
-  DatasetOptions options;                 // how eval_dataset_path is read: as the training data
-  LossSwitches loss;
-  BestModelRule best_model;
 };
 
 // held_out: the training set's val_set_size split; conversations: eval_dataset_path's, eval_samples applied.

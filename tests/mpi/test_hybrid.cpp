@@ -7,7 +7,7 @@
 
 #include "comm/self_communicator.hpp"
 #include "parallel/parallel_plan.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "zero_test_util.hpp"
 
 namespace shardft {

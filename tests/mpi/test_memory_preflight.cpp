@@ -7,7 +7,7 @@
 
 #include "parallel/estimate/memory_preflight.hpp"
 #include "parallel/parallel_plan.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/trainer.hpp"
 
 namespace shardft {

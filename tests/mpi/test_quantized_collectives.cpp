@@ -9,7 +9,7 @@
 #include "comm/mpi_communicator.hpp"
 #include "comm/quantized_collectives.hpp"
 #include "parallel/parallel_plan.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

@@ -14,7 +14,7 @@
 #include "kernels/bf16.hpp"
 #include "kernels/fp16.hpp"
 #include "parallel/zero_engine.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "kernels/device_traffic.hpp"
 #include "parallel/parallel_plan.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "zero_test_util.hpp"
 
 namespace shardft {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "tests/common/relative_difference.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/run.hpp"
 #include "train/trainer.hpp"
 

@@ -20,7 +20,7 @@
 #include "config/train_config.hpp"
 #include "data/datasets.hpp"
 #include "data/training_set.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

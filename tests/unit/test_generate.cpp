@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 
+#include "config/recipe_sections.hpp"
 #include "comm/self_communicator.hpp"
 #include "data/datasets.hpp"
 #include "io/safetensors.hpp"
@@ -352,7 +353,7 @@ TEST(OpenChatModel, HfDirectoryCheckpointAndOutputDirWithoutModel) {
   cfg.chat_template = "plain";  // the run's recipe says so; a bare open must pick it up
   cfg.max_seq_length = 48;
   Trainer tr(cfg, 1, self());
-  const std::string ckpt = save_checkpoint(cfg, tr, {3, 0.0, ""});
+  const std::string ckpt = save_checkpoint(checkpoint_config(cfg), tr, {3, 0.0, ""});
   const std::vector<float> master = tr.engine().gather_master();
   std::ostringstream log;
 

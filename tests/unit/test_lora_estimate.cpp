@@ -11,7 +11,7 @@
 #include "parallel/flat_partition.hpp"
 #include "parallel/estimate/lora_estimate.hpp"
 #include "parallel/estimate/memory_preflight.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/trainer.hpp"
 #include "tests/common/small_model.hpp"
 

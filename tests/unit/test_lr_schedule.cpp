@@ -10,7 +10,7 @@
 
 #include "config/train_config.hpp"
 #include "train/lr_schedule.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 namespace {
@@ -35,7 +35,7 @@ TEST(LrScheduleDeepSpeed, EveryStepMatchesDeepSpeedsReference) {
     const std::vector<double> want = c.at("learning_rate");
     // total_num_steps (given or "auto") is the run's max_steps; WarmupLR has no total.
     const long total = cfg.max_steps > 0 ? cfg.max_steps : static_cast<long>(want.size());
-    const LrSchedule schedule = make_lr_schedule(cfg, total);
+    const LrSchedule schedule{lr_schedule_config(cfg, total)};
     for (std::size_t step = 0; step < want.size(); ++step) {
       const double got = schedule.at(static_cast<long>(step));
       EXPECT_LE(std::abs(got - want[step]), 1e-12 * std::abs(want[step])) << "step " << step << ": " << got
@@ -89,7 +89,7 @@ TEST(LrScheduleDeepSpeed, RecipesChooseThemWithTheirKeys) {
   const TrainConfig cfg = load_train_config(
       "", {"--lr_scheduler_type=ds_warmup_cosine", "--warmup_ratio=0.1", "--warmup_type=linear",
            "--warmup_min_ratio=0.2", "--cos_min_ratio=0.05", "--learning_rate=0.01"});
-  const LrSchedule s = make_lr_schedule(cfg, 40);
+  const LrSchedule s{lr_schedule_config(cfg, 40)};
   EXPECT_EQ(s.warmup_steps, 4);
   EXPECT_DOUBLE_EQ(s.at(1), 0.01 * 0.2);
   EXPECT_DOUBLE_EQ(s.at(39), 0.01 * (0.05 + 0.95 * (1 + std::cos(M_PI * 35.0 / 36.0)) / 2));

@@ -12,7 +12,7 @@
 #include "config/lr_scheduler_kwargs.hpp"
 #include "config/train_config.hpp"
 #include "train/lr_schedule.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 namespace {
@@ -38,7 +38,7 @@ TEST(LrScheduleKwargs, EveryStepMatchesTransformers) {
         "", {"--lr_scheduler_type=" + type, "--lr_scheduler_kwargs=" + c.at("kwargs").dump(),
              "--warmup_steps=" + std::to_string(c.at("warmup").get<int>()), "--learning_rate=1.0"});
     const long total = c.at("total");
-    const LrSchedule s = make_lr_schedule(cfg, total);
+    const LrSchedule s{lr_schedule_config(cfg, total)};
     const std::vector<double> want = c.at("factors");
     for (long step = c.value("from_step", 0L); step < total; ++step) {
       EXPECT_NEAR(s.at(step), want[step], 1e-12) << "step " << step;
@@ -69,8 +69,8 @@ TEST(LrScheduleKwargs, WarmupStableDecayShapes) {
   // num_stable_steps unset: what the warm-up and the decay leave of the run.
   const TrainConfig cfg = load_train_config("", {"--lr_scheduler_type=warmup_stable_decay", "--warmup_steps=10",
                                                  "--lr_scheduler_kwargs={num_decay_steps: 20, decay_type: linear}"});
-  EXPECT_EQ(make_lr_schedule(cfg, 100).stable_steps, 70);
-  EXPECT_THROW(make_lr_schedule(cfg, 25), ConfigError);
+  EXPECT_EQ(lr_schedule_config(cfg, 100).stable_steps, 70);
+  EXPECT_THROW(lr_schedule_config(cfg, 25), ConfigError);
 }
 
 TEST(LrScheduleKwargs, EachScheduleTakesItsOwn) {
@@ -88,7 +88,7 @@ TEST(LrScheduleKwargs, EachScheduleTakesItsOwn) {
             std::string::npos);
   const TrainConfig floor = load_train_config(
       "", {"--lr_scheduler_type=cosine_with_min_lr", "--lr_scheduler_kwargs={min_lr_rate: 0.1}", "--learning_rate=1"});
-  EXPECT_DOUBLE_EQ(make_lr_schedule(floor, 10).at(9), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.9)));
+  EXPECT_DOUBLE_EQ(LrSchedule{lr_schedule_config(floor, 10)}.at(9), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.9)));
   EXPECT_EQ(canonical_lr_scheduler_kwargs_text("{num_decay_steps: 20, min_lr_ratio: 0.1}"),
             "{\"min_lr_ratio\": 0.1, \"num_decay_steps\": 20}");
 }

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "config/recipe_sections.hpp"
 #include "comm/self_communicator.hpp"
 #include "finite_difference.hpp"
 #include "io/safetensors.hpp"
@@ -151,7 +152,7 @@ TEST_P(BiasExport, ConsolidatedConfigNamesTheArchitecture) {
   batch.targets = {65, 66, 67, 68, 69, 70, 258, -100};
   tr.step({batch});
   std::filesystem::create_directories(cfg.output_dir);
-  const std::string ckpt = save_checkpoint(cfg, tr, {1, 0.0, ""});
+  const std::string ckpt = save_checkpoint(checkpoint_config(cfg), tr, {1, 0.0, ""});
   ConsolidateOptions opt;
   opt.output_dir = (dir_ / "hf").string();
   consolidate_checkpoint(ckpt, opt, std::cerr);

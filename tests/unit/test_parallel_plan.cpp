@@ -8,7 +8,7 @@
 
 #include "comm/communicator_factory.hpp"
 #include "parallel/parallel_plan.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "config/train_config.hpp"
 #include "data/sampler.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

@@ -9,6 +9,7 @@
 #include "tests/common/device_build.hpp"
 #include "tests/common/relative_difference.hpp"
 #include "comm/self_communicator.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/trainer.hpp"
 

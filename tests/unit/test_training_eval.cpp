@@ -8,7 +8,7 @@
 
 #include "data/training_set.hpp"
 #include "train/best_model.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 #include "train/training_eval.hpp"
 
 namespace shardft {

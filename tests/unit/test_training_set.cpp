@@ -13,7 +13,7 @@
 
 #include "data/packing.hpp"
 #include "data/training_set.hpp"
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 namespace shardft {
 namespace {

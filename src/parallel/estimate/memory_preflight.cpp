@@ -26,23 +26,24 @@ std::string RankMemoryEstimate::describe() const {
 
 namespace {
 
-// bf16 compute through fp32 kernels (ActivationShape): eager attention's widened q, k, v and fp32
-// gradients of q, k, v and o, or memory-efficient attention's seven fp32 [seq, head_dim] blocks of one
-// sequence's head (backward's q, dO, dq, k, v, dk, dv); the per-query deltas; the GEMMs' widened operand
-// tiles and fp32 output tile (the largest operands: gate/up's [tokens, 2I] and the down projection's
-// [tokens, I]).
+// bf16 compute through fp32 kernels, on a build without the fused ones (the CPU): eager attention's
+// widened q, k, v and fp32 gradients of q, k, v and o, or memory-efficient attention's seven fp32
+// [seq, head_dim] blocks of one sequence's head (backward's q, dO, dq, k, v, dk, dv); the per-query
+// deltas; the GEMMs' widened operand tiles and fp32 output tile (the largest operands: gate/up's
+// [tokens, 2I] and the down projection's [tokens, I]).
 double unfused_bf16_scratch(const ModelConfig& m, const ActivationShape& a) {
   if (!a.bf16) return 0;
   const double tokens = static_cast<double>(a.batch) * a.seq, hd = m.head_dim(), I = m.intermediate_size;
   const double qd = m.num_attention_heads * hd, kvd = m.num_key_value_heads * hd;
   double bytes = 0;
-  if (!a.fused_attention) {
+  // As infer/attention_choice.cpp chooses (a failed self-test there makes this an underestimate).
+  if (!(a.fused_attention_allowed && fused_attention_built())) {
     const double fp32_copies = a.eager_attention ? tokens * ((qd + 2 * kvd) + (2 * qd + 2 * kvd))
                                                  : 7 * static_cast<double>(a.seq) * hd;
     bytes += 4 * (fp32_copies + tokens * m.num_attention_heads);
   }
-  if (a.gemm_widening_tile > 0) {
-    const double tile = static_cast<double>(a.gemm_widening_tile);
+  if (gemm_widens_bf16()) {  // the GEMMs widen their bf16 operands a tile at a time
+    const double tile = static_cast<double>(gemm_bf16_tile_elements());
     bytes += 4 * (2 * std::min(tile, tokens * 2 * I) + std::min(tile, tokens * I));
   }
   return bytes;

@@ -9,6 +9,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/config_error.hpp"
+#include "config/engine_sections.hpp"
 #include "model/param_layout.hpp"
 #include "parallel/zero/zero_config.hpp"
 
@@ -24,18 +25,6 @@ struct RankMemoryEstimate {
   double total() const { return persistent() + gathered + activations; }
   // "weights 1.23 GiB + gradients ... + activations ... = 4.56 GiB"
   std::string describe() const;
-};
-
-// What a micro-batch's activations depend on.
-struct ActivationShape {
-  int batch = 1, seq = 1;
-  bool checkpointing = false, eager_attention = false, bf16 = false;
-  int logits_chunk_tokens = 0;  // 0: the whole micro-batch's logits at once
-  // bf16 compute on a build without the fused kernels (the CPU): attention widens q, k, v to fp32 (eager:
-  // all of them, with fp32 gradients; memory-efficient: one sequence's head at a time); bf16
-  // GEMMs widen their operands a tile of this many elements at a time (0: the GEMMs read bf16 themselves).
-  bool fused_attention = false;
-  std::int64_t gemm_widening_tile = 0;
 };
 
 // One rank of a shard group of `shard_size` ranks.

@@ -1,13 +1,10 @@
-#include "train/recipe_sections.hpp"
+#include "config/recipe_sections.hpp"
 
 #include <cmath>
 
 #include "config/data_keys.hpp"
 #include "config/lr_scheduler_kwargs.hpp"
 #include "config/zero_buckets.hpp"
-#include "kernels/attention_fused.hpp"
-#include "kernels/gemm.hpp"
-#include "kernels/side_queue.hpp"
 
 namespace shardft {
 
@@ -77,7 +74,7 @@ EvalConfig eval_config(const TrainConfig& cfg) {
 
 ComputeDtype compute_dtype(const TrainConfig& cfg) { return compute_dtype_of(cfg.bf16, cfg.fp16); }
 
-ZeroConfig zero_config(const TrainConfig& cfg) {
+ZeroConfig zero_config(const TrainConfig& cfg, bool separate_queues) {
   ZeroConfig z;
   z.stage = cfg.zero_stage;
   z.dtype = compute_dtype(cfg);
@@ -96,7 +93,7 @@ ZeroConfig zero_config(const TrainConfig& cfg) {
   // whole backward, overlapping nothing, holding the full gradient).
   z.reduce_bucket_elements = resolved_reduce_bucket_size(cfg);
   z.overlap_comm = cfg.overlap_comm;
-  z.overlap_optimizer = optimizer_overlaps(cfg, SideQueue::separate_queues());
+  z.overlap_optimizer = optimizer_overlaps(cfg, separate_queues);
   z.allgather_bucket_elements = resolved_allgather_bucket_size(cfg);
   // Stage 3 prefetches the next block; an explicit allgather_bucket_size lets it gather further ahead.
   // Not "auto" (5e8: every weight of any model below 500M parameters), which would hold the whole
@@ -113,10 +110,7 @@ ActivationShape activation_shape(const TrainConfig& cfg) {
   a.eager_attention = cfg.attn_implementation == "eager";
   a.bf16 = cfg.bf16;
   a.logits_chunk_tokens = cfg.logits_chunk_tokens;
-  // As infer/attention_choice.cpp chooses (a failed self-test there makes this an underestimate).
-  const bool fused_allowed = cfg.attn_implementation != "eager" && cfg.attn_implementation != "memory_efficient";
-  a.fused_attention = cfg.bf16 && fused_allowed && fused_attention_built();
-  a.gemm_widening_tile = cfg.bf16 && gemm_widens_bf16() ? gemm_bf16_tile_elements() : 0;
+  a.fused_attention_allowed = cfg.attn_implementation != "eager" && cfg.attn_implementation != "memory_efficient";
   return a;
 }
 
@@ -131,8 +125,22 @@ LossScalerConfig loss_scaler_config(const TrainConfig& cfg) {
   return c;
 }
 
-LrSchedule make_lr_schedule(const TrainConfig& cfg, long total_steps) {
-  LrSchedule s;
+CheckpointConfig checkpoint_config(const TrainConfig& cfg) {
+  CheckpointConfig c;
+  c.output_dir = cfg.output_dir;
+  c.schedule = {cfg.save_strategy, cfg.save_steps};
+  c.save_total_limit = cfg.save_total_limit;
+  c.model_name_or_path = cfg.model_name_or_path;
+  c.tokenizer_name_or_path = cfg.tokenizer_name_or_path;
+  c.zero_stage = cfg.zero_stage;
+  c.model = cfg.model;
+  c.dtype = compute_dtype(cfg);
+  c.recipe_yaml = to_yaml(cfg);
+  return c;
+}
+
+LrScheduleConfig lr_schedule_config(const TrainConfig& cfg, long total_steps) {
+  LrScheduleConfig s;
   s.type = cfg.lr_scheduler_type;
   s.peak_lr = cfg.learning_rate;
   s.total_steps = total_steps;
@@ -158,6 +166,11 @@ LrSchedule make_lr_schedule(const TrainConfig& cfg, long total_steps) {
   s.warmup_min_ratio = cfg.warmup_min_ratio;
   s.cos_min_ratio = cfg.cos_min_ratio;
   return s;
+}
+
+long resolve_warmup_steps(long warmup_steps, double warmup_ratio, long total_steps) {
+  if (warmup_steps > 0) return warmup_steps;
+  return static_cast<long>(std::ceil(warmup_ratio * static_cast<double>(total_steps)));
 }
 
 }  // namespace shardft
