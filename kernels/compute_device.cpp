@@ -1,22 +1,21 @@
 #include "kernels/compute_device.hpp"
 
+#include "kernels/device_backend.hpp"
+#include "kernels/gpu_toolkit.hpp"
 #include "kernels/types.hpp"
-#if defined(SHARDFT_HAVE_CUDA)
-#include "kernels/cuda/cublas_gemm.hpp"
-#endif
 
 namespace shardft {
 
 ComputeDevice compute_device() {
   ComputeDevice d;
   d.name = "the host CPU";
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-  if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible && cuda::device_count() > 0) {
+  if (!kComputeOnDevice) return d;
+  const device_backend::ComputeGpu gpu = device_backend::compute_gpu();
+  if (gpu.present) {
     d.gpu = true;
-    d.name = cuda::device_name();
-    d.compute_capability = cuda::compute_capability();
+    d.name = gpu.name;
+    d.compute_capability = gpu.compute_capability;
   }
-#endif
   return d;
 }
 
@@ -28,22 +27,11 @@ std::string describe_bf16_support(const ComputeDevice& d) {
   return d.name + sm + (has_bf16_tensor_cores(d) ? " has bf16 tensor cores" : " has no bf16 tensor cores");
 }
 
-std::string visible_gpu_name() {
-#if defined(SHARDFT_HAVE_CUDA)
-  return cuda::device_name();
-#else
-  return "";
-#endif
-}
+std::string visible_gpu_name() { return gpu_toolkit::visible_gpu_name(); }
 
 double measured_gpu_gemm_flops(bool bf16) {
   if (!compute_device().gpu) return 0;
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-  return cuda::measure_gemm_flops(bf16);
-#else
-  (void)bf16;
-  return 0;
-#endif
+  return device_backend::measure_gemm_flops(bf16);
 }
 
 }  // namespace shardft

@@ -7,21 +7,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/device_backend.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm_counters.hpp"
+#include "kernels/gpu_toolkit.hpp"
 #include "kernels/kernel_scratch.hpp"
 #include "kernels/kernel_timer.hpp"
-
-// The GPU build's dispatch: views the GPU can read go to cuBLAS (kernels/cuda/cublas_gemm). It needs
-// both the CUDA toolkit (SHARDFT_HAVE_CUDA: the cuBLAS module is compiled) and a CUDA-enabled Kokkos
-// (KOKKOS_ENABLE_CUDA: views can live in CudaSpace). With a Serial Kokkos, as in the CPU build, every
-// view is a host view and BLAS does the work even when cuBLAS is linked.
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-#define SHARDFT_GEMM_CUBLAS 1
-#include <mutex>
-
-#include "kernels/cuda/cublas_gemm.hpp"
-#endif
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
@@ -29,37 +20,22 @@ namespace shardft {
 
 namespace {
 
-// Views the GPU can read (CudaSpace, CudaUVMSpace) go to cuBLAS; host views to BLAS.
-#if defined(SHARDFT_GEMM_CUBLAS)
-constexpr bool kGemmOnCublas = Kokkos::SpaceAccessibility<Kokkos::CudaSpace, MemSpace>::accessible;
-#else
-constexpr bool kGemmOnCublas = false;
-#endif
-static_assert(kGemmOnCublas || Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible,
-              "gemm: views must be host-accessible (BLAS) or, in a CUDA build, device-accessible (cuBLAS)");
+// The dispatch: views on a device go to its GEMM library (kernels/device_backend.hpp: cuBLAS where Kokkos
+// runs on CUDA), host views to BLAS. With a Serial or OpenMP Kokkos, as in the CPU builds, every view is
+// a host view and BLAS does the work even when cuBLAS is linked.
+constexpr bool kGemmOnDevice = kComputeOnDevice;
 
 std::string shape(std::size_t r, std::size_t c) { return "[" + std::to_string(r) + "," + std::to_string(c) + "]"; }
 
-#if defined(SHARDFT_GEMM_CUBLAS)
-// cuBLAS runs on the stream of Kokkos' default CUDA instance, so GEMMs and Kokkos kernels (the widening
-// below included) stay in issue order without a fence.
-void bind_cublas_stream() {
-  static std::once_flag bound;
-  std::call_once(bound, [] { cuda::set_compute_stream(Kokkos::Cuda().cuda_stream()); });
-}
-#endif
-
-// Every fp32 product: cuBLAS for device views (GPU build), BLAS for host views.
+// Every fp32 product: the device's library for device views (on the compute queue, so GEMMs and Kokkos
+// kernels stay in issue order without a fence), BLAS for host views.
 void sgemm_raw(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
                float beta, float* c, int ldc) {
   const VendorKernel launch("gemm fp32");
-#if defined(SHARDFT_GEMM_CUBLAS)
-  if constexpr (kGemmOnCublas) {
-    bind_cublas_stream();
-    cuda::sgemm(op_a == Op::T, op_b == Op::T, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if constexpr (kGemmOnDevice) {
+    device_backend::sgemm(op_a == Op::T, op_b == Op::T, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-#endif
   cblas_sgemm(CblasRowMajor, op_a == Op::N ? CblasNoTrans : CblasTrans, op_b == Op::N ? CblasNoTrans : CblasTrans, m,
               n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -72,7 +48,7 @@ void sgemm_raw(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* 
 // and a cuBLAS call, and 1M-element tiles turned one step of a 1B model into ~10,000 of each; 2^28 widens
 // any weight of a Llama-3 8B-sized model (the 128256 x 4096 LM head included) in one go, for 1 GiB of
 // scratch at most.
-std::int64_t g_tile_elements = kGemmOnCublas ? std::int64_t{1} << 28 : std::int64_t{1} << 19;
+std::int64_t g_tile_elements = kGemmOnDevice ? std::int64_t{1} << 28 : std::int64_t{1} << 19;
 
 
 // dst [R, C] row-major = src[r0 : r0 + R, c0 : c0 + C] of a row-major bf16 matrix with row stride ld. Host
@@ -204,7 +180,7 @@ void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, 
                            float* c, const MixedShape& s) {
   const VendorKernel launch(a.is_bf16 && b.is_bf16 ? "gemm bf16 x bf16 (host: widened tiles)" : "gemm mixed bf16/fp32");
   std::optional<UncountedLaunches> uncounted;
-  if (!kGemmOnCublas) uncounted.emplace();
+  if (!kGemmOnDevice) uncounted.emplace();
   tiled_product_rows(op_a, op_b, alpha, a, b, beta, c, s, 0, s.m);
 }
 
@@ -215,7 +191,7 @@ void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand
                                 const MixedShape& s) {
   const VendorKernel launch("gemm -> bf16 (host: widened tiles)");
   std::optional<UncountedLaunches> uncounted;
-  if (!kGemmOnCublas) uncounted.emplace();
+  if (!kGemmOnDevice) uncounted.emplace();
   const std::int64_t block = std::max<std::int64_t>(1, g_tile_elements / s.n);
   const auto c32 = kernel_scratch<float>("gemm_bf16_out_f32", std::min(block, s.m) * s.n);
   for (std::int64_t m0 = 0; m0 < s.m; m0 += block) {
@@ -225,7 +201,6 @@ void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand
   }
 }
 
-#if defined(SHARDFT_GEMM_CUBLAS)
 const std::uint16_t* bits(const bf16* p) { return reinterpret_cast<const std::uint16_t*>(p); }
 
 // Both operands bf16, on cuBLAS's tensor cores: C fp32 (beta as given) or bf16 (C = the product, rounded).
@@ -236,36 +211,28 @@ std::string timed_gemm_name(const char* kind, Op op_a, Op op_b, const MixedShape
          std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
 }
 
-void cublas_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+void device_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                          float* c_f32, bf16* c_bf16, int ldc, const MixedShape& s) {
   const char* kind = c_bf16 ? "gemm bf16 x bf16 -> bf16 (tensor cores)" : "gemm bf16 x bf16 (tensor cores)";
   const VendorKernel launch(kernel_timer_installed() ? timed_gemm_name(kind, op_a, op_b, s).c_str() : kind);
-  bind_cublas_stream();
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   const int lda = static_cast<int>(a.extent(1)), ldb = static_cast<int>(b.extent(1));
   if (c_bf16) {
-    cuda::gemm_bf16_bf16(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda, bits(b.b16.data()),
-                         ldb, 0.f, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
+    device_backend::gemm_bf16_bf16(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda,
+                                   bits(b.b16.data()), ldb, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
   } else {
-    cuda::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda, bits(b.b16.data()),
-                        ldb, beta, c_f32, ldc);
+    device_backend::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda,
+                                  bits(b.b16.data()), ldb, beta, c_f32, ldc);
   }
 }
-#endif
 
-// Both operands bf16 on a cuBLAS build: the product as one tensor-core GEMM (into c_f32 with beta, or
-// into c_bf16), and true; false elsewhere, where the caller widens tiles.
+// Both operands bf16 on a device: the product as one tensor-core GEMM (into c_f32 with beta, or into
+// c_bf16), and true; false elsewhere, where the caller widens tiles.
 bool on_tensor_cores(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                      float* c_f32, bf16* c_bf16, int ldc, const MixedShape& s) {
-#if defined(SHARDFT_GEMM_CUBLAS)
-  if (kGemmOnCublas && a.is_bf16 && b.is_bf16) {
-    cublas_bf16_product(op_a, op_b, alpha, a, b, beta, c_f32, c_bf16, ldc, s);
-    return true;
-  }
-#else
-  (void)op_a, (void)op_b, (void)alpha, (void)a, (void)b, (void)beta, (void)c_f32, (void)c_bf16, (void)ldc, (void)s;
-#endif
-  return false;
+  if (!kGemmOnDevice || !a.is_bf16 || !b.is_bf16) return false;
+  device_bf16_product(op_a, op_b, alpha, a, b, beta, c_f32, c_bf16, ldc, s);
+  return true;
 }
 
 }  // namespace
@@ -294,20 +261,15 @@ void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
 
 void gemm_set_bf16_tile_elements(std::int64_t n) { g_tile_elements = std::max<std::int64_t>(1, n); }
 std::int64_t gemm_bf16_tile_elements() { return g_tile_elements; }
-bool gemm_widens_bf16() { return !kGemmOnCublas; }
+bool gemm_widens_bf16() { return !kGemmOnDevice; }
 
 void gemm_set_num_threads(int n) { openblas_set_num_threads(n); }
 
 std::string gemm_backend_description(bool with_idle) {
-#if defined(SHARDFT_GEMM_CUBLAS)
-  (void)with_idle;
-  return "cuBLAS (device views)";
-#elif defined(SHARDFT_HAVE_CUDA)
-  return with_idle ? "BLAS (OpenBLAS); cuBLAS linked but idle, this Kokkos has no CUDA backend" : "BLAS (OpenBLAS)";
-#else
-  (void)with_idle;
-  return "BLAS (OpenBLAS)";
-#endif
+  if (kGemmOnDevice) return device_backend::gemm_library();
+  const std::string idle = gpu_toolkit::gemm_library();
+  if (!with_idle || idle.empty()) return "BLAS (OpenBLAS)";
+  return "BLAS (OpenBLAS); " + idle + " linked but idle, this Kokkos has no CUDA backend";
 }
 
 void linear_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged2<float> y, float beta) {

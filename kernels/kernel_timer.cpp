@@ -13,13 +13,8 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/device_backend.hpp"
 #include "kernels/types.hpp"
-
-// A GPU build times kernels by marks on the compute stream (kernels/cuda/stream_marks): unfenced.
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-#define SHARDFT_TIMER_MARKS 1
-#include "kernels/cuda/stream_marks.hpp"
-#endif
 
 namespace shardft {
 
@@ -38,13 +33,9 @@ struct MarkedLaunch {
   std::size_t begin = 0, end = 0;
 };
 
-// Device marks time the launches where the kernels run on a CUDA stream: nothing waits.
-constexpr bool kDeviceMarks =
-#if defined(SHARDFT_TIMER_MARKS)
-    kComputeOnDevice;
-#else
-    false;
-#endif
+// Device marks time the launches where the kernels run on a device queue that takes marks
+// (kernels/device_backend.hpp: a CUDA stream's events): nothing waits.
+const bool kDeviceMarks = kComputeOnDevice && device_backend::has_queue_marks();
 // Marks pending before they are read back (one wait on the device per this many launches).
 constexpr std::size_t kMaxMarkedLaunches = 2048;
 
@@ -73,18 +64,17 @@ Timer& timer() {
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-#if defined(SHARDFT_TIMER_MARKS)
-std::size_t mark_now() { return cuda::record_stream_mark(Kokkos::Cuda().cuda_stream()); }
+std::size_t mark_now() { return device_backend::record_queue_mark(); }
 
 // Reads the pending marks into the totals (waits for the last one) and frees them for reuse. The gap
 // before the first launch of a batch is not known (its previous end mark is gone): a fold loses one gap.
 void fold_marks(Timer& t) {
   for (std::size_t i = 0; i < t.marked.size(); ++i) {
     const MarkedLaunch& l = t.marked[i];
-    l.kernel->seconds += 1e-3 * cuda::stream_marks_elapsed_ms(l.begin, l.end);
+    l.kernel->seconds += 1e-3 * device_backend::queue_marks_elapsed_ms(l.begin, l.end);
     ++l.kernel->count;
     if (i > 0) {
-      const double gap = 1e-3 * cuda::stream_marks_elapsed_ms(t.marked[i - 1].end, l.begin);
+      const double gap = 1e-3 * device_backend::queue_marks_elapsed_ms(t.marked[i - 1].end, l.begin);
       t.outside.seconds += gap;
       ++t.outside.count;
       Totals& before = t.idle_before[l.kernel];
@@ -93,12 +83,8 @@ void fold_marks(Timer& t) {
     }
   }
   t.marked.clear();
-  cuda::clear_stream_marks();
+  device_backend::clear_queue_marks();
 }
-#else
-std::size_t mark_now() { return 0; }
-void fold_marks(Timer& t) { t.marked.clear(); }
-#endif
 
 // A lambda's type name is its enclosing function's mangled name plus the closure: demangled, it names
 // the kernel's function. Long template arguments are cut; the function name is what is wanted.

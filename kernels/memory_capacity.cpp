@@ -4,10 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernels/device_backend.hpp"
 #include "kernels/types.hpp"
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-#include "kernels/cuda/cublas_gemm.hpp"
-#endif
 
 namespace shardft {
 
@@ -121,14 +119,10 @@ MemoryCapacity host_memory_capacity(const std::string& root) {
 }
 
 MemoryCapacity compute_memory_capacity() {
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-  if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
-    const cuda::DeviceMemory m = cuda::device_memory();
-    return {static_cast<double>(m.free_bytes),
-            "cudaMemGetInfo: " + format_bytes(static_cast<double>(m.free_bytes)) + " free of " +
-                format_bytes(static_cast<double>(m.total_bytes))};
+  double free_bytes = 0, total_bytes = 0;
+  if (kComputeOnDevice && device_backend::device_memory(free_bytes, total_bytes)) {
+    return {free_bytes, "cudaMemGetInfo: " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes)};
   }
-#endif
   return host_memory_capacity();
 }
 

@@ -1,115 +1,25 @@
+// The side queue's parts every backend shares (kernels/side_queue.hpp); the queue itself is
+// kernels/cuda/kokkos_side_queue.cpp where Kokkos runs on CUDA, kernels/host/side_queue.cpp elsewhere
+// (CMake compiles one).
 #include "kernels/side_queue.hpp"
 
 #include <stdexcept>
 #include <string>
-#include <vector>
-
-#if defined(SHARDFT_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
-#include <optional>
-
-#include "kernels/cuda/side_stream.hpp"
-#define SHARDFT_SIDE_STREAM 1
-#endif
 
 namespace shardft {
 
-#if defined(SHARDFT_SIDE_STREAM)
-// A CUDA stream with a Kokkos instance on it; an event per mark and one for "the compute work so far".
-struct SideQueue::Impl {
-  cudaStream_t stream = nullptr;
-  std::optional<Kokkos::Cuda> space;
-  std::vector<cudaEvent_t> marks;
-  std::vector<char> pending;
-  cudaEvent_t compute_done = nullptr;
-
-  int compute_priority = 0, side_priority = 0;
-
-  explicit Impl(int n) : stream(cuda::create_side_stream()), marks(n, nullptr), pending(n, 0) {
-    compute_priority = cuda::raise_stream_priority(compute());
-    side_priority = cuda::stream_priority(stream);
-    space.emplace(stream);
-    for (cudaEvent_t& e : marks) e = cuda::create_order_event();
-    compute_done = cuda::create_order_event();
-  }
-  ~Impl() {
-    cuda::synchronize_stream(stream);
-    space.reset();  // the instance before its stream
-    for (cudaEvent_t e : marks) cuda::destroy_event(e);
-    cuda::destroy_event(compute_done);
-    cuda::destroy_stream(stream);
-  }
-  static cudaStream_t compute() { return Kokkos::Cuda().cuda_stream(); }
-};
-#else
-struct SideQueue::Impl {
-  explicit Impl(int n) : pending(n, 0) {}
-  std::vector<char> pending;
-};
-#endif
-
-SideQueue::SideQueue(int marks) {
-  if (marks < 0) throw std::invalid_argument("SideQueue: a negative number of marks");
-  impl_ = std::make_unique<Impl>(marks);
-}
-
-SideQueue::~SideQueue() = default;
-
-namespace {
-void check_mark(int k, std::size_t n) {
+void SideQueue::check_mark(int k, std::size_t n) {
   if (k < 0 || static_cast<std::size_t>(k) >= n) {
     throw std::out_of_range("SideQueue: mark " + std::to_string(k) + " of " + std::to_string(n));
   }
 }
-}  // namespace
 
-#if defined(SHARDFT_SIDE_STREAM)
-ExecSpace SideQueue::space() const { return *impl_->space; }
-bool SideQueue::separate_queues() { return true; }
-
-void SideQueue::follow_compute() {
-  cuda::record_event(impl_->compute_done, Impl::compute());
-  cuda::stream_wait_event(impl_->stream, impl_->compute_done);
+void SideQueue::check_marks(int marks) {
+  if (marks < 0) throw std::invalid_argument("SideQueue: a negative number of marks");
 }
-
-void SideQueue::mark(int k) {
-  check_mark(k, impl_->marks.size());
-  cuda::record_event(impl_->marks[k], impl_->stream);
-  impl_->pending[k] = 1;
-}
-
-void SideQueue::wait_for(int k) {
-  check_mark(k, impl_->marks.size());
-  if (!impl_->pending[k]) return;
-  cuda::stream_wait_event(Impl::compute(), impl_->marks[k]);
-  impl_->pending[k] = 0;
-}
-
-std::string SideQueue::describe() const {
-  return "a CUDA stream of its own at priority " + std::to_string(impl_->side_priority) +
-         ", under the compute stream's " + std::to_string(impl_->compute_priority) + " (lower runs first)";
-}
-#else
-ExecSpace SideQueue::space() const { return ExecSpace(); }
-bool SideQueue::separate_queues() { return false; }
-void SideQueue::follow_compute() {}
-
-void SideQueue::mark(int k) {
-  check_mark(k, impl_->pending.size());
-  impl_->pending[k] = 1;
-}
-
-void SideQueue::wait_for(int k) {
-  check_mark(k, impl_->pending.size());
-  impl_->pending[k] = 0;
-}
-
-std::string SideQueue::describe() const {
-  return "the compute queue itself (this backend runs kernels in issue order: nothing runs beside them)";
-}
-#endif
 
 void SideQueue::wait_for_all() {
-  for (std::size_t k = 0; k < impl_->pending.size(); ++k) wait_for(static_cast<int>(k));
+  for (int k = 0; k < marks_; ++k) wait_for(k);
 }
 
 }  // namespace shardft

@@ -40,7 +40,11 @@ class SideQueue {
   std::string describe() const;
 
  private:
-  struct Impl;
+  static void check_marks(int marks);                // a negative count: std::invalid_argument
+  static void check_mark(int k, std::size_t marks);  // k outside 0 .. marks - 1: std::out_of_range
+
+  struct Impl;  // the backend's queue
+  int marks_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,55 +1,17 @@
-// The fused attention's dispatch (kernels/attention_fused.hpp): cuDNN's SDPA graphs
-// (kernels/cuda/cudnn_attention) in a GPU build that has cuDNN and cudnn-frontend (SHARDFT_HAVE_CUDNN) and
-// a CUDA Kokkos; elsewhere nothing is built and every entry point but the queries throws.
+// kernels/attention_fused.hpp on cuDNN's SDPA graphs (kernels/cuda/cudnn_attention), in a build whose
+// Kokkos runs on CUDA and that found cuDNN and cudnn-frontend.
 #include "kernels/attention_fused.hpp"
 
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-#if defined(SHARDFT_HAVE_CUDNN) && defined(KOKKOS_ENABLE_CUDA)
-#define SHARDFT_FUSED_CUDNN 1
 #include "kernels/cuda/cublas_gemm.hpp"
 #include "kernels/cuda/cudnn_attention.hpp"
 #include "kernels/kernel_scratch.hpp"
 #include "kernels/kernel_timer.hpp"
-#endif
 
 namespace shardft {
-
-#if !defined(SHARDFT_FUSED_CUDNN)
-
-
-namespace {
-[[noreturn]] void not_built() {
-  throw std::logic_error("fused attention: " + fused_attention_backend() +
-                         "; the model must use the log-sum-exp kernels (kernels/attention_lse.hpp)");
-}
-}  // namespace
-
-bool fused_attention_built() { return false; }
-
-bool fused_attention_compiled() { return false; }
-
-std::string fused_attention_backend() { return "not built"; }
-
-std::int64_t fused_attention_stats_size(const AttentionShape&, const AttentionSegments&) { not_built(); }
-
-void fused_attention_prepare(const AttentionShape&, const AttentionSegments&, bool) { not_built(); }
-
-void fused_attention_forward(const AttentionShape&, const AttentionSegments&, Strided2<const bf16>,
-                             Strided2<const bf16>, Strided2<const bf16>, Unmanaged2<bf16>, Unmanaged1<float>) {
-  not_built();
-}
-
-void fused_attention_backward(const AttentionShape&, const AttentionSegments&, Strided2<const bf16>,
-                              Strided2<const bf16>, Strided2<const bf16>, Unmanaged2<const bf16>,
-                              Unmanaged2<const bf16>, Unmanaged1<const float>, Strided2<bf16>, Strided2<bf16>,
-                              Strided2<bf16>) {
-  not_built();
-}
-
-#else  // SHARDFT_FUSED_CUDNN
 
 namespace {
 
@@ -183,7 +145,5 @@ void fused_attention_backward(const AttentionShape& s, const AttentionSegments& 
                       bits(o.data()), bits(dout.data()), stats.data(), bits(dq.data()), bits(dk.data()),
                       bits(dv.data()), stream());
 }
-
-#endif  // SHARDFT_FUSED_CUDNN
 
 }  // namespace shardft
