@@ -73,7 +73,7 @@ Nf4Weights::Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool
   own_.resize(params_.size());
   in_flight_.resize(params_.size());
   dense_.resize(params_.size());
-  dense_bf16_.resize(params_.size());
+  widened_.resize(params_.size());
   refcount_.assign(layout.blocks().size(), 0);
 }
 
@@ -99,8 +99,7 @@ void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)
       own_[i] = Bytes{Unmanaged1<std::uint8_t>(q_[i].packed.data(), q_[i].packed.extent(0)),
                       Unmanaged1<std::uint8_t>(q_[i].absmax_q.data(), q_[i].absmax_q.extent(0)), {}};
     }
-    give(dense_[i]);
-    give(dense_bf16_[i]);
+    give_dense(static_cast<int>(i));
   }
 }
 
@@ -203,8 +202,7 @@ void Nf4Weights::release(int block) {
 void Nf4Weights::give_back(int block) {
   for (int p : layout_.blocks()[block].params) {
     if (!holds(p)) continue;
-    give(dense_[index_[p]]);
-    give(dense_bf16_[index_[p]]);
+    give_dense(index_[p]);
     if (group_) drop_gathered(index_[p]);
   }
 }
@@ -227,27 +225,49 @@ void Nf4Weights::dequantize(int param, Unmanaged1<bf16> dst) const {
   nf4_dequantize(b.packed, b.absmax_q, q.absmax2, q.offset, dst);
 }
 
-Unmanaged1<const bf16> Nf4Weights::weight_bf16(int param) {
-  if (dtype_ != ComputeDtype::bf16) return {};
+WeightStorage Nf4Weights::storage() const {
+  return dtype_ == ComputeDtype::bf16 ? WeightStorage::bf16 : WeightStorage::f32;
+}
+
+const WeightBuffer& Nf4Weights::dense(int param) {
   const int i = index_[param];
-  if (dense_bf16_[i].extent(0) == 0) {
-    dense_bf16_[i] = take<bf16>(q_[i].numel, "nf4_dequantized_bf16");
-    dequantize(param, Unmanaged1<bf16>(dense_bf16_[i].data(), q_[i].numel));
+  WeightBuffer& d = dense_[i];
+  if (!d.empty()) return d;
+  const std::int64_t n = q_[i].numel;
+  const bool b16 = storage() == WeightStorage::bf16;
+  d = WeightBuffer::take(pool_, storage(), n, b16 ? "nf4_dequantized_bf16" : "nf4_dequantized");
+  live_ += d.bytes();
+  peak_ = std::max(peak_, live_);
+  if (b16) {
+    dequantize(param, Unmanaged1<bf16>(static_cast<bf16*>(d.at(0)), n));
+  } else {
+    dequantize(param, Unmanaged1<float>(static_cast<float*>(d.at(0)), n));
   }
-  return Unmanaged1<const bf16>(dense_bf16_[i].data(), q_[i].numel);
+  return d;
+}
+
+void Nf4Weights::give_dense(int i) {
+  live_ -= dense_[i].bytes();
+  dense_[i].give(pool_);
+  give(widened_[i]);
+}
+
+Unmanaged1<const bf16> Nf4Weights::weight_bf16(int param) {
+  if (storage() != WeightStorage::bf16) return {};
+  return dense(param).bf16s(0, q_[index_[param]].numel);
 }
 
 Unmanaged1<const float> Nf4Weights::weight(int param) {
   const int i = index_[param];
-  if (dense_[i].extent(0) == 0) {
-    dense_[i] = take<float>(q_[i].numel, "nf4_dequantized");
-    if (dtype_ == ComputeDtype::bf16) {
-      to_f32(weight_bf16(param), Unmanaged1<float>(dense_[i].data(), q_[i].numel));
-    } else {
-      dequantize(param, Unmanaged1<float>(dense_[i].data(), q_[i].numel));
-    }
+  const std::int64_t n = q_[i].numel;
+  if (storage() != WeightStorage::bf16) return dense(param).f32(0, n);
+  // The model reads bf16 matrices through weight_bf16; a caller asking for fp32 gets them widened, kept
+  // until the block's last release.
+  if (widened_[i].extent(0) == 0) {
+    widened_[i] = take<float>(n, "nf4_dequantized");
+    to_f32(weight_bf16(param), Unmanaged1<float>(widened_[i].data(), n));
   }
-  return Unmanaged1<const float>(dense_[i].data(), q_[i].numel);
+  return Unmanaged1<const float>(widened_[i].data(), n);
 }
 
 void Nf4Weights::read(int param, Unmanaged1<float> dst) {

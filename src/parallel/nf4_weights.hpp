@@ -21,6 +21,7 @@
 #include "comm/communicator.hpp"
 #include "model/param_layout.hpp"
 #include "parallel/buffer_pool.hpp"
+#include "parallel/zero/weight_buffer.hpp"
 
 namespace shardft {
 
@@ -103,9 +104,12 @@ class Nf4Weights {
   View1<T> take(std::int64_t n, const char* label);  // pooled, counted in live_
   template <class T>
   void give(View1<T>& v);
+  WeightStorage storage() const;        // the compute weights' storage: bf16 for bf16 compute, else fp32
+  const WeightBuffer& dense(int param);  // dequantized on first use
+  void give_dense(int i);
   std::vector<std::vector<RequestPtr>> in_flight_;  // per params_ entry: its gathers not yet waited for
-  std::vector<View1<float>> dense_;      // per params_ entry: dequantized, fp32 storage, while acquired
-  std::vector<View1<bf16>> dense_bf16_;  // the same, bf16 compute
+  std::vector<WeightBuffer> dense_;      // per params_ entry: dequantized in storage(), while acquired
+  std::vector<View1<float>> widened_;    // per params_ entry: bf16 storage read as fp32 (weight()), the same
   std::vector<int> refcount_;            // per block
   std::int64_t live_ = 0, peak_ = 0;     // bytes taken from the pool and not given back
   Nf4GatherCounts counts_;
