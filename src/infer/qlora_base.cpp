@@ -2,7 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "parallel/nf4_weights.hpp"
+#include "parallel/zero/nf4_weights.hpp"
 
 namespace shardft {
 

@@ -36,7 +36,7 @@
 #include "parallel/buffer_pool.hpp"
 #include "parallel/flat_partition.hpp"
 #include "parallel/grad_buckets.hpp"
-#include "parallel/nf4_weights.hpp"
+#include "parallel/zero/nf4_weights.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "parallel/zero/frozen_store.hpp"
 #include "parallel/zero/grad_reducer.hpp"

@@ -10,7 +10,7 @@
 #include "kernels/memory_capacity.hpp"
 #include "kernels/types.hpp"
 #include "parallel/flat_partition.hpp"
-#include "parallel/nf4_weights.hpp"
+#include "parallel/zero/nf4_weights.hpp"
 
 namespace shardft {
 

@@ -13,7 +13,7 @@
 #include "model/param_source.hpp"
 #include "parallel/buffer_pool.hpp"
 #include "parallel/flat_partition.hpp"
-#include "parallel/nf4_weights.hpp"
+#include "parallel/zero/nf4_weights.hpp"
 #include "parallel/parallel_plan.hpp"
 #include "parallel/zero/owned_region.hpp"
 #include "parallel/zero/weight_store.hpp"

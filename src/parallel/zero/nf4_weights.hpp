@@ -1,6 +1,7 @@
 #pragma once
-// QLoRA's frozen base matrices held as NF4 4-bit blocks (kernels/nf4_quantize.hpp: bitsandbytes' format,
-// block 64, double-quantized absmax), one Nf4Tensor per parameter (ParamSpec::nf4): whole on every rank
+// The frozen store's NF4 part (frozen_store.hpp): QLoRA's frozen base matrices held as NF4 4-bit blocks
+// (kernels/nf4_quantize.hpp: bitsandbytes' format, block 64, double-quantized absmax), one Nf4Tensor per
+// parameter (ParamSpec::nf4): whole on every rank
 // at ZeRO stages 0-2; at stage 3 (a shard group given) each rank keeps 1/N of every matrix's packed
 // indices and 1/N of its 8-bit absmax (each padded to a multiple of N bytes; the fp32 second-level
 // scales and the offset, 4 bytes per 16384 values, stay whole), and those bytes (uint8 on the wire) are

@@ -1,4 +1,4 @@
-#include "parallel/nf4_weights.hpp"
+#include "parallel/zero/nf4_weights.hpp"
 
 #include <algorithm>
 #include <stdexcept>
