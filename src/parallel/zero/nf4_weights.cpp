@@ -103,22 +103,15 @@ void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)
   }
 }
 
-template <class T>
-View1<T> Nf4Weights::take(std::int64_t n, const char* label) {
-  View1<T> v;
-  if constexpr (std::is_same_v<T, bf16>) {
-    v = pool_.take_bf16(n, label);
-  } else {
-    v = pool_.take(n, label);
-  }
-  live_ += static_cast<std::int64_t>(sizeof(T)) * n;
+View1<float> Nf4Weights::take(std::int64_t n, const char* label) {
+  View1<float> v = pool_.take(n, label);
+  live_ += static_cast<std::int64_t>(sizeof(float)) * n;
   peak_ = std::max(peak_, live_);
   return v;
 }
 
-template <class T>
-void Nf4Weights::give(View1<T>& v) {
-  live_ -= static_cast<std::int64_t>(sizeof(T) * v.extent(0));
+void Nf4Weights::give(View1<float>& v) {
+  live_ -= static_cast<std::int64_t>(sizeof(float) * v.extent(0));
   pool_.give(v);
 }
 
@@ -170,7 +163,7 @@ Nf4Weights::Bytes Nf4Weights::gather(int i, bool nonblocking) {
   const int n = group_->size();
   const std::int64_t packed = q_[i].packed.extent(0), absmax = q_[i].absmax_q.extent(0);  // per rank
   Bytes b;
-  b.store = take<float>(nf4_gathered_bytes(q_[i].numel, n) / 4, "nf4_gathered_bytes");
+  b.store = take(nf4_gathered_bytes(q_[i].numel, n) / 4, "nf4_gathered_bytes");
   std::uint8_t* bytes = reinterpret_cast<std::uint8_t*>(b.store.data());
   b.packed = Unmanaged1<std::uint8_t>(bytes, packed * n);
   b.absmax_q = Unmanaged1<std::uint8_t>(bytes + packed * n, absmax * n);
@@ -264,7 +257,7 @@ Unmanaged1<const float> Nf4Weights::weight(int param) {
   // The model reads bf16 matrices through weight_bf16; a caller asking for fp32 gets them widened, kept
   // until the block's last release.
   if (widened_[i].extent(0) == 0) {
-    widened_[i] = take<float>(n, "nf4_dequantized");
+    widened_[i] = take(n, "nf4_dequantized");
     to_f32(weight_bf16(param), Unmanaged1<float>(widened_[i].data(), n));
   }
   return Unmanaged1<const float>(widened_[i].data(), n);

@@ -101,10 +101,8 @@ class Nf4Weights {
   std::vector<Bytes> own_;               // whole: q_'s arrays; sharded: gathered while acquired
   void drop_gathered(int i);
   bool block_gathered(int block) const;  // its matrices' bytes held or in flight (sharded)
-  template <class T>
-  View1<T> take(std::int64_t n, const char* label);  // pooled, counted in live_
-  template <class T>
-  void give(View1<T>& v);
+  View1<float> take(std::int64_t n, const char* label);  // pooled, counted in live_
+  void give(View1<float>& v);
   WeightStorage storage() const;        // the compute weights' storage: bf16 for bf16 compute, else fp32
   const WeightBuffer& dense(int param);  // dequantized on first use
   void give_dense(int i);
