@@ -2,14 +2,15 @@
 //   forward   y[n, j] += b[j]                one thread per element
 //   backward  db[j]   += sum_n dy[n, j]      a column sum in two deterministic stages:
 //     one team per block of kRowsPerTeam rows, its threads over the columns (coalesced), each summing
-//     its column of the block in row order into partial[block, j]; then add_column_sums adds the
-//     partials block by block. No atomics: the sum's order never depends on the team size or backend.
+//     its column of the block in row order into partial[block, j]; the teams that finish last add the
+//     partials block by block in the same launch (kernels/column_sum_tickets.hpp). No atomics on values:
+//     the sums' order never depends on the team size or on which team finishes when.
 #include "kernels/bias.hpp"
 
 #include <stdexcept>
 
+#include "kernels/column_sum_tickets.hpp"
 #include "kernels/kernel_scratch.hpp"
-#include "kernels/rows.hpp"
 
 namespace shardft {
 
@@ -36,6 +37,7 @@ void bias_backward(Unmanaged2<const float> dy, Unmanaged1<float> db) {
   if (rows == 0) return;
   const int blocks = static_cast<int>((rows + kRowsPerTeam - 1) / kRowsPerTeam);
   const auto partial = kernel_scratch<float>("bias_db_partial", blocks, cols);
+  const ColumnSumTickets db_sums = column_sum_tickets("bias_db", partial, db, false);
   Kokkos::parallel_for(
       "bias_backward_rows", Team(blocks, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int blk = m.league_rank();
@@ -45,8 +47,8 @@ void bias_backward(Unmanaged2<const float> dy, Unmanaged1<float> db) {
           for (std::int64_t n = n0; n < n1; ++n) acc += dy(n, j);
           partial(blk, j) = acc;
         });
+        close_column_sums(m, db_sums);
       });
-  add_column_sums(partial, db);
 }
 
 }  // namespace shardft

@@ -20,19 +20,19 @@ Registry& registry() {
 }
 
 template <class V>
-void* grow(std::map<std::string, V>& buffers, const char* name, std::size_t bytes) {
+void* grow(std::map<std::string, V>& buffers, const char* name, std::size_t bytes, bool zeroed) {
   V& v = buffers[name];
   const std::size_t words = (bytes + sizeof(double) - 1) / sizeof(double);
   if (v.extent(0) < words) {
     v = V();  // the old buffer goes first: the peak holds one of them, not both
-    v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), words);
+    v = zeroed ? V(std::string(name), words) : V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), words);
   }
   return v.data();
 }
 
 }  // namespace
 
-void* named_scratch(const char* name, std::size_t bytes, bool host) {
+void* named_scratch(const char* name, std::size_t bytes, bool host, bool zeroed) {
   Registry& r = registry();
   if (!r.hooked) {
     // A view must not outlive Kokkos.
@@ -43,7 +43,7 @@ void* named_scratch(const char* name, std::size_t bytes, bool host) {
     r.hooked = true;
   }
   if (bytes == 0) return nullptr;
-  return host ? grow(r.host, name, bytes) : grow(r.device, name, bytes);
+  return host ? grow(r.host, name, bytes, zeroed) : grow(r.device, name, bytes, zeroed);
 }
 
 }  // namespace shardft::scratch_detail

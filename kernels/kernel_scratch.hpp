@@ -14,8 +14,9 @@
 namespace shardft {
 
 namespace scratch_detail {
-// `bytes` (8-byte aligned) of the named buffer in device (MemSpace) or host memory.
-void* named_scratch(const char* name, std::size_t bytes, bool host);
+// `bytes` (8-byte aligned) of the named buffer in device (MemSpace) or host memory; `zeroed`: filled
+// with zeros whenever it is (re)allocated.
+void* named_scratch(const char* name, std::size_t bytes, bool host, bool zeroed = false);
 }  // namespace scratch_detail
 
 template <class T, class Space = MemSpace>
@@ -29,6 +30,13 @@ Kokkos::View<T*, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmana
 template <class T>
 Unmanaged2<T> kernel_scratch(const char* name, std::size_t rows, std::size_t cols) {
   return Unmanaged2<T>(static_cast<T*>(scratch_detail::named_scratch(name, rows * cols * sizeof(T), false)), rows, cols);
+}
+
+// Counters that are zero when first handed out (allocated zeroed; a longer request allocates zeroed
+// again): for kernels that take tickets and set their counters back to zero before they end
+// (kernels/column_sum_tickets.hpp), so no launch zeroes them per call.
+inline Unmanaged1<int> kernel_counters(const char* name, std::size_t n) {
+  return Unmanaged1<int>(static_cast<int*>(scratch_detail::named_scratch(name, n * sizeof(int), false, true)), n);
 }
 
 }  // namespace shardft

@@ -9,9 +9,10 @@
 // change the CPU's rounding, and CPU results then move where tests sit close to their bounds.
 // backward: one team per block of kRowsPerTeam rows, its threads over the d columns. Row by row, the
 // team reduces gx = sum_j dy w x, updates the dx row, and adds dy x rstd into the block's own partial
-// dw row (each thread always visits the same columns, so the partial row needs no atomics); then
-// add_column_sums adds the partials block by block. One pass over x and dy and no atomics: for a given
-// team size (one thread on Serial) the order of every sum is fixed, so results are deterministic.
+// dw row (each thread always visits the same columns, so the partial row needs no atomics); the teams
+// that finish last add the partials block by block in the same launch (kernels/column_sum_tickets.hpp).
+// One pass over x and dy and no atomics on values: for a given team size (one thread on Serial) the
+// order of every sum is fixed, so results are deterministic.
 // On a GPU the rows move in 16-byte packs and each row has a warp (forward_warp_rows, backward_warp_rows):
 // the row's sum is a shuffle reduction, not a synchronisation of the team per row.
 #include "kernels/rmsnorm.hpp"
@@ -21,9 +22,9 @@
 #include <string>
 
 #include "kernels/bf16_pack.hpp"
+#include "kernels/column_sum_tickets.hpp"
 #include "kernels/math.hpp"
 #include "kernels/kernel_scratch.hpp"
-#include "kernels/rows.hpp"
 
 namespace shardft {
 
@@ -118,7 +119,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
                 if (k < nr) {
                   const std::int64_t at = (n0 + k) * cols + g * W;
                   store_floats<W>(round_out + at, v);
-                  store_floats<W>(kept_out + at, v);
+                  if (kept_out != nullptr) store_floats<W>(kept_out + at, v);
                 }
               }
               for (int e = 0; e < W; ++e) p[k] += v[e] * v[e];
@@ -177,7 +178,7 @@ void forward_warp_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<c
                 if constexpr (Keep) {
                   for (int e = 0; e < W; ++e) v[e] = round_to_bf16(v[e]);
                   store_floats<W>(round_out + n * cols + g * W, v);
-                  store_floats<W>(kept_out + n * cols + g * W, v);
+                  if (kept_out != nullptr) store_floats<W>(kept_out + n * cols + g * W, v);
                 }
                 for (int e = 0; e < W; ++e) acc += v[e] * v[e];
               },
@@ -203,7 +204,7 @@ void forward_warp_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<c
 template <class X, class WT, int W>
 void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
                         Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
-                        Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial) {
+                        Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial, const ColumnSumTickets& dw_sums) {
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const bool rounded = dx_rounded.extent(0) > 0;
@@ -255,21 +256,22 @@ void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<cons
           }
           store_floats<W>(acc + g * W, sum);
         });
+        close_column_sums(m, dw_sums);
       });
 }
 
 template <class X, class WT>
 void backward_on_device(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
                         Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
-                        Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial) {
+                        Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial, const ColumnSumTickets& dw_sums) {
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
   const bool fits =
       packs_fit<kPack>(d, {{x.data(), static_cast<int>(sizeof(X))}, {w.data(), static_cast<int>(sizeof(WT))},
                            {dy.data(), 4}, {dx.data(), 4}, {dx_rounded.data(), 2}, {partial.data(), 4}});
   if (fits) {
-    backward_warp_rows<X, WT, kPack>(name, x, w, rstd, dy, dx, dx_rounded, partial);
+    backward_warp_rows<X, WT, kPack>(name, x, w, rstd, dy, dx, dx_rounded, partial, dw_sums);
   } else {
-    backward_warp_rows<X, WT, 1>(name, x, w, rstd, dy, dx, dx_rounded, partial);
+    backward_warp_rows<X, WT, 1>(name, x, w, rstd, dy, dx, dx_rounded, partial, dw_sums);
   }
 }
 
@@ -302,7 +304,8 @@ void forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, Unmanaged1<co
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   if (w.extent(0) != x.extent(1) || y.extent(0) != x.extent(0) || y.extent(1) != x.extent(1) ||
-      x_kept.extent(0) != x.extent(0) || x_kept.extent(1) != x.extent(1) || rstd.extent(0) != x.extent(0)) {
+      (x_kept.extent(0) > 0 && (x_kept.extent(0) != x.extent(0) || x_kept.extent(1) != x.extent(1))) ||
+      rstd.extent(0) != x.extent(0)) {
     throw std::invalid_argument("rmsnorm_forward_keeping: shapes do not match");
   }
   if (rows == 0) return;
@@ -357,12 +360,14 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
   }
   if constexpr (kComputeOnDevice) {
     const auto partial = kernel_scratch<float>("rmsnorm_dw_partial", (rows + kWarpRows - 1) / kWarpRows, d);
-    backward_on_device(name, x, w, rstd, dy, dx, dx_rounded, partial);
-    if (dw.extent(0) > 0) add_column_sums(partial, dw, overwrite_dw);  // empty: a frozen norm weight (LoRA)
+    // An empty dw (a frozen norm weight, LoRA) is not summed.
+    backward_on_device(name, x, w, rstd, dy, dx, dx_rounded, partial,
+                       column_sum_tickets("rmsnorm_dw", partial, dw, overwrite_dw));
     return;
   }
   const int blocks = static_cast<int>((rows + kRowsPerTeam - 1) / kRowsPerTeam);
   const auto partial = kernel_scratch<float>("rmsnorm_dw_partial", blocks, d);
+  const ColumnSumTickets dw_sums = column_sum_tickets("rmsnorm_dw", partial, dw, overwrite_dw);
   Kokkos::parallel_for(
       name, Team(blocks, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int blk = m.league_rank(), threads = m.team_size();
@@ -404,8 +409,8 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
             acc[j] += dyn[j] * xj * r;
           });
         }
+        close_column_sums(m, dw_sums);
       });
-  if (dw.extent(0) > 0) add_column_sums(partial, dw, overwrite_dw);  // empty: a frozen norm weight (LoRA)
 }
 }  // namespace
 

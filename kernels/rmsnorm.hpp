@@ -48,7 +48,8 @@ void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, 
                      Unmanaged1<float> rstd);
 // A bf16 step's residual stream kept and normed in one pass: x is rounded to bf16 in place and copied
 // into x_kept (what round_and_copy_to_bf16 makes), and y is the bf16 norm of the rounded x (what
-// rmsnorm_forward then writes), bit for bit, with one pass over x and one launch fewer.
+// rmsnorm_forward then writes), bit for bit, with one pass over x and one launch fewer. An empty x_kept:
+// x is only rounded in place (the final norm, whose input backward reads from x itself).
 void rmsnorm_forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
                              Unmanaged2<bf16> y, Unmanaged1<float> rstd);
 

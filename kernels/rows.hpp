@@ -15,11 +15,4 @@ void gather_rows(Unmanaged2<const bf16> src, Unmanaged1<const std::int32_t> rows
 
 void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> dest, Unmanaged2<float> dst);
 
-// The second stage of a deterministic column sum (the gradient of a vector broadcast over rows: a bias,
-// a norm weight), after teams have summed blocks of rows into partial [B, c]:
-//   out[j] += sum_b partial[b, j]     (overwrite: out[j] = sum_b partial[b, j], out's old values unread)
-// in a fixed order: b = 0, 1, ... on the host; on a GPU, interleaved slices of b summed in order, then
-// the slices in order (rows.cpp). Deterministic either way.
-void add_column_sums(Unmanaged2<const float> partial, Unmanaged1<float> out, bool overwrite = false);
-
 }  // namespace shardft

@@ -47,6 +47,17 @@ GemmOperand final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuff
   return Unmanaged2<const bf16>(h);
 }
 
+// final_norm for a step's loss: in bf16 compute the last layer leaves x unrounded and the norm rounds it
+// in place as it reads it (what the layer's rounding pass wrote, without that launch); backward then
+// reads the rounded x.
+GemmOperand final_norm_rounding(const HeadWeights& w, Unmanaged2<float> x, HeadBuffers& b) {
+  if (!final_norm_rounds_its_input(w.lm_head.dtype())) return final_norm(w, x, b);
+  const std::int64_t N = x.extent(0);
+  const auto h = b.h16.mat(N, x.extent(1));
+  rmsnorm_forward_keeping(x, Unmanaged2<bf16>(), w.norm, w.norm_eps, h, b.rstd.vec(N));
+  return Unmanaged2<const bf16>(h);
+}
+
 // One chunk in bf16 compute with a plain head: the GEMM writes the logits in bf16 (autocast's lm_head
 // output, which HF's loss reads widened), cross-entropy turns them into their bf16 gradient in place,
 // and the head's backward GEMMs read that: the [rows, vocab] block never exists in fp32.
@@ -68,16 +79,15 @@ void chunk_loss_bf16(const HeadWeights& w, const HeadGrads* grads, const GemmOpe
 // The loss chunk by chunk, summed on the device into b.loss (returned); with grads, each chunk's logits
 // become their gradient and flow back into dh. The head's weight gradient sums the chunks: where its
 // buffer is to be overwritten, the first chunk writes it and the others add.
-Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* head_grads, Unmanaged2<const float> x,
+Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* head_grads, const GemmOperand& h,
                                 Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
                                 HeadBuffers& b, Unmanaged2<float> dh) {
-  const std::int64_t N = x.extent(0), d = x.extent(1), V = w.lm_head.out_features();
+  const std::int64_t N = h.extent(0), d = h.extent(1), V = w.lm_head.out_features();
   HeadGrads chunk_grads = head_grads ? *head_grads : HeadGrads{};
   const HeadGrads* grads = head_grads ? &chunk_grads : nullptr;
   if (grads && N == 0 && chunk_grads.lm_head.overwrite_weight) {
     Kokkos::deep_copy(ExecSpace(), flat(chunk_grads.lm_head.weight), 0.f);  // no rows: a zero gradient
   }
-  const GemmOperand h = final_norm(w, x, b);
   const std::int64_t per_chunk = chunk > 0 ? std::min(chunk, N) : N;
   const auto sum = b.loss.vec(1);
   Kokkos::deep_copy(ExecSpace(), sum, 0.0);
@@ -129,20 +139,22 @@ void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<con
 
 CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> targets,
                            std::int64_t chunk, HeadBuffers& b) {
-  const auto sum = chunked_loss(w, nullptr, x, targets, chunk, 0.f, b, {});
+  const auto sum = chunked_loss(w, nullptr, final_norm(w, x, b), targets, chunk, 0.f, b, {});
   CrossEntropySums sums;
   sums.loss_sum = read_scalar(sum, "evaluation loss");
   sums.count = cross_entropy_target_count(targets);
   return sums;
 }
 
-void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<const float> x,
+bool final_norm_rounds_its_input(ComputeDtype dtype) { return dtype == ComputeDtype::bf16; }
+
+void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<float> x,
                         Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
                         Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
                         Unmanaged1<double> loss_sum) {
-  add_scalar(loss_sum, chunked_loss(w, &g, x, targets, chunk, grad_scale, b, dh));
+  add_scalar(loss_sum, chunked_loss(w, &g, final_norm_rounding(w, x, b), targets, chunk, grad_scale, b, dh));
   Kokkos::deep_copy(ExecSpace(), dx, 0.f);
-  rmsnorm_backward(x, w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm.values, dx_rounded, g.norm.overwrite);
+  rmsnorm_backward(Unmanaged2<const float>(x), w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm.values, dx_rounded, g.norm.overwrite);
 }
 
 }  // namespace shardft

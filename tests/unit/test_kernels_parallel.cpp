@@ -247,17 +247,6 @@ TEST(KernelParallelBias, BackwardMatchesColumnSumsOverPartialBlocks) {
   EXPECT_EQ(to_host(db), (std::vector<float>{1.f, 2.f}));
 }
 
-TEST(KernelParallelRows, AddColumnSumsAddsEveryBlockInto) {
-  const int blocks = 5, cols = 70;
-  const auto p = random_vector(blocks * cols, 765), out0 = random_vector(cols, 766);
-  auto out = to_device(out0, "out");
-  add_column_sums(to_device(p, blocks, cols, "partial"), out);
-  std::vector<double> ref(out0.begin(), out0.end());
-  for (int b = 0; b < blocks; ++b)
-    for (int j = 0; j < cols; ++j) ref[j] += p[b * cols + j];
-  expect_all_near("column_sums", to_host(out), ref, 1e-6, 1e-6);
-}
-
 // ---- RoPE on q and k ------------------------------------------------------------------------------
 
 // head_dim 6 has fewer pairs than vector lanes; 600 more than the 256 the per-thread arrays of the
