@@ -47,3 +47,13 @@ void* named_scratch(const char* name, std::size_t bytes, bool host, bool zeroed)
 }
 
 }  // namespace shardft::scratch_detail
+
+namespace shardft {
+
+void release_kernel_scratch() {
+  Kokkos::fence();  // no kernel may still use a buffer
+  scratch_detail::registry().device.clear();
+  scratch_detail::registry().host.clear();
+}
+
+}  // namespace shardft

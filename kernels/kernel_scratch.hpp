@@ -19,6 +19,10 @@ namespace scratch_detail {
 void* named_scratch(const char* name, std::size_t bytes, bool host, bool zeroed = false);
 }  // namespace scratch_detail
 
+// Frees every named buffer (and the counters below): the next request of each allocates again. For
+// measuring what a step holds as a fresh process would (tests); no view of a buffer may be in use.
+void release_kernel_scratch();
+
 template <class T, class Space = MemSpace>
 Kokkos::View<T*, Kokkos::LayoutRight, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> kernel_scratch(
     const char* name, std::size_t n) {

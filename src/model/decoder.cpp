@@ -24,9 +24,13 @@ struct Decoder::Activations {
   // again. The last entry is the last layer's output, which only the head reads, right after forward.
   std::vector<KeptActivation> inputs;
   std::vector<LayerActivations> saved;  // each layer's intermediates for backward (no checkpointing)
-  // One layer's intermediates: rebuilt layer by layer in backward under checkpointing, and the scratch of
-  // forward-only runs.
+  // One layer's intermediates, the scratch of forward-only runs (fp32 buffers rounded in place: read with
+  // no copies, and nothing is kept for a backward).
   LayerActivations scratch;
+  // One layer's intermediates under checkpointing, written by forward and rebuilt layer by layer in
+  // backward: kept as every layer's are without checkpointing (bf16 in a bf16 step), so forward and the
+  // recompute take the same kernels as a step that keeps every layer, with the same bits.
+  LayerActivations recompute{/*every_layer=*/true};
   GateUpCopy gate_up_copy;
   GrowingBuffer dx{"dx"};
   HeadBuffers head;
@@ -136,7 +140,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   // updates the residual stream in place.
   const Kept inputs_as = kept_as(dtype_, true);
   auto input_of = [&](int l) { return A.inputs[l].staging(N, d, inputs_as, A.staging.input); };
-  auto saved_of = [&](int l) -> LayerActivations& { return checkpointing_ ? A.scratch : A.saved[l]; };
+  auto saved_of = [&](int l) -> LayerActivations& { return checkpointing_ ? A.recompute : A.saved[l]; };
   Unmanaged1<const std::uint64_t> row_key;
   if (lora_dropout_ > 0.f || neftune_alpha_ > 0.f) {
     const auto keys = A.dropout_keys.vec(N);
@@ -189,7 +193,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
     params.acquire(l + 1, Pass::backward);
     const LayerWeights w = weights_of(l);
     if (checkpointing_) {  // forward kept only its input
-      decoder_layer_forward(w, t, A.inputs[l].values(N, d, inputs_as, A.staging.input), A.scratch, {}, A.staging);
+      decoder_layer_forward(w, t, A.inputs[l].values(N, d, inputs_as, A.staging.input), A.recompute, {}, A.staging);
     }
     decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, A.inputs[l].kept(N, d, inputs_as), saved_of(l), dx,
                            A.grad_buffers, A.staging);

@@ -2,8 +2,8 @@
 // each value is rounded once where it is made and forward goes on with it, so
 //  - every layer's kept bytes are half of fp32's, less SwiGLU's output, which backward recomputes (rstd and the attention's log-sum-exp stay fp32), read
 //    off the Kokkos allocations one more layer adds;
-//  - checkpointing, which recomputes each layer into one set of fp32 buffers, gives the same step bit for
-//    bit as keeping every layer's activations as bf16;
+//  - checkpointing, which recomputes each layer into one layer's set of buffers (kept as every layer's
+//    are), gives the same step bit for bit as keeping every layer's activations;
 //  - the step stays near fp32's.
 #include <gtest/gtest.h>
 
@@ -118,8 +118,8 @@ TEST(ModelBf16Activations, EachLayerKeepsHalfTheBytesOfFp32) {
   }
 }
 
-// Recomputing each layer into fp32 buffers (rounded in place) and keeping every layer's activations as
-// bf16 (widened into shared scratch for backward) must hand backward the same numbers.
+// Recomputing each layer in backward and keeping every layer's activations from forward must hand
+// backward the same numbers.
 TEST(ModelBf16Activations, CheckpointingGivesTheSameStepBitForBit) {
   for (const bool memory_efficient : {false, true}) {
     SCOPED_TRACE(memory_efficient ? "memory-efficient attention" : "eager attention");
