@@ -48,6 +48,17 @@ KOKKOS_INLINE_FUNCTION bool took_last_ticket(const Member& m, int* counter, int 
   return true;
 }
 
+// Another team's write as this team reads it: on a GPU through a volatile load, which an SM serves from
+// L2, not from its own L1 (not coherent with the other SMs' writes; the CUDA guide's last-block sum reads
+// the blocks' results so); host caches are coherent.
+KOKKOS_INLINE_FUNCTION float read_other_teams(const float* p) {
+#if defined(__CUDA_ARCH__)
+  return *static_cast<const volatile float*>(p);
+#else
+  return *p;
+#endif
+}
+
 // dst[j] (+)= sum_r rows[r, j] for r = first .. first + count - 1, in that order, over the team's threads.
 template <class Member>
 KOKKOS_INLINE_FUNCTION void sum_rows_into(const Member& m, Unmanaged2<const float> rows, int first, int count,
@@ -55,7 +66,7 @@ KOKKOS_INLINE_FUNCTION void sum_rows_into(const Member& m, Unmanaged2<const floa
   const int cols = static_cast<int>(rows.extent(1));
   Kokkos::parallel_for(Kokkos::TeamVectorRange(m, cols), [&](const int j) {
     float sum = 0.f;
-    for (int r = first; r < first + count; ++r) sum += rows(r, j);
+    for (int r = first; r < first + count; ++r) sum += read_other_teams(&rows(r, j));
     dst[j] = overwrite ? sum : dst[j] + sum;
   });
 }
