@@ -192,9 +192,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   for (int l = L - 1; l >= 0; --l) {
     params.acquire(l + 1, Pass::backward);
     const LayerWeights w = weights_of(l);
-    if (checkpointing_) {  // forward kept only its input
-      decoder_layer_forward(w, t, A.inputs[l].values(N, d, inputs_as, A.staging.input), A.recompute, {}, A.staging);
-    }
+    if (checkpointing_) decoder_layer_recompute(w, t, A.inputs[l], inputs_as, A.recompute, A.staging);  // forward kept only its input
     decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, A.inputs[l].kept(N, d, inputs_as), saved_of(l), dx,
                            A.grad_buffers, A.staging);
     grads.block_done(l + 1);

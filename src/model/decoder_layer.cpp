@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "kernels/elementwise.hpp"
+
 namespace shardft {
 
 LayerWeights layer_weights_of(ParamSource& params, const ParamLayout& layout, const ModelConfig& cfg, int layer,
@@ -55,6 +57,20 @@ void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unma
   // x_mid kept by the MLP's norm as it reads it
   mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.blocks, keep_x_mid ? StreamKeep{&a.x_mid, x_mid, how} : StreamKeep{});
   if (out.extent(0) > 0 && !out_kept) round_activation(out, dt);
+}
+
+void decoder_layer_recompute(const LayerWeights& w, const AttentionTokens& t, KeptActivation& input, Kept input_as,
+                             LayerActivations& a, LayerStaging& s) {
+  const std::int64_t N = t.num_tokens(), d = w.attention.o.out_features();
+  const Kept how = kept_as(w.attention.q.dtype(), a.every_layer);
+  if (input_as != Kept::bf16 || how != Kept::bf16) {  // the input's own fp32 buffer, which must stay as it is
+    decoder_layer_forward(w, t, input.values(N, d, input_as, s.input), a, {}, s);
+    return;
+  }
+  const Unmanaged2<float> x_mid = a.x_mid.staging(N, d, how, s.x_mid);
+  to_f32(flat(Unmanaged2<const bf16>(input.kept_bf16(N, d))), flat(x_mid));
+  attention_block_forward(w.attention, t, x_mid, a.attention, x_mid, s.blocks, nullptr, {});
+  mlp_block_forward(w.mlp, x_mid, a.mlp, {}, s.blocks, StreamKeep{&a.x_mid, x_mid, how});
 }
 
 void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,

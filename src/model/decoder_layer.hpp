@@ -71,6 +71,12 @@ void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unma
                            const LayerKvCache* cache = nullptr, bool out_kept = false,
                            const StreamKeep& keep_x = {});
 
+// Checkpointing's rebuild of what backward reads (decoder_layer_forward with an empty out) from the
+// layer's kept input. A bf16 input is widened straight into x_mid's buffer, where the attention block then
+// adds its output in place: no fp32 copy of the input and no copy of it into x_mid.
+void decoder_layer_recompute(const LayerWeights& w, const AttentionTokens& t, KeptActivation& input, Kept input_as,
+                             LayerActivations& a, LayerStaging& s);
+
 // dx holds d loss / d out on entry and d loss / d x on return, and in bf16 compute b.dx_rounded holds it
 // rounded to bf16 on entry and on return; the weights' gradients are added into g.
 void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,
