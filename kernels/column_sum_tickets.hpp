@@ -7,9 +7,10 @@
 // ticket from its group's counter; the team with the group's last ticket has seen every row of the group
 // written and sums them in order into level2[g, :]. The team that then takes the last ticket of the
 // groups' counter sums level2's rows in order into out. Every sum has a fixed order, so results are
-// deterministic; with one group (the host) each column is summed b = 0, 1, ... as the second kernel summed it. On a GPU about
-// sqrt(B) groups of sqrt(B) rows each keep both closing sums short (two teams read a few hundred KiB
-// from L2, where a separate launch read the whole partial), and only the last teams do them.
+// deterministic; with one group (the host) each column is summed b = 0, 1, ..., as the second kernel
+// summed it. On a GPU about sqrt(B) groups of sqrt(B) rows each keep both closing sums short (two teams
+// read a few hundred KiB from L2, where a separate launch read the whole partial), and only the last
+// teams do them.
 // The counters are zero before every launch: allocated zeroed, and the last teams set them back.
 #include <cstdint>
 

@@ -192,7 +192,8 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   for (int l = L - 1; l >= 0; --l) {
     params.acquire(l + 1, Pass::backward);
     const LayerWeights w = weights_of(l);
-    if (checkpointing_) decoder_layer_recompute(w, t, A.inputs[l], inputs_as, A.recompute, A.staging);  // forward kept only its input
+    // Under checkpointing forward kept only the layer's input.
+    if (checkpointing_) decoder_layer_recompute(w, t, A.inputs[l], inputs_as, A.recompute, A.staging);
     decoder_layer_backward(w, layer_grads_of(grads, layout_, l), t, A.inputs[l].kept(N, d, inputs_as), saved_of(l), dx,
                            A.grad_buffers, A.staging);
     grads.block_done(l + 1);

@@ -154,7 +154,8 @@ void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<flo
                         Unmanaged1<double> loss_sum) {
   add_scalar(loss_sum, chunked_loss(w, &g, final_norm_rounding(w, x, b), targets, chunk, grad_scale, b, dh));
   Kokkos::deep_copy(ExecSpace(), dx, 0.f);
-  rmsnorm_backward(Unmanaged2<const float>(x), w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm.values, dx_rounded, g.norm.overwrite);
+  rmsnorm_backward(Unmanaged2<const float>(x), w.norm, b.rstd.vec(x.extent(0)), dh, dx, g.norm.values, dx_rounded,
+                   g.norm.overwrite);
 }
 
 }  // namespace shardft
