@@ -25,7 +25,8 @@ void* grow(std::map<std::string, V>& buffers, const char* name, std::size_t byte
   const std::size_t words = (bytes + sizeof(double) - 1) / sizeof(double);
   if (v.extent(0) < words) {
     v = V();  // the old buffer goes first: the peak holds one of them, not both
-    v = zeroed ? V(std::string(name), words) : V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), words);
+    v = zeroed ? V(std::string(name), words)
+               : V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), words);
   }
   return v.data();
 }
