@@ -3,8 +3,8 @@
 // Usable on host and device. Arithmetic is always done in fp32: convert, compute, round back.
 #include <Kokkos_Core.hpp>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
+
+#include "kernels/float_bits.hpp"
 
 namespace shardft {
 
@@ -25,7 +25,7 @@ struct bf16 {
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(out) : "f"(f));
     return out;
 #else
-    std::uint32_t u = float_bits(f);
+    std::uint32_t u = float_to_bits(f);
     if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) {
       return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
     }
@@ -35,34 +35,7 @@ struct bf16 {
 #endif
   }
   KOKKOS_INLINE_FUNCTION static float to_float(std::uint16_t b) {
-    const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-    float f;
-    memcpy_bits(&f, &u);
-    return f;
-  }
-
- private:
-  KOKKOS_INLINE_FUNCTION static std::uint32_t float_bits(float f) {
-    std::uint32_t u;
-    memcpy_bits(&u, &f);
-    return u;
-  }
-  // A bit copy between 4-byte types. On a GPU a register move (nvcc keeps a byte loop a byte loop: five
-  // integer instructions per conversion); on the host a byte copy, which the compiler turns into one move.
-  template <class A, class B>
-  KOKKOS_INLINE_FUNCTION static void memcpy_bits(A* dst, const B* src) {
-    static_assert(sizeof(A) == 4 && sizeof(B) == 4, "bit copy of 4-byte types only");
-#if defined(__CUDA_ARCH__)
-    if constexpr (std::is_same_v<A, float>) {
-      *dst = __uint_as_float(*src);
-    } else {
-      *dst = __float_as_uint(*src);
-    }
-#else
-    const unsigned char* s = reinterpret_cast<const unsigned char*>(src);
-    unsigned char* d = reinterpret_cast<unsigned char*>(dst);
-    for (unsigned i = 0; i < sizeof(A); ++i) d[i] = s[i];
-#endif
+    return bits_to_float(static_cast<std::uint32_t>(b) << 16);
   }
 };
 

@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 
+#include "kernels/float_bits.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
@@ -15,7 +16,7 @@ struct fp16_bits {
   // the even 2^16) becomes +-inf; below 2^-14 the result is subnormal (multiples of 2^-24), below 2^-25
   // it is +-0. NaN stays a quiet NaN.
   KOKKOS_INLINE_FUNCTION static std::uint16_t from_float(float f) {
-    const std::uint32_t u = bits_of(f);
+    const std::uint32_t u = float_to_bits(f);
     const std::uint32_t sign = (u >> 16) & 0x8000u;
     const std::uint32_t a = u & 0x7fffffffu;
     if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
@@ -48,34 +49,7 @@ struct fp16_bits {
     } else {
       u = sign | ((exp + 112u) << 23) | (man << 13);
     }
-    return float_of(u);
-  }
-
- private:
-  // On a GPU a register move (nvcc keeps copy4's byte loop a byte loop); on the host a byte copy, which
-  // the compiler turns into one move.
-  KOKKOS_INLINE_FUNCTION static std::uint32_t bits_of(float f) {
-#if defined(__CUDA_ARCH__)
-    return __float_as_uint(f);
-#else
-    std::uint32_t u = 0;
-    copy4(&u, &f);
-    return u;
-#endif
-  }
-  KOKKOS_INLINE_FUNCTION static float float_of(std::uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float f = 0;
-    copy4(&f, &u);
-    return f;
-#endif
-  }
-  KOKKOS_INLINE_FUNCTION static void copy4(void* dst, const void* src) {
-    const unsigned char* s = static_cast<const unsigned char*>(src);
-    unsigned char* d = static_cast<unsigned char*>(dst);
-    for (int i = 0; i < 4; ++i) d[i] = s[i];
+    return bits_to_float(u);
   }
 };
 
