@@ -8,12 +8,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "finite_difference.hpp"
 #include "kernels/bf16.hpp"
+#include "kernels/float_bits.hpp"
 
 namespace shardft {
 
@@ -36,26 +36,15 @@ void widen_bf16_bits_in_kernel(View1<const std::uint16_t> bits, View1<float> out
 namespace {
 using namespace kernel_test;
 
-float float_of(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
 TEST(KernelBf16DeviceConversion, RoundingInAKernelIsTheHostRoundingBitForBit) {
   std::vector<float> in;
   for (std::uint32_t b = 0; b < 0x10000u; ++b) {  // every bf16 value, its ties and their neighbours
     for (const std::uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
-      in.push_back(float_of((b << 16) | low));
+      in.push_back(bits_to_float((b << 16) | low));
     }
   }
   std::mt19937 gen(163);
-  for (int i = 0; i < 100000; ++i) in.push_back(float_of(static_cast<std::uint32_t>(gen())));
+  for (int i = 0; i < 100000; ++i) in.push_back(bits_to_float(static_cast<std::uint32_t>(gen())));
   View1<std::uint16_t> out("rounded", in.size());
   round_to_bf16_bits_in_kernel(to_device(in, "in"), out);
   const std::vector<std::uint16_t> got = to_host(out);
@@ -65,7 +54,7 @@ TEST(KernelBf16DeviceConversion, RoundingInAKernelIsTheHostRoundingBitForBit) {
     // A NaN stays a NaN; its payload and sign may differ (the hardware returns the canonical NaN).
     const bool same = std::isnan(in[i]) ? std::isnan(bf16::to_float(got[i])) : got[i] == want;
     if (!same && mismatches++ < 5) {
-      ADD_FAILURE() << std::hex << "input 0x" << bits_of(in[i]) << ": kernel 0x" << got[i] << ", host 0x" << want;
+      ADD_FAILURE() << std::hex << "input 0x" << float_to_bits(in[i]) << ": kernel 0x" << got[i] << ", host 0x" << want;
     }
   }
   EXPECT_EQ(mismatches, 0);
@@ -79,8 +68,8 @@ TEST(KernelBf16DeviceConversion, WideningInAKernelIsTheHostWideningBitForBit) {
   const std::vector<float> got = to_host(out);
   int mismatches = 0;
   for (std::uint32_t b = 0; b < 0x10000u; ++b) {
-    if (bits_of(got[b]) != b << 16 && mismatches++ < 5) {
-      ADD_FAILURE() << std::hex << "bf16 0x" << b << ": kernel 0x" << bits_of(got[b]) << ", want 0x" << (b << 16);
+    if (float_to_bits(got[b]) != b << 16 && mismatches++ < 5) {
+      ADD_FAILURE() << std::hex << "bf16 0x" << b << ": kernel 0x" << float_to_bits(got[b]) << ", want 0x" << (b << 16);
     }
   }
   EXPECT_EQ(mismatches, 0);
