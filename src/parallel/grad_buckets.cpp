@@ -1,5 +1,6 @@
 #include "parallel/grad_buckets.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -8,9 +9,31 @@
 
 namespace shardft {
 
+void OwnedShardWrites::begin_step() { std::fill(written_.begin(), written_.end(), 0); }
+
+bool OwnedShardWrites::mark(int unit) {
+  const bool before = written_[unit] != 0;
+  written_[unit] = 1;
+  return before;
+}
+
+void OwnedShardWrites::zero_unwritten(const View1<float>& owned) const {
+  const std::vector<FlatUnit>& units = part_.units();
+  for (std::size_t u = 0; u < units.size();) {
+    if (written_[u] || units[u].shard == 0) {
+      ++u;
+      continue;
+    }
+    const std::int64_t begin = units[u].shard_offset;
+    std::int64_t end = begin;
+    for (; u < units.size() && !written_[u] && units[u].shard_offset == end; ++u) end += units[u].shard;
+    Kokkos::deep_copy(ExecSpace(), Unmanaged1<float>(owned.data() + begin, end - begin), 0.f);
+  }
+}
+
 GradBuckets::GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned,
                          const GradBucketOptions& opt, BufferPool& pool)
-    : part_(part), group_(group), owned_(owned), opt_(opt), pool_(pool) {}
+    : part_(part), group_(group), owned_(owned), opt_(opt), pool_(pool), writes_(part) {}
 
 void GradBuckets::add(int unit, const float* grad, View1<float>&& keep) {
   const std::int64_t n = part_.units()[unit].padded;
@@ -54,20 +77,27 @@ void GradBuckets::launch() {
     send = b.send.data();
   }
   const std::size_t count = static_cast<std::size_t>(shard_total);
+  // Whether each unit's shard was written before in this step (then the reduction adds to it).
+  bool all_new = true, all_written = true;
+  for (int u : b.units) {
+    b.adds.push_back(writes_.mark(u) ? 1 : 0);
+    (b.adds.back() ? all_new : all_written) = false;
+  }
+  // Straight into `owned` where the bucket's shards lie there side by side (always for one unit), so
+  // no staging is held while in flight (how many buckets are in flight at once depends on timing, and
+  // so would its pooling): the fp32 reduction writes there when every shard is new; the bf16 one is
+  // widened in wait(), written or added (the same fp32 add as add_inplace) when all shards agree.
+  const bool adjacent = shards_adjacent(b.units);
+  b.direct = adjacent && (all_new || (opt_.bf16 && all_written));
+  if (!b.direct) b.recv = pool_.take(shard_total, "grad_bucket_recv");
+  float* out = b.direct ? owned_.data() + part_.units()[b.units.front()].shard_offset : b.recv.data();
   if (opt_.bf16) {
-    // The bf16 copy of the send is made here, so the fp32 gradients can go at once. The reduced bf16
-    // shard is widened in wait(): straight into `owned` (the same fp32 add as add_inplace) when the
-    // bucket's shards lie there side by side (always for one unit), so no fp32 staging is held while
-    // in flight (how many buckets are in flight at once depends on timing, and so would its pooling).
-    b.direct = shards_adjacent(b.units);
-    if (!b.direct) b.recv = pool_.take(shard_total, "grad_bucket_recv");
-    float* out = b.direct ? owned_.data() + part_.units()[b.units.front()].shard_offset : b.recv.data();
-    b.request = ireduce_scatter_as_bf16(group_, send, count, out, b.direct);
+    // The bf16 copy of the send is made here, so the fp32 gradients can go at once.
+    b.request = ireduce_scatter_as_bf16(group_, send, count, out, b.direct && all_written);
     pool_.give(b.send);
     pool_.give(b.keep_unit);
   } else {
-    b.recv = pool_.take(shard_total, "grad_bucket_recv");
-    b.request = group_.ireduce_scatter(send, b.recv.data(), count, DType::f32, ReduceOp::sum);
+    b.request = group_.ireduce_scatter(send, out, count, DType::f32, ReduceOp::sum);
   }
   open_.clear();
   open_elements_ = 0;
@@ -88,12 +118,17 @@ bool GradBuckets::shards_adjacent(const std::vector<int>& units) const {
 void GradBuckets::complete_front() {
   Bucket& b = inflight_.front();
   b.request->wait();
-  if (!b.direct) {  // else wait() added it
+  if (!b.direct) {  // else the reduction put it there
     std::int64_t at = 0;
-    for (int u : b.units) {
-      const FlatUnit& fu = part_.units()[u];
-      add_inplace(Unmanaged1<float>(owned_.data() + fu.shard_offset, fu.shard),
-                  Unmanaged1<const float>(b.recv.data() + at, fu.shard));
+    for (std::size_t i = 0; i < b.units.size(); ++i) {
+      const FlatUnit& fu = part_.units()[b.units[i]];
+      const Unmanaged1<float> shard(owned_.data() + fu.shard_offset, fu.shard);
+      const Unmanaged1<const float> reduced(b.recv.data() + at, fu.shard);
+      if (b.adds[i]) {
+        add_inplace(shard, reduced);
+      } else {
+        Kokkos::deep_copy(ExecSpace(), shard, reduced);
+      }
       at += fu.shard;
     }
   }
@@ -115,6 +150,11 @@ void GradBuckets::progress() {
 void GradBuckets::finish() {
   flush();
   while (!inflight_.empty()) complete_front();
+}
+
+void GradBuckets::finish_step() {
+  finish();
+  writes_.zero_unwritten(owned_);
 }
 
 std::int64_t GradBuckets::held_elements() const {

@@ -28,9 +28,27 @@ struct GradBucketOptions {
   bool overlap = true;   // false: wait for each bucket as soon as it starts (the blocking reduction)
 };
 
+// Which units' shards of the owned gradient the step has written. The first reduction to reach a
+// unit's shard writes it (no zero fill before, no add), later ones (micro-batches after the first) add
+// to it; shards that no reduction reached (a unit no gradient flowed to) are zeroed at the step's end.
+// Writing instead of adding to zero keeps every value, except that an exact -0 stays -0.
+class OwnedShardWrites {
+ public:
+  explicit OwnedShardWrites(const FlatPartition& part) : part_(part), written_(part.units().size(), 0) {}
+  void begin_step();
+  // Whether `unit`'s shard was written before in this step; from now on it is.
+  bool mark(int unit);
+  // Zeroes the shards of `owned` that no reduction wrote in this step, adjacent ones in one fill.
+  void zero_unwritten(const View1<float>& owned) const;
+
+ private:
+  const FlatPartition& part_;
+  std::vector<char> written_;
+};
+
 class GradBuckets {
  public:
-  // Reduced shards are added into `owned` at each unit's shard_offset.
+  // Reduced shards go into `owned` at each unit's shard_offset (written first in a step, then added).
   // Staging buffers come from `pool` and go back to it, with each unit's buffer once its bucket is
   // reduced.
   GradBuckets(const FlatPartition& part, Communicator& group, View1<float> owned, const GradBucketOptions& opt,
@@ -50,6 +68,10 @@ class GradBuckets {
   void progress();
   // Starts the open bucket and completes every bucket.
   void finish();
+  // A step begins: the reductions write each unit's shard of `owned` first, then add to it.
+  void begin_step() { writes_.begin_step(); }
+  // finish(), then the shards of units no bucket reached are zeroed: `owned` holds the step's sum.
+  void finish_step();
   void set_overlap(bool on) { opt_.overlap = on; }
   bool idle() const { return open_.empty() && inflight_.empty(); }
   // Gradient elements held for buckets not yet reduced (open or in flight), for memory reports.
@@ -69,7 +91,8 @@ class GradBuckets {
     std::vector<int> units;
     View1<float> send, recv, keep_unit;  // keep_unit: a one-unit bucket sends from the unit's buffer
     RequestPtr request;
-    bool direct = false;  // the request adds the reduced shards into owned itself (bf16; no recv)
+    bool direct = false;  // the request puts the reduced shards into owned itself (no recv)
+    std::vector<char> adds;  // per unit, not direct: its shard was written before, so recv is added
   };
   void launch();
   // Whether the units' shards follow one another in `owned`, in this order.
@@ -84,6 +107,7 @@ class GradBuckets {
   std::vector<Piece> open_;
   std::int64_t open_elements_ = 0;
   std::deque<Bucket> inflight_;
+  OwnedShardWrites writes_;
   std::int64_t started_ = 0, completed_during_compute_ = 0;
 };
 

@@ -28,7 +28,7 @@ class AccumulateThenScatter : public GradReducer {
     buckets_.finish();  // nothing should be in flight; never leave a collective behind
     std::fill(bucketed_.begin(), bucketed_.end(), 0);
     sums_.start();
-    Kokkos::deep_copy(ExecSpace(), owned_, 0.f);
+    buckets_.begin_step();
   }
   GradWrite grad(int param, GradUse use) override { return sums_.claim(param, full_unit_slice(part_, full_, param), use); }
   void unit_done(int unit, const MicroBatch& mb) override {
@@ -42,7 +42,7 @@ class AccumulateThenScatter : public GradReducer {
     for (std::size_t u = 0; u < part_.units().size(); ++u) {
       if (!bucketed_[u] && part_.units()[u].padded > 0) hand_over(static_cast<int>(u));
     }
-    buckets_.finish();  // before anything (the clip, the replicas) reads the gradient
+    buckets_.finish_step();  // before anything (the clip, the replicas) reads the gradient
   }
   void progress() override { buckets_.progress(); }
   void set_overlap(bool on) override { buckets_.set_overlap(on); }

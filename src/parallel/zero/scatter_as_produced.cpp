@@ -66,7 +66,7 @@ class BucketedScatter : public UnitGradients {
       : UnitGradients(part, pool), buckets_(part, group, owned_, opt, pool) {}
   void begin_step() override {
     buckets_.finish();  // nothing should be in flight; never leave a collective behind
-    Kokkos::deep_copy(ExecSpace(), owned_, 0.f);
+    buckets_.begin_step();
   }
   void unit_done(int unit, const MicroBatch&) override {
     if (units_[unit].extent(0) == 0) return;  // no gradient reached it in this micro-batch
@@ -76,7 +76,7 @@ class BucketedScatter : public UnitGradients {
   }
   void end_micro_batch(const MicroBatch& mb) override {
     if (mb.last()) {
-      buckets_.finish();  // before anything (the clip, the replicas) reads the gradient
+      buckets_.finish_step();  // before anything (the clip, the replicas) reads the gradient
     } else {
       buckets_.flush();
     }
@@ -97,19 +97,24 @@ class Int4Scatter : public UnitGradients {
         node_(node),
         cross_(cross),
         block_(block),
-        scratch_(std::string("zero_scratch_shard"), largest_shard(part)) {}
-  void begin_step() override { Kokkos::deep_copy(ExecSpace(), owned_, 0.f); }
+        scratch_(std::string("zero_scratch_shard"), largest_shard(part)),
+        writes_(part) {}
+  void begin_step() override { writes_.begin_step(); }
   void unit_done(int unit, const MicroBatch&) override {
     if (units_[unit].extent(0) == 0) return;
     sums_.settle(unit, units_[unit].data());
     const FlatUnit& u = part_.units()[unit];
-    const Unmanaged1<float> reduced(scratch_.data(), u.shard);
-    quantized_reduce_scatter_int4(node_, cross_, units_[unit].data(),
-                                  static_cast<std::size_t>(u.shard), reduced.data(), block_, nonfinite_);
-    add_inplace(Unmanaged1<float>(owned_.data() + u.shard_offset, u.shard), reduced);
+    const Unmanaged1<float> shard(owned_.data() + u.shard_offset, u.shard);
+    const bool add = writes_.mark(unit);  // the first reduction of the step writes the shard itself
+    float* out = add ? scratch_.data() : shard.data();
+    quantized_reduce_scatter_int4(node_, cross_, units_[unit].data(), static_cast<std::size_t>(u.shard), out, block_,
+                                  nonfinite_);
+    if (add) add_inplace(shard, Unmanaged1<const float>(scratch_.data(), u.shard));
     pool_.give(units_[unit]);
   }
-  void end_micro_batch(const MicroBatch&) override {}
+  void end_micro_batch(const MicroBatch& mb) override {
+    if (mb.last()) writes_.zero_unwritten(owned_);
+  }
   void set_nonfinite_counter(Unmanaged1<double> counter) override { nonfinite_ = counter; }
 
  private:
@@ -120,8 +125,9 @@ class Int4Scatter : public UnitGradients {
   }
   Communicator &node_, &cross_;
   int block_;
-  View1<float> scratch_;  // receives one unit's reduce-scatter
+  View1<float> scratch_;  // receives one unit's reduce-scatter where it is added
   Unmanaged1<double> nonfinite_;
+  OwnedShardWrites writes_;
 };
 
 }  // namespace
