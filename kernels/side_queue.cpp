@@ -14,8 +14,9 @@ void SideQueue::check_mark(int k, std::size_t n) {
   }
 }
 
-void SideQueue::check_marks(int marks) {
+void SideQueue::check_marks(int marks, int gemm_sm_reserve) {
   if (marks < 0) throw std::invalid_argument("SideQueue: a negative number of marks");
+  if (gemm_sm_reserve < 0) throw std::invalid_argument("SideQueue: a negative number of SMs to reserve");
 }
 
 void SideQueue::wait_for_all() {

@@ -15,8 +15,13 @@ namespace shardft {
 
 class SideQueue {
  public:
-  // Marks 0 .. marks - 1.
-  explicit SideQueue(int marks);
+  // Marks 0 .. marks - 1. gemm_sm_reserve > 0: while side work is pending (marked and not yet waited
+  // for), the compute stream's GEMMs are sized for that many SMs fewer than the GPU has (cuBLAS's SM
+  // count target), so the side work runs on SMs of its own beside them and not only in the gaps between
+  // kernels; GEMMs sized so may pick another algorithm, and round differently. It must leave the GPU an
+  // SM (std::invalid_argument). 0: the GEMMs take every SM. The host backends have no GPU to share: it
+  // changes nothing there, and describe() says so.
+  explicit SideQueue(int marks, int gemm_sm_reserve = 0);
   ~SideQueue();
   SideQueue(const SideQueue&) = delete;
   SideQueue& operator=(const SideQueue&) = delete;
@@ -40,11 +45,12 @@ class SideQueue {
   std::string describe() const;
 
  private:
-  static void check_marks(int marks);                // a negative count: std::invalid_argument
+  static void check_marks(int marks, int gemm_sm_reserve);  // a negative count: std::invalid_argument
   static void check_mark(int k, std::size_t marks);  // k outside 0 .. marks - 1: std::out_of_range
 
   struct Impl;  // the backend's queue
   int marks_ = 0;
+  int gemm_sm_reserve_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -356,11 +356,17 @@ def cmd_train(metrics, log, out, seconds, rc, cap, epochs):
 
 # ---- report ------------------------------------------------------------------------------------
 
-STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap", "nondet")
+STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap", "nondet", "sms", "sms2")
 TITLES = {"setup": "unpack, ldd, versions, MPI", "bench": "1B step, shardft", "torch": "1B step, PyTorch",
           "kernels": "kernel shares", "test": "unit tests", "train": "default recipe",
           "ncu": "elementwise kernels under ncu", "overlap": "1B step, optimizer_overlap: false",
-          "nondet": "1B step, deterministic_attention: false"}
+          "nondet": "1B step, deterministic_attention: false", "sms": "1B step, optimizer_overlap_sms",
+          "sms2": "1B step, optimizer_overlap_sms (second value)"}
+
+
+def sms_name(r):
+    """The sms stages' row name: the SMs that run's GEMMs left to the overlapped optimizer step."""
+    return f"shardft, optimizer_overlap_sms: {(r.get('shape') or {}).get('overlap_sms', '?')}"
 
 
 def fmt(v, spec=".3g"):
@@ -449,10 +455,15 @@ def cmd_report(state, out_dir, mode, budget):
                             "every step's loss DIFFERS from bench's (the overlap must not change the arithmetic)"),
                 "nondet": ("losses equal bench's (atomic dq: low bits may differ)",
                            "losses differ from bench's (atomic dq: low bits may differ)")}
+    for stage in ("sms", "sms2"):
+        variants[stage] = ("losses equal bench's", "losses differ from bench's (GEMMs sized for fewer SMs may round "
+                                                   "differently)")
     loss_notes = {stage: (same if R[stage].get("losses") == b.get("losses") else differ)
                   for stage, (same, differ) in variants.items() if ok(R.get(stage) or {}) and ok(b)}
     for stage, name, r in (("bench", "shardft", b), ("overlap", "shardft, optimizer_overlap: false", R.get("overlap") or {}),
                            ("nondet", "shardft, deterministic_attention: false", R.get("nondet") or {}),
+                           ("sms", sms_name(R.get("sms") or {}), R.get("sms") or {}),
+                           ("sms2", sms_name(R.get("sms2") or {}), R.get("sms2") or {}),
                            ("torch", "PyTorch", tb)):
         if not r:
             continue

@@ -331,6 +331,8 @@ def cmd_bench_recipe(d, peak, *items):
         recipe["optimizer_overlap"] = "true" if s["overlap"] else "false"
     if s.get("nondet"):  # probe.sh's nondet stage: cuDNN's atomic attention backward
         recipe["deterministic_attention"] = "false"
+    if s.get("overlap_sms"):  # probe.sh's sms stages: SMs the GEMMs leave to the overlapped optimizer step
+        recipe["optimizer_overlap_sms"] = int(s["overlap_sms"])
     with open(os.path.join(d, "recipe.yaml"), "w") as f:
         f.write(f"# jobs/gpu/validate.sh benchmark: {s['name']}, {params(s) / 1e9:.3f} B parameters\n")
         for k, v in recipe.items():

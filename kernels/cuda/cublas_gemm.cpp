@@ -19,6 +19,7 @@ struct HandleState {
   cublasHandle_t handle = nullptr;
   cudaStream_t stream = nullptr;  // legacy default stream until set
   void* workspace = nullptr;
+  int sm_target = 0;  // set_gemm_sm_target's: 0 is the whole device
 };
 
 // Never destroyed: a handle torn down by a static destructor after the CUDA runtime has unloaded
@@ -149,7 +150,24 @@ cublasHandle_t cublas_handle() {
   check_cublas(cublasSetMathMode(s.handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   check_cuda(cudaMalloc(&s.workspace, kWorkspaceBytes), "cudaMalloc (cuBLAS workspace)");
   bind(s);
+  check_cublas(cublasSetSmCountTarget(s.handle, s.sm_target), "cublasSetSmCountTarget");
   return s.handle;
+}
+
+void set_gemm_sm_target(int sms) {
+  if (sms < 0) throw std::invalid_argument("set_gemm_sm_target: a negative number of SMs");
+  HandleState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.sm_target = sms;
+  if (s.handle) check_cublas(cublasSetSmCountTarget(s.handle, sms), "cublasSetSmCountTarget");
+}
+
+int sm_count() {
+  if (device_count() == 0) return 0;
+  int dev = 0, sms = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+  return sms;
 }
 
 void sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,

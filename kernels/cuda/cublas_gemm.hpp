@@ -62,6 +62,11 @@ void set_compute_stream(cudaStream_t stream);
 cudaStream_t compute_stream();
 // The process's cuBLAS handle, created on first use (needs a device) and bound to compute_stream().
 cublasHandle_t cublas_handle();
+// GEMMs issued from now on are sized for this many SMs (cublasSetSmCountTarget), leaving the rest to
+// work on another stream; 0: every SM of the device (the default). Kept for a handle made later.
+void set_gemm_sm_target(int sms);
+// The current device's number of SMs; 0 when there is no device.
+int sm_count();
 
 // fp32: C = alpha op(A) op(B) + beta C on device pointers (row-major, leading dimensions as above).
 void sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,

@@ -2,6 +2,7 @@
 // queue is the compute queue and a mark has nothing to wait for.
 #include "kernels/side_queue.hpp"
 
+#include <string>
 #include <vector>
 
 namespace shardft {
@@ -11,8 +12,8 @@ struct SideQueue::Impl {
   std::vector<char> pending;
 };
 
-SideQueue::SideQueue(int marks) : marks_(marks) {
-  check_marks(marks);
+SideQueue::SideQueue(int marks, int gemm_sm_reserve) : marks_(marks), gemm_sm_reserve_(gemm_sm_reserve) {
+  check_marks(marks, gemm_sm_reserve);
   impl_ = std::make_unique<Impl>(marks);
 }
 
@@ -33,7 +34,8 @@ void SideQueue::wait_for(int k) {
 }
 
 std::string SideQueue::describe() const {
-  return "the compute queue itself (this backend runs kernels in issue order: nothing runs beside them)";
+  return std::string("the compute queue itself (this backend runs kernels in issue order: nothing runs beside them") +
+         (gemm_sm_reserve_ > 0 ? "; no GPU, so no SMs to reserve for it: optimizer_overlap_sms has no effect)" : ")");
 }
 
 }  // namespace shardft

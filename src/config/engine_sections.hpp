@@ -31,6 +31,7 @@ struct ZeroConfig {
   // Stage 0: the optimizer step runs unit by unit on a device queue of its own, overlapped with the next
   // step's forward (parallel/zero/optimizer_shard.hpp). The same arithmetic: the results do not change.
   bool overlap_optimizer = false;
+  int overlap_gemm_sm_reserve = 0;  // overlapped: SMs the GEMMs leave to the update while it runs
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8, weight_decay = 0.0;
 };
 

@@ -343,6 +343,11 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "build; on the CPU the step is the same); the results do not change. auto: on at stage 0 of a "
                 "GPU build without LoRA")
           .one_of({"auto", "true", "false"}),
+      train_key("optimizer_overlap_sms", &T::optimizer_overlap_sms,
+                "with the optimizer step overlapped on a GPU: SMs the next forward's GEMMs leave to it while it "
+                "runs (cuBLAS's SM count target), so that it runs beside them rather than only between kernels; "
+                "0: the GEMMs take every SM. GEMMs sized for fewer SMs may pick other algorithms (other rounding)")
+          .in(at_least(0)),
       train_key("zero_quantized_weights", &T::zero_quantized_weights, "ZeRO++ qwZ: stage-3 weight gathers as int8"),
       train_key("zero_quantized_gradients", &T::zero_quantized_gradients,
                 "ZeRO++ qgZ: gradient reduce-scatter as int4, intra-node then across nodes (stages 2, 3)"),

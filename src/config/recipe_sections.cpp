@@ -94,6 +94,7 @@ ZeroConfig zero_config(const TrainConfig& cfg, bool separate_queues) {
   z.reduce_bucket_elements = resolved_reduce_bucket_size(cfg);
   z.overlap_comm = cfg.overlap_comm;
   z.overlap_optimizer = optimizer_overlaps(cfg, separate_queues);
+  z.overlap_gemm_sm_reserve = cfg.optimizer_overlap_sms;
   z.allgather_bucket_elements = resolved_allgather_bucket_size(cfg);
   // Stage 3 prefetches the next block; an explicit allgather_bucket_size lets it gather further ahead.
   // Not "auto" (5e8: every weight of any model below 500M parameters), which would hold the whole

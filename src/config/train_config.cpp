@@ -603,6 +603,10 @@ TrainConfig train_config_from_text(const std::string& recipe_path, const std::st
   if (cfg.optimizer_overlap == "true" && cfg.zero_stage != 0) {
     fail_combination(cfg, {"optimizer_overlap", "zero_stage"}, "optimizer_overlap needs zero_stage 0");
   }
+  if (cfg.optimizer_overlap_sms > 0 && cfg.optimizer_overlap == "false") {
+    fail_combination(cfg, {"optimizer_overlap_sms", "optimizer_overlap"},
+                     "optimizer_overlap_sms reserves SMs for an overlapped optimizer step: optimizer_overlap is false");
+  }
   check_qlora_keys(cfg);
   check_deepspeed_config(ds, cfg);
   return cfg;

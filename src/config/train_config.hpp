@@ -137,6 +137,8 @@ struct TrainConfig {
   // stage 0: each block's update on a queue of its own, under the next forward: auto | true | false
   // (optimizer_overlaps says what auto means)
   std::string optimizer_overlap = "auto";
+  // SMs the GEMMs leave to the overlapped update while it runs (kernels/side_queue.hpp); 0: none
+  int optimizer_overlap_sms = 0;
   // ZeRO++ (DeepSpeed's keys)
   bool zero_quantized_weights = false;       // qwZ: stage-3 weight gathers as int8 blocks
   bool zero_quantized_gradients = false;     // qgZ: gradient reduce-scatter as int4 blocks, intra-node first

@@ -64,7 +64,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   if (!cfg.overlap_optimizer) return;
   std::vector<FlatRuns> unit_tables;  // in unit (forward) order; empty where a unit owns nothing
   for (const auto& d : decay_by_unit) unit_tables.push_back(update_table(d));
-  optimizer_->enable_overlap(std::move(unit_tables));
+  optimizer_->enable_overlap(std::move(unit_tables), cfg.overlap_gemm_sm_reserve);
 }
 
 void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {

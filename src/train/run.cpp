@@ -59,7 +59,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   RunMetrics metrics = open_run_metrics(
       {cfg.output_dir, cfg.report_to, cfg.logging_dir, cfg.run_name, !cfg.resume_from_checkpoint.empty()}, writer, log);
   Trainer tr(cfg, plan.total_steps, parallel);
-  describe_trainer(tr, cfg.model_name_or_path, cfg.seed, log);
+  describe_trainer(tr, cfg.model_name_or_path, cfg.seed, cfg.optimizer_overlap_sms, log);
   const StartPoint start = start_point(output, tr, evaluator, parallel.host_world(), std::move(run_id), log);
   describe_run(cfg, parallel, tr, plan, train_set.samples.size(), log);
 

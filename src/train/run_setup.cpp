@@ -84,11 +84,18 @@ RunMetrics open_run_metrics(const RunMetricsConfig& cfg, bool writer, std::ostre
   return metrics;
 }
 
-void describe_trainer(Trainer& tr, const std::string& model_name_or_path, std::uint64_t seed, std::ostream& log) {
+void describe_trainer(Trainer& tr, const std::string& model_name_or_path, std::uint64_t seed, int optimizer_overlap_sms,
+                      std::ostream& log) {
   for (const std::string& t : tr.ignored_weights()) log << "not loaded: " << t << std::endl;
   log << "attention: " << tr.attention().description << std::endl;
   const std::string overlap = tr.engine().optimizer_overlap_description();
   if (!overlap.empty()) log << "optimizer update: unit by unit under the next step's forward, on " << overlap << std::endl;
+  if (overlap.empty() && optimizer_overlap_sms > 0) {
+    log << "warning: optimizer_overlap_sms " << optimizer_overlap_sms
+        << " has no effect: the optimizer step is not overlapped (optimizer_overlap auto is on only at stage 0 of a "
+           "full fine-tune on a GPU)"
+        << std::endl;
+  }
   if (tr.model().layout().has_frozen() && model_name_or_path.empty()) {
     log << "warning: LoRA without model_name_or_path: the frozen base is randomly initialised (seed "
         << seed << "), so the adapters learn on random weights (fine for benchmarks, not for fine-tuning)"

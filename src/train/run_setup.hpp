@@ -60,7 +60,8 @@ RunMetrics open_run_metrics(const RunMetricsConfig& cfg, bool writer, std::ostre
 
 // The trainer's start-up lines: weights not loaded, attention, a LoRA base without weights, the memory estimate.
 // model_name_or_path and seed: the recipe's (a LoRA base without weights is randomly initialised from seed).
-void describe_trainer(Trainer& tr, const std::string& model_name_or_path, std::uint64_t seed, std::ostream& log);
+void describe_trainer(Trainer& tr, const std::string& model_name_or_path, std::uint64_t seed, int optimizer_overlap_sms,
+                      std::ostream& log);
 
 // Where the loop starts.
 struct StartPoint {

@@ -219,7 +219,7 @@ const std::map<std::string, std::string>& sample_values() {
       {"logging_steps", "1"}, {"logging_first_step", "true"}, {"data_seed", "7"}, {"report_to", "tensorboard"}, {"logging_dir", "tb/x"}, {"run_name", "sft-x"}, {"disable_tqdm", "true"}, {"log_level", "debug"}, {"save_strategy", "epoch"}, {"save_steps", "20"}, {"save_total_limit", "3"}, {"resume_from_checkpoint", "runs/x/checkpoint-5"}, {"output_dir", "runs/x"}, {"overwrite_output_dir", "true"}, {"seed", "18446744073709551615"},
       {"bf16", "true"}, {"fp16", "true"}, {"loss_scale", "128.5"}, {"initial_scale_power", "12"}, {"loss_scale_window", "500"}, {"hysteresis", "3"}, {"consecutive_hysteresis", "true"}, {"min_loss_scale", "0.5"}, {"gradient_checkpointing", "true"}, {"neftune_noise_alpha", "5.0"}, {"logits_chunk_tokens", "512"}, {"attn_implementation", "eager"}, {"deterministic_attention", "false"}, {"zero_stage", "3"}, {"use_peft", "true"}, {"peft_type", "lora"}, {"lora_r", "8"}, {"lora_alpha", "16.0"}, {"lora_dropout", "0.1"}, {"lora_target_modules", "all-linear"}, {"use_rslora", "true"}, {"lora_bias", "none"}, {"adapter_path", "adapters/a"}, {"load_in_4bit", "true"}, {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", "false"}, {"bnb_4bit_compute_dtype", "float32"}, {"ranks_per_node", "2"}, {"sharding_strategy", "HYBRID_SHARD"}, {"shard_group_size", "2"}, {"collectives", "mpi"}, {"collective_timeout_s", "20.5"},
       {"communication_data_type", "bf16"}, {"reduce_bucket_size", "200000000"}, {"allgather_bucket_size", "50000000"}, {"overlap_comm", "false"},
-      {"optimizer_overlap", "true"},
+      {"optimizer_overlap", "true"}, {"optimizer_overlap_sms", "16"},
       {"zero_quantized_weights", "true"}, {"zero_quantized_gradients", "true"},
       {"zero_hpz_partition_size", "2"}, {"zero_quantization_block_size", "128"}, {"do_eval", "false"}, {"eval_max_new_tokens", "8"}, {"eval_samples", "10"},
       {"eval_strategy", "epoch"}, {"eval_steps", "5"}, {"eval_on_start", "true"}, {"eval_generate", "true"},
@@ -607,6 +607,7 @@ TEST_F(ConfigRecipeDir, RoundTripThroughToYaml) {
   overrides.push_back("--fp16=false");    // one compute dtype: bf16 is the one off its default here
   overrides.push_back("--load_in_4bit=false");  // QLoRA takes stages 0-2 and double quantization; these are off
   overrides.push_back("--optimizer_overlap=false");  // a stage-0 setting, and zero_stage is 3 here
+  overrides.push_back("--optimizer_overlap_sms=0");    // SMs for the overlapped step: none without it
   // DeepSpeed's schedule keys need a ds_* schedule (RoundTripWithADeepSpeedSchedule has them set).
   for (const char* reset : {"--warmup_type=log", "--warmup_min_lr=0", "--warmup_min_ratio=0",
                             "--cos_min_ratio=0.0001"}) {

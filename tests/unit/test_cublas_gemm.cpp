@@ -10,12 +10,14 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/bf16.hpp"
 #include "kernels/cuda/cublas_gemm.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/side_queue.hpp"
 
 namespace shardft {
 namespace {
@@ -168,6 +170,34 @@ TEST(CublasGemm, KokkosGemmDispatchesToCublasOnDeviceViews) {
   gemm_ld(Op::N, Op::T, m, n, k, 1.f, ha.data(), k, hb.data(), k, 0.f, expect.data(), n);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) EXPECT_NEAR(hc(i, j), expect[static_cast<std::size_t>(i) * n + j], 1e-5 * k);
+}
+
+// A side queue with SMs reserved (optimizer_overlap_sms): from its first pending mark until the compute
+// stream has waited for its last, the GEMMs target the GPU's SMs less the reserve, then all of them.
+TEST(CublasGemm, SideQueueWorkLeavesItsReservedSmsFreeOfGemms) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << kNoDevice;
+  const int sms = cuda::sm_count();
+  ASSERT_GT(sms, 8);
+  const auto target = [] {
+    int t = -1;
+    cuda::check_cublas(cublasGetSmCountTarget(cuda::cublas_handle(), &t), "cublasGetSmCountTarget");
+    return t;
+  };
+  EXPECT_THROW(SideQueue(1, sms), std::invalid_argument) << "no SM left to the GEMMs";
+  SideQueue side(2, 8);
+  EXPECT_EQ(target(), 0);
+  side.mark(0);
+  EXPECT_EQ(target(), sms - 8);
+  side.mark(1);
+  side.wait_for(0);
+  EXPECT_EQ(target(), sms - 8) << "mark 1 is still pending";
+  side.wait_for(1);
+  EXPECT_EQ(target(), 0);
+  side.wait_for(1);  // nothing pending
+  EXPECT_EQ(target(), 0);
+  side.mark(1);
+  side.wait_for_all();
+  EXPECT_EQ(target(), 0);
 }
 #endif
 

@@ -85,6 +85,48 @@ INSTANTIATE_TEST_SUITE_P(Variants, OptimizerOverlap,
                                          OverlapVariant{"bf16_tied", true, true}),
                          [](const testing::TestParamInfo<OverlapVariant>& i) { return std::string(i.param.name); });
 
+// optimizer_overlap_sms (SMs the GEMMs leave to the overlapped update): the steps stay those without
+// overlap, bit for bit on the host (nothing runs beside anything there, and the log says the SMs do
+// nothing) and within rounding on a GPU (GEMMs sized for fewer SMs may pick another algorithm). It is
+// refused with overlap switched off, and where it would leave the GEMMs no SM (kernels/side_queue).
+TEST(OptimizerOverlap, SmsLeftToTheUpdateKeepTheSteps) {
+  TrainConfig cfg = tiny_config();
+  cfg.bf16 = true;
+  cfg.optimizer_overlap = "false";
+  TrainConfig reserved_cfg = cfg;
+  reserved_cfg.optimizer_overlap = "true";
+  reserved_cfg.optimizer_overlap_sms = 4;
+  Trainer plain(cfg, 10, self());
+  Trainer reserved(reserved_cfg, 10, self());
+  const std::string where = reserved.engine().optimizer_overlap_description();
+  EXPECT_NE(where.find(kComputeOnDevice ? "leaving 4 to it" : "optimizer_overlap_sms has no effect"),
+            std::string::npos)
+      << where;
+  for (int step = 0; step < 3; ++step) {
+    const auto batches = micro_batches(step);
+    const StepStats a = plain.step(batches);
+    const StepStats b = reserved.step(batches);
+    if (kComputeOnDevice) {
+      EXPECT_NEAR(a.loss, b.loss, 1e-3 * a.loss) << "step " << step;
+    } else {
+      EXPECT_EQ(a.loss, b.loss) << "step " << step;
+      EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << step;
+    }
+  }
+  if (!kComputeOnDevice) {
+    EXPECT_TRUE(plain.engine().gather_master() == reserved.engine().gather_master());
+  }
+  EXPECT_THROW(SideQueue(1, -1), std::invalid_argument);
+  try {
+    load_train_config("", {"--optimizer_overlap=false", "--optimizer_overlap_sms=4"});
+    FAIL() << "optimizer_overlap_sms with optimizer_overlap false was accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("optimizer_overlap_sms = 4"), std::string::npos) << what;
+    EXPECT_NE(what.find("optimizer_overlap = false"), std::string::npos) << what;
+  }
+}
+
 TEST(OptimizerOverlap, NeedsStage0) {
   TrainConfig cfg = tiny_config();
   cfg.optimizer_overlap = "true";

@@ -21,9 +21,9 @@ void OptimizerShard::set_runs(FlatRuns decay, FlatRuns copy, bool compute_is_cop
   has_copy_ = compute_is_copy;
 }
 
-void OptimizerShard::enable_overlap(std::vector<FlatRuns> unit_runs) {
+void OptimizerShard::enable_overlap(std::vector<FlatRuns> unit_runs, int gemm_sm_reserve) {
   unit_runs_ = std::move(unit_runs);
-  side_ = std::make_unique<SideQueue>(static_cast<int>(unit_runs_.size()));
+  side_ = std::make_unique<SideQueue>(static_cast<int>(unit_runs_.size()), gemm_sm_reserve);
 }
 
 void OptimizerShard::wait_for_unit(int unit) {

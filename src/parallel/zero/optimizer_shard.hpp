@@ -35,7 +35,8 @@ class OptimizerShard {
   // From now on each step updates unit by unit on the side queue: unit_runs[u] is the part of the
   // update's table (the copy table where the compute weights are a copy, else the decay table) that lies
   // in unit u, in the units' forward order.
-  void enable_overlap(std::vector<FlatRuns> unit_runs);
+  // gemm_sm_reserve: SMs the compute stream's GEMMs leave to the update while it runs (SideQueue).
+  void enable_overlap(std::vector<FlatRuns> unit_runs, int gemm_sm_reserve = 0);
   bool overlapped() const { return side_ != nullptr; }
   std::string overlap_description() const { return side_ ? side_->describe() : std::string(); }
   // The compute stream's work issued from now on follows the last update of unit u; of every unit.
