@@ -79,6 +79,9 @@ void OptimizerShard::step(double lr, View1<float> grad, const ComputeWeights& co
   }
   side_->follow_compute();  // the gradient, its clip factor and the weights' last readers
   for (std::size_t u = 0; u < unit_runs_.size(); ++u) {
+    // A unit that owns nothing has no update for the forward to wait for; a mark left pending would also
+    // keep optimizer_overlap_sms's SMs from the GEMMs until the next step's clip.
+    if (unit_runs_[u].count() == 0) continue;
     update(side_->space(), unit_runs_[u]);
     side_->mark(static_cast<int>(u));
   }
