@@ -59,7 +59,8 @@ MfuBasis mfu_basis(const ModelConfig& model, const PeakFlops& peak, const std::v
 RunMetrics open_run_metrics(const RunMetricsConfig& cfg, bool writer, std::ostream& log);
 
 // The trainer's start-up lines: weights not loaded, attention, a LoRA base without weights, the memory estimate.
-// model_name_or_path and seed: the recipe's (a LoRA base without weights is randomly initialised from seed).
+// model_name_or_path and seed: the recipe's (a LoRA base without weights is randomly initialised from seed);
+// optimizer_overlap_sms: the recipe's, said to have no effect where the optimizer step is not overlapped.
 void describe_trainer(Trainer& tr, const std::string& model_name_or_path, std::uint64_t seed, int optimizer_overlap_sms,
                       std::ostream& log);
 
