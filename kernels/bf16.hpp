@@ -25,13 +25,11 @@ struct bf16 {
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(out) : "f"(f));
     return out;
 #else
-    std::uint32_t u = float_to_bits(f);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) {
-      return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-    }
-    const std::uint32_t lsb = (u >> 16) & 1u;
-    u += 0x7fffu + lsb;
-    return static_cast<std::uint16_t>(u >> 16);
+    // Both results, then a select: no branch, so host loops that round every element vectorise.
+    const std::uint32_t u = float_to_bits(f);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
+    return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 #endif
   }
   KOKKOS_INLINE_FUNCTION static float to_float(std::uint16_t b) {

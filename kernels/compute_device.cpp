@@ -1,5 +1,6 @@
 #include "kernels/compute_device.hpp"
 
+#include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/device_backend.hpp"
 #include "kernels/gpu_toolkit.hpp"
 #include "kernels/types.hpp"
@@ -9,7 +10,10 @@ namespace shardft {
 ComputeDevice compute_device() {
   ComputeDevice d;
   d.name = "the host CPU";
-  if (!kComputeOnDevice) return d;
+  if (!kComputeOnDevice) {
+    d.amx_tiles = amx::available();
+    return d;
+  }
   const device_backend::ComputeGpu gpu = device_backend::compute_gpu();
   if (gpu.present) {
     d.gpu = true;
@@ -21,7 +25,10 @@ ComputeDevice compute_device() {
 
 bool has_bf16_tensor_cores(const ComputeDevice& d) { return d.gpu && d.compute_capability >= 80; }
 
+bool bf16_runs_faster(const ComputeDevice& d) { return d.gpu ? has_bf16_tensor_cores(d) : d.amx_tiles; }
+
 std::string describe_bf16_support(const ComputeDevice& d) {
+  if (!d.gpu && d.amx_tiles) return "the model computes on the host CPU, whose AMX tiles run the bf16 GEMMs";
   if (!d.gpu) return "the model computes on the host CPU, where bf16 is emulated (slower than fp32)";
   const std::string sm = " (sm_" + std::to_string(d.compute_capability) + ")";
   return d.name + sm + (has_bf16_tensor_cores(d) ? " has bf16 tensor cores" : " has no bf16 tensor cores");

@@ -9,13 +9,17 @@ struct ComputeDevice {
   bool gpu = false;
   std::string name;            // "NVIDIA H100 80GB HBM3"; "the host CPU" off the GPU
   int compute_capability = 0;  // major * 10 + minor (90 for sm_90); 0 off the GPU
+  bool amx_tiles = false;      // off the GPU: the CPU runs bf16 products on AMX tiles (kernels/amx_gemm_bf16.hpp)
 };
 ComputeDevice compute_device();
 
-// bf16 auto's rule: bf16 tensor cores from compute capability 8.0 (Ampere) on. Off a GPU bf16 is emulated
-// (widened to fp32 for the BLAS), slower than fp32: never.
+// bf16 tensor cores: compute capability 8.0 (Ampere) on.
 bool has_bf16_tensor_cores(const ComputeDevice& d);
-// "NVIDIA H100 80GB HBM3 (sm_90) has bf16 tensor cores", "a CPU build: bf16 would be emulated, ...".
+// bf16 auto's rule: on a GPU with bf16 tensor cores, and on a CPU whose AMX tiles run the bf16 products
+// (faster than fp32 there); not on other CPUs, where bf16 is emulated (widened to fp32 for the BLAS),
+// slower than fp32.
+bool bf16_runs_faster(const ComputeDevice& d);
+// "NVIDIA H100 80GB HBM3 (sm_90) has bf16 tensor cores", "the model computes on the host CPU, ...".
 std::string describe_bf16_support(const ComputeDevice& d);
 
 // A CUDA GPU this process sees, whether or not the model's views live on it (a build with the CUDA

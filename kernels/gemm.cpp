@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/device_backend.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm_counters.hpp"
@@ -226,12 +227,29 @@ void device_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
   }
 }
 
-// Both operands bf16 on a device: the product as one tensor-core GEMM (into c_f32 with beta, or into
-// c_bf16), and true; false elsewhere, where the caller widens tiles.
+// Both operands bf16 on a CPU with AMX: the product on its tiles, the same rounding points as the tensor
+// cores' (kernels/amx_gemm_bf16.hpp). One launch, as the GPU path counts it.
+void amx_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                      float* c_f32, bf16* c_bf16, int ldc, const MixedShape& s) {
+  const char* kind = c_bf16 ? "gemm bf16 x bf16 -> bf16 (host: AMX tiles)" : "gemm bf16 x bf16 (host: AMX tiles)";
+  const VendorKernel launch(kernel_timer_installed() ? timed_gemm_name(kind, op_a, op_b, s).c_str() : kind);
+  amx::gemm_bf16(op_a == Op::T, op_b == Op::T, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k),
+                 alpha, bits(a.b16.data()), static_cast<int>(a.extent(1)), bits(b.b16.data()),
+                 static_cast<int>(b.extent(1)), beta, c_f32, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
+}
+
+// Both operands bf16: the product as one tensor-core GEMM on a device, or on AMX tiles on a CPU that has
+// them (into c_f32 with beta, or into c_bf16), and true; false elsewhere, where the caller widens tiles.
 bool on_tensor_cores(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                      float* c_f32, bf16* c_bf16, int ldc, const MixedShape& s) {
-  if (!kGemmOnDevice || !a.is_bf16 || !b.is_bf16) return false;
-  device_bf16_product(op_a, op_b, alpha, a, b, beta, c_f32, c_bf16, ldc, s);
+  if (!a.is_bf16 || !b.is_bf16) return false;
+  if (kGemmOnDevice) {
+    device_bf16_product(op_a, op_b, alpha, a, b, beta, c_f32, c_bf16, ldc, s);
+  } else if (amx::available()) {
+    amx_bf16_product(op_a, op_b, alpha, a, b, beta, c_f32, c_bf16, ldc, s);
+  } else {
+    return false;
+  }
   return true;
 }
 
@@ -261,15 +279,16 @@ void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
 
 void gemm_set_bf16_tile_elements(std::int64_t n) { g_tile_elements = std::max<std::int64_t>(1, n); }
 std::int64_t gemm_bf16_tile_elements() { return g_tile_elements; }
-bool gemm_widens_bf16() { return !kGemmOnDevice; }
+bool gemm_widens_bf16() { return !kGemmOnDevice && !amx::available(); }
 
 void gemm_set_num_threads(int n) { openblas_set_num_threads(n); }
 
 std::string gemm_backend_description(bool with_idle) {
   if (kGemmOnDevice) return device_backend::gemm_library();
   const std::string idle = gpu_toolkit::gemm_library();
-  if (!with_idle || idle.empty()) return "BLAS (OpenBLAS)";
-  return "BLAS (OpenBLAS); " + idle + " linked but idle, this Kokkos has no CUDA backend";
+  const std::string bf16 = amx::available() ? "; bf16 x bf16 on AMX tiles" : "";
+  if (!with_idle || idle.empty()) return "BLAS (OpenBLAS)" + bf16;
+  return "BLAS (OpenBLAS)" + bf16 + "; " + idle + " linked but idle, this Kokkos has no CUDA backend";
 }
 
 void linear_forward(Unmanaged2<const float> x, Unmanaged1<const float> w, Unmanaged2<float> y, float beta) {

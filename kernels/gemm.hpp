@@ -2,7 +2,7 @@
 // The one matrix-multiply interface every matmul in shardft goes through.
 //   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C[M,N]      (row-major, fp32 accumulate)
 // op(X) is X or X^T. A linear layer y = x W^T with W [out,in] is gemm(N, T, 1, x, W, 0, y).
-// CPU build: OpenBLAS sgemm. The cuBLAS path is selected by the memory space (GPU build).
+// CPU build: OpenBLAS sgemm (bf16 x bf16 on AMX tiles where the CPU has them). The cuBLAS path is selected by the memory space (GPU build).
 #include <cstdint>
 #include <string>
 
@@ -35,22 +35,24 @@ struct GemmOperand {
 };
 
 // The same product with operands of either storage; C is fp32 and every product accumulates in fp32.
-// Both fp32: gemm() above. Both bf16 on the GPU: cuBLAS's bf16 GEMM (cuda::gemm_bf16_f32). Otherwise
-// (the CPU, and mixed operands on the GPU) each bf16 operand is widened to fp32 a tile at a time (whole
+// Both fp32: gemm() above. Both bf16 on the GPU: cuBLAS's bf16 GEMM (cuda::gemm_bf16_f32); on a CPU with
+// AMX, its bf16 tiles (kernels/amx_gemm_bf16.hpp). Otherwise (other CPUs, and mixed operands) each bf16
+// operand is widened to fp32 a tile at a time (whole
 // rows of op(A), whole columns of op(B), at most gemm_bf16_tile_elements() each) into scratch, and each
 // tile of C is one sgemm over all of K. Widening is exact, so the products are those of the bf16 values.
 void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                 Unmanaged2<float> c);
 // The same product written in bf16 (C is not read): each element the fp32 accumulator rounded to nearest
 // even, as rounding an fp32 C would. Both bf16 on the GPU: cuBLAS's bf16 output (cuda::gemm_bf16_bf16);
-// otherwise the fp32 product in scratch, then rounded.
+// on AMX, each 32 x 32 block rounded from its tiles; otherwise the fp32 product in scratch, then rounded.
 void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b,
                          Unmanaged2<bf16> c);
 // The widening scratch: elements per operand tile (default 1M, 4 MB of fp32; at least one row or column
 // of K is always taken). Held from the first mixed GEMM until Kokkos::finalize.
 void gemm_set_bf16_tile_elements(std::int64_t n);
 std::int64_t gemm_bf16_tile_elements();
-// Whether a bf16 x bf16 product widens its operands (the CPU build) instead of reading bf16 (cuBLAS).
+// Whether a bf16 x bf16 product widens its operands (a CPU without AMX) instead of reading bf16 (cuBLAS,
+// AMX tiles, whose packed copies of the operands are host memory outside the Kokkos spaces).
 bool gemm_widens_bf16();
 
 // BLAS threads per process; shardft runs one rank per core, so 1 unless told otherwise.

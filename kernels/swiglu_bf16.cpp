@@ -74,10 +74,49 @@ void backward_packs(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<b
         store_pack<W>(g_at, dg);
       });
 }
+// On the host: one row per iteration and a plain loop along it, which the compiler vectorises (the
+// packs' fixed-width loops above, one index division and eight roundings each, stay scalar there).
+void forward_rows(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
+  const std::int64_t cols = static_cast<std::int64_t>(s.extent(1));
+  const bf16* in = gu.data();
+  bf16* out = s.data();
+  Kokkos::parallel_for(
+      "swiglu_forward_packed_bf16", Range(0, static_cast<std::int64_t>(s.extent(0))), KOKKOS_LAMBDA(const std::int64_t n) {
+        const bf16* g = in + n * 2 * cols;
+        const bf16* u = g + cols;
+        bf16* y = out + n * cols;
+        for (std::int64_t j = 0; j < cols; ++j) y[j] = bf16(swiglu_of(static_cast<float>(g[j]), static_cast<float>(u[j])));
+      });
+}
+
+void backward_rows(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s) {
+  const std::int64_t cols = static_cast<std::int64_t>(ds.extent(1));
+  bf16* gu_p = gu.data();
+  const bf16* ds_p = ds.data();
+  bf16* s_p = s.data();
+  Kokkos::parallel_for(
+      "swiglu_backward_packed_bf16", Range(0, static_cast<std::int64_t>(ds.extent(0))), KOKKOS_LAMBDA(const std::int64_t n) {
+        bf16* g = gu_p + n * 2 * cols;
+        bf16* u = g + cols;
+        const bf16* d = ds_p + n * cols;
+        bf16* y = s_p + n * cols;
+        for (std::int64_t j = 0; j < cols; ++j) {
+          const float x = static_cast<float>(g[j]), up = static_cast<float>(u[j]), de = static_cast<float>(d[j]);
+          const float sig = kmath::fast_divide(1.f, 1.f + kmath::fast_gate_exp(-x));
+          y[j] = bf16(swiglu_of(x, up));
+          u[j] = bf16(de * x * sig);
+          g[j] = bf16(de * up * sig * (1.f + x * (1.f - sig)));
+        }
+      });
+}
 }  // namespace
 
 void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
   check(gu.extent(0), gu.extent(1), s.extent(0), s.extent(1), "swiglu_forward_packed_bf16");
+  if constexpr (!kComputeOnDevice) {
+    forward_rows(gu, s);
+    return;
+  }
   const std::int64_t rows = static_cast<std::int64_t>(s.extent(0)), cols = static_cast<std::int64_t>(s.extent(1));
   const bool narrow = narrow_indices(rows, cols);
   if (bf16_pack_fits(cols, {gu.data(), s.data()})) {
@@ -90,6 +129,10 @@ void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
 void swiglu_backward_packed_bf16(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s) {
   check(gu.extent(0), gu.extent(1), ds.extent(0), ds.extent(1), "swiglu_backward_packed_bf16");
   check(gu.extent(0), gu.extent(1), s.extent(0), s.extent(1), "swiglu_backward_packed_bf16");
+  if constexpr (!kComputeOnDevice) {
+    backward_rows(gu, ds, s);
+    return;
+  }
   const std::int64_t rows = static_cast<std::int64_t>(ds.extent(0)), cols = static_cast<std::int64_t>(ds.extent(1));
   const bool narrow = narrow_indices(rows, cols);
   if (bf16_pack_fits(cols, {gu.data(), ds.data(), s.data()})) {

@@ -8,11 +8,16 @@
 // "gemm/square" is the single-core sgemm reference peak; "gemm_mix" runs every GEMM of one training
 // step of a model, in the step's order, with per-layer weights and activations, and reports the
 // GFLOP/s the step would reach if it were nothing but GEMMs (compare with train_step's GFLOPS).
+// "gemm_bf16/{amx,widened}/..." run a bf16 step's products (bf16 x bf16, fp32 accumulation; forward and
+// dgrad written in bf16, wgrad added into fp32) at the linear shapes of perf/cpu_vs_torch.sh's S and M
+// over 1024 tokens, on AMX tiles and by widening tiles into sgemm (the path of a CPU without AMX).
 #include <string>
 #include <vector>
 
 #include "bench_util.hpp"
 #include "config/model_config.hpp"
+#include "kernels/amx_gemm_bf16.hpp"
+#include "kernels/elementwise.hpp"
 #include "kernels/gemm.hpp"
 
 namespace shardft::perf {
@@ -120,6 +125,57 @@ void bench_step_gemms(benchmark::State& st, ModelConfig c, std::int64_t N) {
   report_gflops(st, flops);
 }
 
+std::string dims(std::int64_t m, std::int64_t n, std::int64_t k);
+
+// One bf16 product C = op(A) op(B) of a linear layer's step (fwd: N,T into bf16; bwd_dx: N,N into bf16;
+// bwd_dw: T,N added into fp32), on AMX tiles or widened into sgemm.
+void bench_bf16_product(benchmark::State& st, Op op_a, Op op_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                        bool on_amx) {
+  if (on_amx && !amx::available()) {
+    st.SkipWithError(("no AMX here: " + amx::describe()).c_str());
+    return;
+  }
+  const std::int64_t ar = op_a == Op::N ? m : k, ac = op_a == Op::N ? k : m;
+  const std::int64_t br = op_b == Op::N ? k : n, bc = op_b == Op::N ? n : k;
+  auto a32 = random_floats("a", ar * ac, 6), b32 = random_floats("b", br * bc, 7, 0.05f);
+  View1<bf16> a("a16", ar * ac), b("b16", br * bc), c16("c16", m * n);
+  View1<float> c("c", m * n);
+  to_bf16(a32, a);
+  to_bf16(b32, b);
+  const GemmOperand ga(Unmanaged2<const bf16>(a.data(), ar, ac)), gb(Unmanaged2<const bf16>(b.data(), br, bc));
+  const bool accumulate = op_a == Op::T;  // wgrad
+  amx::set_enabled(on_amx);
+  for (auto _ : st) {
+    if (accumulate) {
+      gemm_mixed(op_a, op_b, 1.f, ga, gb, 1.f, Unmanaged2<float>(c.data(), m, n));
+    } else {
+      gemm_mixed_bf16_out(op_a, op_b, 1.f, ga, gb, Unmanaged2<bf16>(c16.data(), m, n));
+    }
+    Kokkos::fence();
+  }
+  amx::set_enabled(true);
+  report_gflops(st, 2.0 * m * n * k);
+}
+
+void register_bf16(const std::string& tag, const ModelConfig& c, std::int64_t N) {
+  for (const LinearShape& s : linear_shapes(c)) {
+    if (std::string(s.name) == "lm_head") continue;  // the byte vocabulary's head is a sliver of the step
+    const std::int64_t out = s.out, in = s.in;
+    for (const bool on_amx : {true, false}) {
+      const std::string base = std::string("gemm_bf16/") + (on_amx ? "amx/" : "widened/") + tag + "/" + s.name;
+      benchmark::RegisterBenchmark((base + "/fwd/" + dims(N, out, in)).c_str(), [=](benchmark::State& st) {
+        bench_bf16_product(st, Op::N, Op::T, N, out, in, on_amx);
+      })->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((base + "/bwd_dx/" + dims(N, in, out)).c_str(), [=](benchmark::State& st) {
+        bench_bf16_product(st, Op::N, Op::N, N, in, out, on_amx);
+      })->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((base + "/bwd_dw/" + dims(out, in, N)).c_str(), [=](benchmark::State& st) {
+        bench_bf16_product(st, Op::T, Op::N, out, in, N, on_amx);
+      })->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
 ModelConfig default_model() { return ModelConfig{}; }
 
 // The GEMM-heavier config of train_step/wide_h512_L2 (bench_step.cpp).
@@ -165,6 +221,13 @@ const bool registered = [] {
                                  [=](benchmark::State& st) { bench_square(st, n); })
         ->Unit(benchmark::kMicrosecond);
   }
+  // perf/cpu_vs_torch.sh's shapes S and M (torch_step.py), 1024 tokens a step.
+  ModelConfig s_shape = wide_model(), m_shape = wide_model();
+  s_shape.hidden_size = 256;
+  s_shape.intermediate_size = 768;
+  m_shape.num_key_value_heads = 8;
+  register_bf16("S_N1024", s_shape, 1024);
+  register_bf16("M_N1024", m_shape, 1024);
   benchmark::RegisterBenchmark("gemm_mix/step_gemms/h128_L2_N384",
                                [](benchmark::State& st) { bench_step_gemms(st, default_model(), 384); })
       ->Unit(benchmark::kMicrosecond);

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # shardft's CLI beside PyTorch 2 on the CPU: the same Llama shapes, one thread each, the same core, in one run.
 #
-#   perf/cpu_vs_torch.sh                 # shapes S and M, 3 rounds (about 6 minutes on this machine)
-#   PERF_TORCH_SHAPES=S perf/cpu_vs_torch.sh
+#   perf/cpu_vs_torch.sh                 # shapes S and M in fp32 and bf16, 3 rounds (about 10 minutes here)
+#   PERF_TORCH_SHAPES=S PERF_TORCH_DTYPES=fp32 perf/cpu_vs_torch.sh
 #
 # Shapes (perf/torch_step.py's table): S hidden 256, 4 layers, 8/4 heads, intermediate 768, 4 x 256
 # tokens (3.2 M parameters); M hidden 512, 6 layers, 8/8 heads, intermediate 1536, 2 x 512 tokens
-# (20.6 M). fp32, AdamW, clipping at 1.0, every position a target.
+# (20.6 M). AdamW, clipping at 1.0, every position a target. fp32; and bf16: the recipe's bf16: true
+# beside torch.autocast(bf16) (bf16 matmuls, fp32 master weights and AdamW in both).
 #  - shardft: `shardft train` on a generated recipe (byte tokenizer, unpacked rows truncated to the
 #    sequence length, attn_implementation auto: the log-sum-exp kernels), one process, one BLAS
 #    thread, no environment set by hand: the BLAS core is the one shardft picks (its `blas:` line is
@@ -21,19 +22,23 @@
 #
 # Environment: BUILD_DIR (default build-perf/), PERF_CPU (core, default 0; empty: no pinning),
 # PERF_TORCH_ROUNDS (3), PERF_TORCH_STEPS (timed steps, 8), PERF_TORCH_WARMUP (steps not timed, 3:
-# torch.compile compiles in the first), PERF_TORCH_SHAPES ("S M"), TORCH2_PYTHON (a python with torch 2
-# and transformers instead of the venv).
+# torch.compile compiles in the first), PERF_TORCH_SHAPES ("S M"), PERF_TORCH_DTYPES ("fp32 bf16"),
+# TORCH2_PYTHON (a python with torch 2 and transformers instead of the venv).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build-perf}
 cpu=${PERF_CPU-0}
 rounds=${PERF_TORCH_ROUNDS:-3} steps=${PERF_TORCH_STEPS:-8} warmup=${PERF_TORCH_WARMUP:-3}
 read -ra shapes <<<"${PERF_TORCH_SHAPES:-S M}"
+read -ra dtypes <<<"${PERF_TORCH_DTYPES:-fp32 bf16}"
 results=$root/perf/results
 work=$results/cpu_vs_torch
 die() { echo "cpu_vs_torch.sh: $*" >&2; exit 2; }
 for n in "$rounds" "$steps" "$warmup"; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "rounds, steps and warm-up must be positive integers"; done
 for s in "${shapes[@]}"; do [[ $s == S || $s == M ]] || die "unknown shape '$s' (S or M)"; done
+for t in "${dtypes[@]}"; do [[ $t == fp32 || $t == bf16 ]] || die "unknown dtype '$t' (fp32 or bf16)"; done
+cases=()
+for s in "${shapes[@]}"; do for t in "${dtypes[@]}"; do cases+=("$s-$t"); done; done
 
 python=${TORCH2_PYTHON:-}
 if [[ -z "$python" ]]; then
@@ -57,27 +62,29 @@ pin=()
 if [[ -n "$cpu" ]] && command -v taskset >/dev/null 2>&1; then pin=(taskset -c "$cpu"); fi
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 rm -rf "$work"; mkdir -p "$work"
-echo "cpu_vs_torch.sh: load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown); ${rounds} rounds of ${shapes[*]}" >&2
+echo "cpu_vs_torch.sh: load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown); ${rounds} rounds of ${cases[*]}" >&2
 
-for shape in "${shapes[@]}"; do
-  python3 "$root/perf/cpu_vs_torch.py" recipe "$shape" "$work/$shape" $((warmup + steps))
+for case in "${cases[@]}"; do
+  python3 "$root/perf/cpu_vs_torch.py" recipe "${case%-*}" "$work/$case" $((warmup + steps)) "${case#*-}"
 done
 for round in $(seq 1 "$rounds"); do
-  for shape in "${shapes[@]}"; do
-    rm -rf "$work/$shape/run"
-    "${pin[@]}" "$shardft" train --config "$work/$shape/recipe.yaml" >"$work/$shape/shardft-$round.log" 2>&1 ||
-      die "shardft failed on shape $shape (log: $work/$shape/shardft-$round.log)"
-    cp "$work/$shape/run/metrics.jsonl" "$work/$shape/metrics-$round.jsonl"
+  for case in "${cases[@]}"; do
+    shape=${case%-*} dtype=${case#*-} d=$work/$case
+    rm -rf "$d/run"
+    "${pin[@]}" "$shardft" train --config "$d/recipe.yaml" >"$d/shardft-$round.log" 2>&1 ||
+      die "shardft failed on $case (log: $d/shardft-$round.log)"
+    cp "$d/run/metrics.jsonl" "$d/metrics-$round.jsonl"
     for mode in eager compile; do
-      flag=(); [[ $mode == compile ]] && flag=(--compile)
+      flag=(); [[ $mode == compile ]] && flag+=(--compile)
+      [[ $dtype == bf16 ]] && flag+=(--bf16)
       "${pin[@]}" "$python" "$root/perf/torch_step.py" --shape "$shape" --attn sdpa "${flag[@]}" --threads 1 \
-        --steps "$steps" --warmup "$warmup" >"$work/$shape/torch-$mode-$round.json" 2>"$work/$shape/torch-$mode-$round.log" ||
-        die "torch ($mode) failed on shape $shape (log: $work/$shape/torch-$mode-$round.log)"
+        --steps "$steps" --warmup "$warmup" >"$d/torch-$mode-$round.json" 2>"$d/torch-$mode-$round.log" ||
+        die "torch ($mode) failed on $case (log: $d/torch-$mode-$round.log)"
     done
-    echo "cpu_vs_torch.sh: round $round, shape $shape done" >&2
+    echo "cpu_vs_torch.sh: round $round, $case done" >&2
   done
 done
-python3 "$root/perf/cpu_vs_torch.py" report "$work" "$results/cpu_vs_torch.json" "$warmup" "${shapes[@]}"
+python3 "$root/perf/cpu_vs_torch.py" report "$work" "$results/cpu_vs_torch.json" "$warmup" "${cases[@]}"
 if [[ "${PERF_SAVE_BASELINE:-0}" == 1 ]]; then
   cp "$results/cpu_vs_torch.json" "$root/perf/baselines/cpu-2core-vs-torch.json"
   echo "cpu_vs_torch.sh: saved as perf/baselines/cpu-2core-vs-torch.json" >&2

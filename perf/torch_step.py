@@ -5,7 +5,9 @@ The reference side of perf/side_by_side.sh and perf/cpu_vs_torch.sh: transformer
 fp32, torch.optim.AdamW, clip_grad_norm_(1.0), on one process with --threads intra-op threads (shardft
 runs one rank per core with one BLAS thread). --attn picks transformers' attention (eager, the default,
 or sdpa: torch's scaled_dot_product_attention); --compile wraps the model in torch.compile (PyTorch 2;
-its compilation runs in the warm-up steps, which --warmup must cover). The shapes:
+its compilation runs in the warm-up steps, which --warmup must cover); --bf16 runs the forward under
+torch.autocast(bf16) on the CPU, as trl's bf16=True does (bf16 matmuls, which oneDNN runs on AMX where the
+CPU has it; fp32 weights, gradients and AdamW). The shapes:
   default  hidden 128, intermediate 384, 4 / 2 heads, 2 layers, vocab 272 (tied), 16 sequences x 24
            (perf/bench_step.cpp's)
   wide     hidden 512, intermediate 1536, 8 / 4 heads, 2 layers, vocab 272 (tied), 1 sequence x 512
@@ -49,6 +51,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--attn", choices=("eager", "sdpa"), default="eager")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2)")
+    ap.add_argument("--bf16", action="store_true", help="the forward under torch.autocast(cpu, bf16)")
     args = ap.parse_args()
 
     import torch
@@ -69,7 +72,8 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        out = forward(input_ids=ids, labels=ids)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            out = forward(input_ids=ids, labels=ids)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -86,7 +90,7 @@ def main():
     tokens = s["batch"] * s["seq"]
     mode = "torch.compile" if args.compile else "eager"
     json.dump({"framework": f"pytorch {torch.__version__} {mode}, {args.attn} attention, transformers LlamaForCausalLM",
-               "mode": mode, "attn": args.attn,
+               "mode": mode, "attn": args.attn, "dtype": "bf16" if args.bf16 else "fp32",
                "shape": args.shape, **s, "threads": args.threads, "steps": args.steps,
                "ms_per_step": sec * 1e3, "tokens_per_second": tokens / sec,
                "GFLOPS": step_flops(s) / sec / 1e9, "all_ms": [t * 1e3 for t in times]}, sys.stdout)

@@ -54,12 +54,12 @@ function(shardft_layer_include target layer)
 endfunction()
 
 # shardft_add_layer(<layer> <external target>): the layer's library from every .cpp of its folder except
-# the backend subfolders (kernels/cuda, kernels/host, comm/nccl), of which the caller adds those the build's
-# toolkit and Kokkos backend call for.
+# the backend subfolders (kernels/cuda, kernels/host, kernels/cpu, comm/nccl), of which the caller adds those
+# the build's toolkit, compiler and Kokkos backend call for.
 function(shardft_add_layer layer external)
   shardft_layer_folder(${layer} folder)
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${folder}/*.cpp)
-  list(FILTER sources EXCLUDE REGEX "/kernels/cuda/|/kernels/host/|/comm/nccl/")
+  list(FILTER sources EXCLUDE REGEX "/kernels/cuda/|/kernels/host/|/kernels/cpu/|/comm/nccl/")
   add_library(shardft_${layer} STATIC ${sources})
   shardft_layer_include(shardft_${layer} ${layer})
   target_compile_options(shardft_${layer} PRIVATE ${SHARDFT_WARNINGS})

@@ -34,7 +34,7 @@ Invocation parse_invocation(const std::vector<std::string>& args) {
 TrainConfig load_recipe(const Invocation& inv) {
   TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
   const ComputeDevice device = compute_device();
-  resolve_bf16_auto(cfg, has_bf16_tensor_cores(device), describe_bf16_support(device));
+  resolve_bf16_auto(cfg, bf16_runs_faster(device), describe_bf16_support(device));
   return cfg;
 }
 

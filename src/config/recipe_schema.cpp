@@ -246,7 +246,8 @@ std::vector<RecipeKey> build_recipe_keys() {
           .in(minus_one_or_at_least(0)),
       train_key("bf16", &T::bf16,
                 "compute in bfloat16 (master weights stay fp32); auto: where the GPU has bf16 tensor cores "
-                "(compute capability 8.0 on), not on the CPU (bf16 is emulated there) nor with fp16")
+                "(compute capability 8.0 on) or the CPU has AMX tiles, not on other CPUs (bf16 is emulated "
+                "there) nor with fp16")
           .or_auto(&T::bf16_auto),
       train_key("fp16", &T::fp16, "compute in IEEE half with loss scaling (master weights stay fp32); not with bf16"),
       train_key("loss_scale", &T::loss_scale, "fp16: 0 scales the loss dynamically (DeepSpeed's rules); > 0: a static scale")

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/blas_core.hpp"
 #include "kernels/compute_device.hpp"
 #include "kernels/gemm.hpp"
@@ -79,22 +80,40 @@ std::set<std::string> name_tokens(const std::string& name) {
   return tokens;
 }
 
+// The best FLOP/s of five runs of `product` (a square n x n x n GEMM on the host), after one untimed
+// run that sizes the library's buffers and warms the caches.
+template <class Product>
+double best_square_gemm_rate(int n, const Product& product) {
+  product();
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    product();
+    Kokkos::fence();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n / std::max(s, 1e-9));
+  }
+  return best;
+}
+
 // The fp32 sgemm rate of this rank through the model's own gemm() (BLAS on the host).
 double measured_host_sgemm_flops() {
   constexpr int n = 512;
   View2<float> a("mfu_a", n, n), b("mfu_b", n, n), c("mfu_c", n, n);
   Kokkos::deep_copy(a, 1.f);
   Kokkos::deep_copy(b, 0.5f);
-  gemm(Op::N, Op::N, 1.f, a, b, 0.f, c);  // warm-up: BLAS buffers, caches
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    gemm(Op::N, Op::N, 1.f, a, b, 0.f, c);
-    Kokkos::fence();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * n * n * n / std::max(s, 1e-9));
-  }
-  return best;
+  return best_square_gemm_rate(n, [&] { gemm(Op::N, Op::N, 1.f, a, b, 0.f, c); });
+}
+
+// The bf16 x bf16 GEMM rate of this rank through the model's own gemm_mixed (AMX tiles where it runs).
+double measured_host_bf16_gemm_flops() {
+  constexpr int n = 512;
+  View2<bf16> a("mfu_a16", n, n), b("mfu_b16", n, n);
+  View2<float> c("mfu_c", n, n);
+  Kokkos::deep_copy(a, bf16(1.f));
+  Kokkos::deep_copy(b, bf16(0.5f));
+  const GemmOperand ga(Unmanaged2<const bf16>(a.data(), n, n)), gb(Unmanaged2<const bf16>(b.data(), n, n));
+  return best_square_gemm_rate(n, [&] { gemm_mixed(Op::N, Op::N, 1.f, ga, gb, 0.f, c); });
 }
 
 }  // namespace
@@ -121,7 +140,7 @@ double known_gpu_peak_tflops(const std::string& name, bool bf16) {
   return 0;
 }
 
-PeakFlops resolve_peak_flops(double peak_tflops, bool bf16) {
+PeakFlops resolve_peak_flops(double peak_tflops, bool half, bool bf16) {
   std::ostringstream basis;
   if (peak_tflops > 0) {
     basis << "peak_tflops";
@@ -129,16 +148,20 @@ PeakFlops resolve_peak_flops(double peak_tflops, bool bf16) {
   }
   const ComputeDevice device = compute_device();
   if (device.gpu) {
-    const double table = known_gpu_peak_tflops(device.name, bf16);
+    const double table = known_gpu_peak_tflops(device.name, half);
     if (table > 0) {
       basis << "datasheet peak of " << device.name << ": " << table << " TFLOP/s dense "
-            << (bf16 ? "bf16 tensor core" : "fp32 non-tensor");
+            << (half ? "bf16 tensor core" : "fp32 non-tensor");
       return {table * 1e12, basis.str()};
     }
-    const double measured = measured_gpu_gemm_flops(bf16);
-    basis << "measured cuBLAS " << (bf16 ? "bf16" : "fp32") << " GEMM rate on " << device.name
+    const double measured = measured_gpu_gemm_flops(half);
+    basis << "measured cuBLAS " << (half ? "bf16" : "fp32") << " GEMM rate on " << device.name
           << ", not in the peak table; set peak_tflops for the datasheet figure";
     return {measured, basis.str()};
+  }
+  if (bf16 && amx::available()) {
+    basis << "measured bf16 GEMM rate on AMX tiles";
+    return {measured_host_bf16_gemm_flops(), basis.str()};
   }
   basis << "measured fp32 GEMM rate";
   if (const std::string core = blas_core_name(); !core.empty()) basis << " of OpenBLAS core " << core;

@@ -38,9 +38,12 @@ struct PeakFlops {
 //  2. GPU build whose model runs on the GPU (CUDA Kokkos) with a device: the datasheet peak of the
 //     device for the compute dtype (known_gpu_peak_tflops), else a cuBLAS GEMM rate measured now
 //     (bf16 or fp32, square, 4096) with a note that peak_tflops would give the datasheet figure;
-//  3. otherwise the fp32 GEMM rate this rank measures now (a square sgemm through the same BLAS the
+//  3. otherwise, where `bf16` products run on the CPU's AMX tiles (kernels/amx_gemm_bf16.hpp), the bf16
+//     GEMM rate this rank measures now through them;
+//  4. otherwise the fp32 GEMM rate this rank measures now (a square sgemm through the same BLAS the
 //     model uses; the CPU's attainable peak).
-PeakFlops resolve_peak_flops(double peak_tflops, bool bf16);
+// `half`: the step computes in bf16 or fp16 (a GPU's tensor-core peak); `bf16`: its GEMM operands are bf16.
+PeakFlops resolve_peak_flops(double peak_tflops, bool half, bool bf16 = false);
 
 // resolve_peak_flops(peak_tflops, false).flops.
 double peak_flops_per_rank(double peak_tflops);

@@ -45,7 +45,7 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   TrainingEvaluator evaluator(data.eval, std::move(data.eval_set), encoder);
   const TrainingSet& train_set = data.train_set;
   report_packing(data.training, train_set, log);
-  const MfuBasis mfu = mfu_basis(cfg.model, resolve_peak_flops(cfg.peak_tflops, cfg.bf16 || cfg.fp16), train_set.samples,
+  const MfuBasis mfu = mfu_basis(cfg.model, resolve_peak_flops(cfg.peak_tflops, cfg.bf16 || cfg.fp16, cfg.bf16), train_set.samples,
                                  world.size(), log);
   const SamplerConfig sampling = sampler_section(cfg);
   const StepPlan plan =

@@ -60,6 +60,34 @@ TEST(KernelBf16DeviceConversion, RoundingInAKernelIsTheHostRoundingBitForBit) {
   EXPECT_EQ(mismatches, 0);
 }
 
+// The host's rounding against the definition: of the two bf16 values around x (truncated, and one unit
+// further from zero; past the largest finite value, infinity), the nearer, the even one on a tie; a NaN
+// keeps its sign and payload's top bits and comes back quiet.
+TEST(KernelBf16DeviceConversion, HostRoundingIsNearestEvenAndKeepsANaNQuiet) {
+  int mismatches = 0;
+  for (std::uint32_t b = 0; b < 0x10000u; ++b) {
+    for (const std::uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const std::uint32_t u = (b << 16) | low;
+      const float x = bits_to_float(u);
+      std::uint16_t want = 0;
+      if (std::isnan(x)) {
+        want = static_cast<std::uint16_t>((u >> 16) | 0x40u);
+      } else if (std::isinf(x)) {
+        want = static_cast<std::uint16_t>(u >> 16);
+      } else {
+        const std::uint32_t down = u >> 16, up = down + 1;  // up of the largest finite value is infinity
+        const double vd = std::fabs(static_cast<double>(bits_to_float(down << 16)));
+        const double vu = (up & 0x7fffu) == 0x7f80u ? std::ldexp(1.0, 128) : std::fabs(static_cast<double>(bits_to_float(up << 16)));
+        const double ax = std::fabs(static_cast<double>(x));
+        want = static_cast<std::uint16_t>(ax - vd < vu - ax ? down : vu - ax < ax - vd ? up : (down % 2 == 0 ? down : up));
+      }
+      const std::uint16_t got = bf16::round_bits(x);
+      if (got != want && mismatches++ < 5) ADD_FAILURE() << std::hex << "input 0x" << u << ": 0x" << got << ", want 0x" << want;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
 TEST(KernelBf16DeviceConversion, WideningInAKernelIsTheHostWideningBitForBit) {
   std::vector<std::uint16_t> bits(0x10000);
   for (std::uint32_t b = 0; b < 0x10000u; ++b) bits[b] = static_cast<std::uint16_t>(b);

@@ -1,6 +1,8 @@
 // MFU's FLOP count per token against the parameter layout, and the peak it divides by.
 #include <gtest/gtest.h>
 
+#include "kernels/amx_gemm_bf16.hpp"
+#include "kernels/compute_device.hpp"
 #include "model/param_layout.hpp"
 #include "train/mfu.hpp"
 
@@ -43,6 +45,21 @@ TEST(Mfu, PeakIsTheGivenOneOrAMeasuredGemmRate) {
   const double measured = peak_flops_per_rank(0);
   EXPECT_GT(measured, 1e8);    // any CPU of this century does 0.1 GFLOP/s
   EXPECT_LT(measured, 1e14);   // and no core does 100 TFLOP/s of fp32
+}
+
+// A bf16 step whose GEMMs run on AMX tiles divides by the tiles' measured rate; fp16 (fp32 GEMMs on a CPU)
+// and fp32 by sgemm's.
+TEST(Mfu, Bf16OnAmxTilesDividesByTheirMeasuredRate) {
+  if (compute_device().gpu) GTEST_SKIP() << "the model runs on a GPU here; its peak is the GPU's";
+  const PeakFlops fp16 = resolve_peak_flops(0, true, false);
+  EXPECT_NE(fp16.basis.find("measured fp32 GEMM rate"), std::string::npos) << fp16.basis;
+  const PeakFlops bf16 = resolve_peak_flops(0, true, true);
+  if (!amx::available()) {
+    EXPECT_NE(bf16.basis.find("measured fp32 GEMM rate"), std::string::npos) << bf16.basis;
+    return;
+  }
+  EXPECT_NE(bf16.basis.find("measured bf16 GEMM rate on AMX tiles"), std::string::npos) << bf16.basis;
+  EXPECT_GT(bf16.flops, 1e8);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "finite_difference.hpp"
 #include "tests/common/device_build.hpp"
 #include "tests/common/relative_difference.hpp"
+#include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/elementwise.hpp"
 #include "model/decoder.hpp"
 
@@ -93,9 +94,10 @@ TEST(ModelBf16Storage, SameResultsAsBf16ValuesHeldInFp32) {
     // A GPU multiplies bf16 storage with bf16 tensor-core GEMMs and fp32 storage with fp32 ones: the
     // same products, summed in another order. Each activation gradient is then rounded to bf16 before
     // the next layer's GEMMs, and a value on a rounding boundary lands one bf16 ulp (2^-8) apart: on a GPU
-    // the gradients agree to a fraction of a bf16 ulp (measured on an H200: 1.0e-3), on the CPU (one BLAS
-    // for both) to fp32 rounding.
-    EXPECT_LT(rel_diff(to_host(grads_b.grads()), to_host(grads_a.grads())), testing_util::host_or_device_tol(1e-6, 4e-3));
+    // the gradients agree to a fraction of a bf16 ulp (measured on an H200: 1.0e-3), as on a CPU whose AMX
+    // tiles run the bf16 x bf16 products (1.2e-3 here), and to fp32 rounding on other CPUs (one BLAS for both).
+    const bool two_engines = kComputeOnDevice || amx::available();
+    EXPECT_LT(rel_diff(to_host(grads_b.grads()), to_host(grads_a.grads())), two_engines ? 4e-3 : 1e-6);
 
     View2<float> la("la", 3, cfg.vocab_size), lb("lb", 3, cfg.vocab_size);
     const auto rows = to_device(std::vector<std::int32_t>{0, 11, 17});
