@@ -73,6 +73,13 @@ SHARDFT_AMX_TARGET void configure_tiles() {
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
+// `elements` bf16 slots in `buffer` (grown as needed, kept for the next call) from its first 64-byte line.
+std::uint16_t* cache_aligned(std::vector<std::uint16_t>& buffer, std::size_t elements) {
+  buffer.resize(elements + 32);
+  const auto at = (reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) & ~std::uintptr_t{63};
+  return reinterpret_cast<std::uint16_t*>(at);
+}
+
 // Where element (i, kk) of op(A) goes: row pairs outermost, then K chunks, then the pair's two tiles.
 std::size_t a_slot(int i, int kk, int chunks) {
   return (static_cast<std::size_t>(i / 32) * chunks * 2 + static_cast<std::size_t>(kk / 32) * 2 + (i / 16) % 2) *
@@ -218,11 +225,12 @@ SHARDFT_AMX_TARGET void product_on_tiles(bool trans_a, bool trans_b, int m, int 
                                          float* c, std::uint16_t* c_bf16, int ldc) {
   if (m <= 0 || n <= 0) return;
   const int mp = round_up(m, 32), np = round_up(n, 32), kp = round_up(std::max(k, 1), 32), chunks = kp / 32;
-  thread_local std::vector<std::uint16_t> a_packed, b_packed;
-  a_packed.resize(static_cast<std::size_t>(mp) * kp);
-  b_packed.resize(static_cast<std::size_t>(np) * kp);
-  pack_a(trans_a, a, lda, m, k, mp, kp, a_packed.data());
-  pack_b(trans_b, b, ldb, n, k, np, kp, b_packed.data());
+  // Tiles start on cache lines: a tile row that straddles two lines costs two loads.
+  thread_local std::vector<std::uint16_t> a_buffer, b_buffer;
+  std::uint16_t* const a_packed = cache_aligned(a_buffer, static_cast<std::size_t>(mp) * kp);
+  std::uint16_t* const b_packed = cache_aligned(b_buffer, static_cast<std::size_t>(np) * kp);
+  pack_a(trans_a, a, lda, m, k, mp, kp, a_packed);
+  pack_b(trans_b, b, ldb, n, k, np, kp, b_packed);
   const std::size_t strip = static_cast<std::size_t>(chunks) * 2 * kTileElements;  // one pair's tiles
   const int pairs_per_block = std::max<int>(1, static_cast<int>(kBBlockBytes / (strip * sizeof(std::uint16_t))));
   alignas(64) float acc[32 * 32];
@@ -231,7 +239,7 @@ SHARDFT_AMX_TARGET void product_on_tiles(bool trans_a, bool trans_b, int m, int 
     const int jb_end = std::min(np / 32, jb + pairs_per_block);
     for (int ip = 0; ip < mp / 32; ++ip) {
       for (int jp = jb; jp < jb_end; ++jp) {
-        micro_kernel(a_packed.data() + ip * strip, b_packed.data() + jp * strip, chunks, acc);
+        micro_kernel(a_packed + ip * strip, b_packed + jp * strip, chunks, acc);
         write_block(acc, ip * 32, jp * 32, m, n, alpha, beta, c, c_bf16, ldc);
       }
     }
