@@ -63,7 +63,10 @@ CpuFeatures host_cpu_features() {
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   if (f.avx512f && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a >> 5) & 1;
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) f.amx = f.avx512f && ((d >> 24) & 1);
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.amx = f.avx512f && ((d >> 24) & 1);
+    f.amx_bf16 = f.amx && ((d >> 22) & 1);
+  }
 #endif
   return f;
 }

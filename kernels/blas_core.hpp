@@ -14,7 +14,8 @@ struct CpuFeatures {
   bool intel = false, amd = false;
   bool avx = false, avx2 = false, fma = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512_bf16 = false;
-  bool amx = false;  // AMX tiles (Sapphire Rapids)
+  bool amx = false;       // AMX tiles (Sapphire Rapids)
+  bool amx_bf16 = false;  // and their bf16 products (TDPBF16PS)
 };
 
 // This CPU's, from CPUID (all false off x86-64).

@@ -43,7 +43,9 @@ struct TileConfig {
 
 // Linux hands out the AMX tile data state only to a process that asks (arch_prctl, Linux 5.16+).
 std::string grant_tile_state() {
-  if (!host_cpu_features().amx) return "the CPU has no AMX";
+  const CpuFeatures f = host_cpu_features();
+  if (!f.amx_bf16) return "the CPU has no AMX-BF16";
+  if (!f.avx512bw || !f.avx512vl) return "the CPU has AMX but not AVX-512 BW and VL";
 #if defined(__linux__) && defined(SYS_arch_prctl)
   constexpr int kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   if (syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) != 0) return "the OS refused the AMX tile state";
