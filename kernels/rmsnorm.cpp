@@ -146,10 +146,28 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
   Kokkos::parallel_for(name, Team(blocks, forward_team_size(blocks, W == 1 ? d : 2 * groups, body)), body);
 }
 
-// Forward on a GPU: one warp per row (its lanes over the row's packs), kWarpRows rows per team, like the
-// backward below. The row's sum of squares is a warp reduction (shuffles), so no warp waits for a team
-// barrier, and a team's rows go independently: the team-wide reduction of forward_packed_rows kept
-// every thread of a block waiting for the slowest row. The second pass reads
+// Lane `lane` of a row's warp visits the row's packs g = lane, lane + kLanes, ... in that order, B at a
+// time: load(b, g) for the batch's packs, then use(b, g) for them. The batch's loads are then in flight
+// together; one load, use and store per pack in turn would leave one load in flight per lane, since a
+// store that may alias the next load's row orders the two. The order of every sum stays the pack order.
+// B = 8 packs in the forward (one row's x, then x and w), 4 in the backward (x, dy and dx held).
+template <int B, class Load, class Use>
+KOKKOS_INLINE_FUNCTION void lane_packs_in_batches(int lane, int groups, Load&& load, Use&& use) {
+  for (int g0 = lane; g0 < groups; g0 += B * kLanes) {
+    for (int b = 0; b < B; ++b) {
+      if (g0 + b * kLanes < groups) load(b, g0 + b * kLanes);
+    }
+    for (int b = 0; b < B; ++b) {
+      if (g0 + b * kLanes < groups) use(b, g0 + b * kLanes);
+    }
+  }
+}
+constexpr int kForwardBatch = 8, kBackwardBatch = 4;
+
+// Forward on a GPU: one warp per row (its lanes over the row's packs, lane_packs_in_batches), kWarpRows
+// rows per team, like the backward below. The row's sum of squares is a warp reduction (shuffles), so no
+// warp waits for a team barrier, and a team's rows go independently: the team-wide reduction of
+// forward_packed_rows kept every thread of a block waiting for the slowest row. The second pass reads
 // the row again from cache. Keep: as forward_packed_rows (the rounded x written back and kept, both
 // passes on the rounded values; a lane rereads what it wrote, and rounding again changes nothing).
 template <class Out, class WT, int W, bool Keep = false>
@@ -171,36 +189,46 @@ void forward_warp_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<c
           const float* xn = &x(n, 0);
           float ss = 0.f;
           Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(m, groups),
-              [&](const int g, float& acc) {
-                float v[W];
-                load_floats<W>(xn + g * W, v);
-                if constexpr (Keep) {
-                  for (int e = 0; e < W; ++e) v[e] = round_to_bf16(v[e]);
-                  store_floats<W>(round_out + n * cols + g * W, v);
-                  if (kept_out != nullptr) store_floats<W>(kept_out + n * cols + g * W, v);
-                }
-                for (int e = 0; e < W; ++e) acc += v[e] * v[e];
+              Kokkos::ThreadVectorRange(m, kLanes),
+              [&](const int lane, float& acc) {
+                float v[kForwardBatch][W];
+                lane_packs_in_batches<kForwardBatch>(
+                    lane, groups, [&](int b, int g) { load_floats<W>(xn + g * W, v[b]); },
+                    [&](int b, int g) {
+                      if constexpr (Keep) {
+                        for (int e = 0; e < W; ++e) v[b][e] = round_to_bf16(v[b][e]);
+                        store_floats<W>(round_out + n * cols + g * W, v[b]);
+                        if (kept_out != nullptr) store_floats<W>(kept_out + n * cols + g * W, v[b]);
+                      }
+                      for (int e = 0; e < W; ++e) acc += v[b][e] * v[b][e];
+                    });
               },
               ss);
           const float r = 1.f / kmath::sqrt(ss / d + eps);
           Kokkos::single(Kokkos::PerThread(m), [&] { rstd(n) = r; });
           Out* yn = &y(n, 0);
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, groups), [&](const int g) {
-            float v[W], wv[W];
-            load_floats<W>(xn + g * W, v);
-            load_floats<W>(wp + g * W, wv);
-            for (int e = 0; e < W; ++e) v[e] = wv[e] * ((Keep ? round_to_bf16(v[e]) : v[e]) * r);
-            store_floats<W>(yn + g * W, v);
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, kLanes), [&](const int lane) {
+            float v[kForwardBatch][W], wv[kForwardBatch][W];
+            lane_packs_in_batches<kForwardBatch>(
+                lane, groups,
+                [&](int b, int g) {
+                  load_floats<W>(xn + g * W, v[b]);
+                  load_floats<W>(wp + g * W, wv[b]);
+                },
+                [&](int b, int g) {
+                  float out[W];
+                  for (int e = 0; e < W; ++e) out[e] = wv[b][e] * ((Keep ? round_to_bf16(v[b][e]) : v[b][e]) * r);
+                  store_floats<W>(yn + g * W, out);
+                });
           });
         });
       });
 }
 
-// Backward on a GPU: one warp per row (vector lanes over its packs), kWarpRows rows per team. The row's
-// gx = sum_j dy w x is a warp reduction (shuffles, no team synchronisation) and the warp updates its dx
-// row; after one team barrier the team's threads and lanes take the packs of columns and sum the
-// block's rows in order into its partial dw row (reading dy and x again, from cache).
+// Backward on a GPU: one warp per row (its lanes over the row's packs, lane_packs_in_batches), kWarpRows
+// rows per team. The row's gx = sum_j dy w x is a warp reduction (shuffles, no team synchronisation) and
+// the warp updates its dx row; after one team barrier the team's threads and lanes take the packs of
+// columns and sum the block's rows in order into its partial dw row (reading dy and x again, from cache).
 template <class X, class WT, int W>
 void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
                         Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
@@ -219,27 +247,41 @@ void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<cons
           const float* dyn = &dy(n, 0);
           float gx = 0.f;
           Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(m, groups),
-              [&](const int g, float& acc) {
-                float xv[W], dv[W], wv[W];
-                load_floats<W>(xn + g * W, xv);
-                load_floats<W>(dyn + g * W, dv);
-                load_floats<W>(wp + g * W, wv);
-                for (int e = 0; e < W; ++e) acc += dv[e] * wv[e] * xv[e];
+              Kokkos::ThreadVectorRange(m, kLanes),
+              [&](const int lane, float& acc) {
+                float xv[kBackwardBatch][W], dv[kBackwardBatch][W];
+                lane_packs_in_batches<kBackwardBatch>(
+                    lane, groups,
+                    [&](int b, int g) {
+                      load_floats<W>(xn + g * W, xv[b]);
+                      load_floats<W>(dyn + g * W, dv[b]);
+                    },
+                    [&](int b, int g) {
+                      float wv[W];
+                      load_floats<W>(wp + g * W, wv);
+                      for (int e = 0; e < W; ++e) acc += dv[b][e] * wv[e] * xv[b][e];
+                    });
               },
               gx);
           const float r = rstd(n), c = r * r * r * gx / d;
           float* dxn = &dx(n, 0);
           bf16* dx16 = rounded ? &dx_rounded(n, 0) : nullptr;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, groups), [&](const int g) {
-            float xv[W], dv[W], wv[W], out[W];
-            load_floats<W>(xn + g * W, xv);
-            load_floats<W>(dyn + g * W, dv);
-            load_floats<W>(wp + g * W, wv);
-            load_floats<W>(dxn + g * W, out);
-            for (int e = 0; e < W; ++e) out[e] += r * dv[e] * wv[e] - c * xv[e];
-            store_floats<W>(dxn + g * W, out);
-            if (dx16 != nullptr) store_floats<W>(dx16 + g * W, out);
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, kLanes), [&](const int lane) {
+            float xv[kBackwardBatch][W], dv[kBackwardBatch][W], out[kBackwardBatch][W];
+            lane_packs_in_batches<kBackwardBatch>(
+                lane, groups,
+                [&](int b, int g) {
+                  load_floats<W>(xn + g * W, xv[b]);
+                  load_floats<W>(dyn + g * W, dv[b]);
+                  load_floats<W>(dxn + g * W, out[b]);
+                },
+                [&](int b, int g) {
+                  float wv[W];
+                  load_floats<W>(wp + g * W, wv);
+                  for (int e = 0; e < W; ++e) out[b][e] += r * dv[b][e] * wv[e] - c * xv[b][e];
+                  store_floats<W>(dxn + g * W, out[b]);
+                  if (dx16 != nullptr) store_floats<W>(dx16 + g * W, out[b]);
+                });
           });
         });
         m.team_barrier();

@@ -104,7 +104,8 @@ int rope_lanes(int half) {
 namespace {
 // A GPU, where every row and the table allow it: each lane rotates W = 4 consecutive pairs of a head,
 // its x1, x2, cos and sin read in packs (8-byte bf16, 16-byte fp32 accesses), a quarter of the memory
-// instructions; the same float operations per pair, positions beyond the table included.
+// instructions; the same float operations per pair, positions beyond the table included. One team per
+// token with a thread per head (up to the kernel's largest team).
 constexpr int kRopePack = 4;
 template <class T>
 void rope_rotate_packed(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
@@ -117,40 +118,44 @@ void rope_rotate_packed(const char* name, Strided2<T> q, Strided2<T> k, Unmanage
   const std::int64_t positions = static_cast<std::int64_t>(table.cos.extent(0));
   auto ct = table.cos, st = table.sin;
   auto f = table.inv_freq;
-  Kokkos::parallel_for(
-      name, Team(static_cast<int>(q.extent(0)), Kokkos::AUTO, rope_lanes(groups)), KOKKOS_LAMBDA(const Member& m) {
-        const int n = m.league_rank();
-        const std::int64_t p = pos(n);
-        const bool in_table = p >= 0 && p < positions;
-        const float* c_row = in_table ? &ct(p, 0) : nullptr;
-        const float* s_row = in_table ? &st(p, 0) : nullptr;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, heads), [&](const int h) {
-          T* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, groups), [=](const int g) {
-            float c[W], s[W], x1[W], x2[W];
-            if (c_row != nullptr) {
-              load_floats<W>(c_row + g * W, c);
-              load_floats<W>(s_row + g * W, s);
-            } else {  // beyond the table: the angle per pair, as the general kernel computes it
-              for (int e = 0; e < W; ++e) {
-                const double a = static_cast<double>(p) * f(g * W + e);
-                c[e] = static_cast<float>(kmath::cos(a) * scale);
-                s[e] = static_cast<float>(kmath::sin(a) * scale);
-              }
-            }
-            load_floats<W>(v + g * W, x1);
-            load_floats<W>(v + half + g * W, x2);
-            float y1[W], y2[W];
-            for (int e = 0; e < W; ++e) {
-              const float se = sign * s[e];
-              y1[e] = x1[e] * c[e] - x2[e] * se;
-              y2[e] = x2[e] * c[e] + x1[e] * se;
-            }
-            store_floats<W>(v + g * W, y1);
-            store_floats<W>(v + half + g * W, y2);
-          });
-        });
+  const auto body = KOKKOS_LAMBDA(const Member& m) {
+    const int n = m.league_rank();
+    const std::int64_t p = pos(n);
+    const bool in_table = p >= 0 && p < positions;
+    const float* c_row = in_table ? &ct(p, 0) : nullptr;
+    const float* s_row = in_table ? &st(p, 0) : nullptr;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, heads), [&](const int h) {
+      T* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
+      Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, groups), [=](const int g) {
+        float c[W], s[W], x1[W], x2[W];
+        if (c_row != nullptr) {
+          load_floats<W>(c_row + g * W, c);
+          load_floats<W>(s_row + g * W, s);
+        } else {  // beyond the table: the angle per pair, as the general kernel computes it
+          for (int e = 0; e < W; ++e) {
+            const double a = static_cast<double>(p) * f(g * W + e);
+            c[e] = static_cast<float>(kmath::cos(a) * scale);
+            s[e] = static_cast<float>(kmath::sin(a) * scale);
+          }
+        }
+        load_floats<W>(v + g * W, x1);
+        load_floats<W>(v + half + g * W, x2);
+        float y1[W], y2[W];
+        for (int e = 0; e < W; ++e) {
+          const float se = sign * s[e];
+          y1[e] = x1[e] * c[e] - x2[e] * se;
+          y2[e] = x2[e] * c[e] + x1[e] * se;
+        }
+        store_floats<W>(v + g * W, y1);
+        store_floats<W>(v + half + g * W, y2);
       });
+    });
+  };
+  // A thread per head where the team allows it: a thread looping over heads orders each head's loads
+  // after the previous head's stores, one head's pairs in flight at a time.
+  const int lanes = rope_lanes(groups), rows = static_cast<int>(q.extent(0));
+  const int most = Team(rows, Kokkos::AUTO, lanes).team_size_max(body, Kokkos::ParallelForTag());
+  Kokkos::parallel_for(name, Team(rows, heads < most ? heads : most, lanes), body);
 }
 
 // Whether rope_rotate_packed applies: a GPU, heads of a multiple of 2 W pairs, and every row and table

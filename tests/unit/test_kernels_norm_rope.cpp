@@ -119,6 +119,46 @@ TEST(KernelRmsNorm, BackwardAddsIntoDxAndDw) {
   expect_added_into("rmsnorm_dw", added.dw, dw0, fresh.dw);
 }
 
+// Rows as wide as a model's hidden size, and wider than the GPU kernels' batches of a lane's packs
+// (8 x 32 packs of 4 forward, 4 x 32 backward): full batches, a partial one (2052 = 513 packs) and a row
+// that is not packed at all (2046). Nine rows cross a block of 8 rows per team. Forward, the kept stream
+// and backward against the formulas in double on the host.
+TEST(KernelRmsNorm, WideRowsMatchTheFormulasInDouble) {
+  const int rows = 9;
+  for (const int d : {2048, 2052, 2046}) {
+    SCOPED_TRACE(d);
+    const auto x = random_vector(rows * d, 21, -2.f, 2.f), w = random_vector(d, 22, 0.5f, 1.5f);
+    const auto dy = random_vector(rows * d, 23), dx0 = random_vector(rows * d, 24), dw0 = random_vector(d, 25);
+    auto xd = to_device(x, rows, d, "x");
+    View2<float> y("y", rows, d);
+    View1<float> rstd("rstd", rows);
+    rmsnorm_forward(xd, to_device(w, "w"), kNormEps, y, rstd);
+    std::vector<double> y_ref(x.size()), r_ref(rows), dx_ref(dx0.begin(), dx0.end()), dw_ref(dw0.begin(), dw0.end());
+    for (int n = 0; n < rows; ++n) {
+      const float* xn = &x[static_cast<std::size_t>(n) * d];
+      const float* dyn = &dy[static_cast<std::size_t>(n) * d];
+      double ss = 0.0, gx = 0.0;
+      for (int j = 0; j < d; ++j) ss += static_cast<double>(xn[j]) * xn[j];
+      const double r = 1.0 / std::sqrt(ss / d + kNormEps);
+      r_ref[n] = r;
+      for (int j = 0; j < d; ++j) gx += static_cast<double>(dyn[j]) * w[j] * xn[j];
+      for (int j = 0; j < d; ++j) {
+        const std::size_t at = static_cast<std::size_t>(n) * d + j;
+        y_ref[at] = w[j] * xn[j] * r;
+        dx_ref[at] += r * dyn[j] * w[j] - r * r * r * xn[j] * gx / d;
+        dw_ref[j] += static_cast<double>(dyn[j]) * xn[j] * r;
+      }
+    }
+    expect_all_near("rstd", to_host(rstd), r_ref, 1e-5, 0.0);
+    expect_all_near("y", to_host(y), y_ref, 1e-5, 1e-6);
+    auto dxd = to_device(dx0, rows, d, "dx");
+    auto dwd = to_device(dw0, "dw");
+    rmsnorm_backward(xd, to_device(w, "w"), rstd, to_device(dy, rows, d, "dy"), dxd, dwd);
+    expect_all_near("dx", to_host(dxd), dx_ref, 1e-4, 1e-5);
+    expect_all_near("dw", to_host(dwd), dw_ref, 1e-4, 1e-4);
+  }
+}
+
 // ---- RoPE ---------------------------------------------------------------------------------
 
 constexpr int kRopeHeads = 3, kRopeHeadDim = 8;
