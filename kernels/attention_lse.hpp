@@ -70,14 +70,24 @@ void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q
 // backward also takes an empty o, with delta holding D on entry; add_into_dkv adds into dk and dv instead
 // of overwriting them (in the order the whole group's call would: one query head's call after another
 // gives the same bits).
+// bf16 holds the bf16 values q, k, v and dout were widened from (the bf16 kernel's own operands): where
+// set and the CPU has AMX tiles (kernels/amx_gemm_bf16.hpp), the score products S = K Q^T and dP = V dO^T
+// run on the tiles from them. Their products are exact either way (bf16 x bf16 fits a float) and sum in
+// fp32; only the order of those sums differs from sgemm's. The other three products take P or dS, which
+// are not bf16 values, and stay sgemm.
+struct AttentionBf16Operands {
+  const bf16 *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
+  std::int64_t ldq = 0, ldk = 0, ldv = 0, ldd = 0;  // row strides in elements
+};
 void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                                  Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
-                                 Unmanaged2<float> o, Unmanaged1<float> lse, AttentionTiles tiles = {});
+                                 Unmanaged2<float> o, Unmanaged1<float> lse, AttentionTiles tiles = {},
+                                 const AttentionBf16Operands& bf16 = {});
 void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                                   Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                                   Unmanaged2<const float> o, Unmanaged1<const float> lse,
                                   Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
                                   Unmanaged2<float> dv, Unmanaged1<float> delta, AttentionTiles tiles = {},
-                                  bool add_into_dkv = false);
+                                  bool add_into_dkv = false, const AttentionBf16Operands& bf16 = {});
 
 }  // namespace shardft

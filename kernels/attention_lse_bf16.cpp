@@ -1,11 +1,14 @@
 // The memory-efficient attention of kernels/attention_lse.hpp on bf16 q, k, v and o (a bf16 step's kept
 // activations, the fused kernels' operands), for the builds without the fused kernels: every value is
-// what widening the bf16 inputs, running the fp32 kernel and rounding each output once gives.
+// what widening the bf16 inputs, running the fp32 kernel and rounding each output once gives; on a CPU
+// with AMX tiles, up to the order of the fp32 sums in the two score products (below).
 //
 // On the host, one (sequence, query head) at a time: its q and its kv head's k and v ([T, hd] blocks, the
 // head's columns) are widened into fp32 scratch and the tiled kernel runs on them as an attention of one
 // sequence and one head (the same tile products in the same order as on the whole batch, where each
-// (sequence, head) is independent too), its outputs rounded into the head's columns. Backward adds each
+// (sequence, head) is independent too), its outputs rounded into the head's columns. The score products
+// K Q^T and V dO^T read the bf16 values themselves (AttentionBf16Operands), on AMX tiles where the CPU
+// has them: the same exact products, summed in fp32 in another order. Backward adds each
 // query head's share into its kv head's fp32 dk and dv in the order the whole group's call adds them.
 // Scratch: seven [T, hd] blocks instead of fp32 copies of q, k, v, o and their gradients. Elsewhere (a GPU
 // build without cuDNN) whole widened copies around the fp32 kernels.
@@ -107,8 +110,14 @@ void attention_forward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q,
     for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
       widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
       const Unmanaged1<float> lse_h(lse.data() + (row0 * H + h * T), T);  // lse [(b * H + h) * T + i]
+      const AttentionBf16Operands held{q.data() + row0 * q.stride_0() + h * hd,
+                                       k.data() + row0 * k.stride_0() + g * hd,
+                                       nullptr,
+                                       nullptr,
+                                       static_cast<std::int64_t>(q.stride_0()),
+                                       static_cast<std::int64_t>(k.stride_0())};
       attention_forward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
-                                  Unmanaged2<float>(ob, T, hd), lse_h);
+                                  Unmanaged2<float>(ob, T, hd), lse_h, {}, held);
       round_rows(ob, T, hd, o.data(), o.stride_0(), row0, h * hd);
     }
   });
@@ -159,11 +168,19 @@ void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q
       widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
       widen_rows(dout.data(), dout.stride_0(), row0, h * hd, T, hd, dob);
       const std::int64_t first = (row0 * H + h * T);  // the head's run of lse and D entries
+      const AttentionBf16Operands held{q.data() + row0 * q.stride_0() + h * hd,
+                                       k.data() + row0 * k.stride_0() + g * hd,
+                                       v.data() + row0 * v.stride_0() + g * hd,
+                                       dout.data() + row0 * dout.stride_0() + h * hd,
+                                       static_cast<std::int64_t>(q.stride_0()),
+                                       static_cast<std::int64_t>(k.stride_0()),
+                                       static_cast<std::int64_t>(v.stride_0()),
+                                       static_cast<std::int64_t>(dout.stride_0())};
       attention_backward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
                                    Unmanaged2<const float>(), Unmanaged1<const float>(lse.data() + first, T),
                                    block(dob, T, hd), Unmanaged2<float>(dqb, T, hd), Unmanaged2<float>(dkb, T, hd),
                                    Unmanaged2<float>(dvb, T, hd), Unmanaged1<float>(delta.data() + first, T), {},
-                                   /*add_into_dkv=*/true);
+                                   /*add_into_dkv=*/true, held);
       round_rows(dqb, T, hd, dq.data(), dq.stride_0(), row0, h * hd);
     }
     round_rows(dkb, T, hd, dk.data(), dk.stride_0(), row0, g * hd);

@@ -25,6 +25,10 @@
 //   dKj += scale * dSt Qi                       [Bk, hd]  sgemm (N, N), k = Bq
 // dk, dv of a kv head gather over the H/G query heads that share it (GQA).
 //
+// Given the bf16 values the fp32 views were widened from (AttentionBf16Operands: the bf16 kernel's), the
+// score products Kj Qi^T and Vj dOi^T run on the CPU's AMX tiles where it has them: exact products
+// either way, their fp32 sums in another order.
+//
 // Tiles fully above the causal diagonal are never visited, a tile pair whose seq-id ranges do not
 // overlap (packed samples) is skipped, and the mask is applied only in tiles that are not fully
 // visible (the diagonal, sample boundaries). Scratch: two [Bk, Bq] tiles and a few [Bq] rows per call;
@@ -44,6 +48,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_lse.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/kernel_scratch.hpp"
@@ -118,11 +123,36 @@ void zero_rows(Unmanaged2<float> x) {
 
 int tile_or_one(int t) { return t > 0 ? t : 1; }
 
+// A score tile, St [nk, nq] = alpha A B^T from nk rows of A (keys: k or v) and nq rows of B (queries: q
+// or dout), k = hd: on AMX tiles from the rows' bf16 values where the caller has them (a16, b16), else
+// sgemm on the fp32 rows.
+struct ScoreRows {
+  const float* f32;
+  std::int64_t ld;
+  const bf16* b16;
+  std::int64_t ld16;
+};
+ScoreRows score_rows(const float* f32, std::int64_t ld, const bf16* b16, std::int64_t ld16, std::int64_t row0,
+                     std::int64_t col0) {
+  return {f32 + row0 * ld + col0, ld, b16 != nullptr && amx::available() ? b16 + row0 * ld16 + col0 : nullptr, ld16};
+}
+void score_tile(int nk, int nq, int hd, float alpha, const ScoreRows& a, int a_row, const ScoreRows& b, int b_row,
+                float* St, int ldst) {
+  if (a.b16 != nullptr && b.b16 != nullptr) {
+    amx::gemm_bf16(false, true, nk, nq, hd, alpha, &(a.b16 + a_row * a.ld16)->bits, static_cast<int>(a.ld16),
+                   &(b.b16 + b_row * b.ld16)->bits, static_cast<int>(b.ld16), 0.f, St, nullptr, ldst);
+    return;
+  }
+  gemm_ld(Op::N, Op::T, nk, nq, hd, alpha, a.f32 + a_row * a.ld, static_cast<int>(a.ld), b.f32 + b_row * b.ld,
+          static_cast<int>(b.ld), 0.f, St, ldst);
+}
+
 }  // namespace
 
 void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                                  Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
-                                 Unmanaged2<float> o, Unmanaged1<float> lse, AttentionTiles tiles) {
+                                 Unmanaged2<float> o, Unmanaged1<float> lse, AttentionTiles tiles,
+                                 const AttentionBf16Operands& bf16) {
   const int T = s.seq, H = s.heads, hd = s.head_dim, group = s.heads / s.kv_heads;
   const int Bq = tile_or_one(tiles.query_rows), Bk = tile_or_one(tiles.key_cols);
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
@@ -136,8 +166,8 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
     const std::int32_t* sid = seq_ids.data() + row0;
     for (int h = 0; h < H; ++h) {
       const int g = h / group;
-      const float* qh = q.data() + row0 * ldq + h * hd;
-      const float* kh = k.data() + row0 * ldk + g * hd;
+      const ScoreRows qs = score_rows(q.data(), ldq, bf16.q, bf16.ldq, row0, h * hd);
+      const ScoreRows ks = score_rows(k.data(), ldk, bf16.k, bf16.ldk, row0, g * hd);
       const float* vh = v.data() + row0 * ldv + g * hd;
       float* oh = o.data() + row0 * ldo + h * hd;
       float* lse_h = lse.data() + (row0 * H + static_cast<std::int64_t>(h) * T);
@@ -153,8 +183,7 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
           const int nk = std::min(Bk, i0 + nq - j0);  // keys after the tile's last query are never visible
           const SeqRange kr = seq_range(sid, j0, j0 + nk);
           if (disjoint(qr, kr)) continue;
-          gemm_ld(Op::N, Op::T, nk, nq, hd, scale, kh + j0 * ldk, static_cast<int>(ldk), qh + i0 * ldq,
-                  static_cast<int>(ldq), 0.f, St, Bq);
+          score_tile(nk, nq, hd, scale, ks, j0, qs, i0, St, Bq);
           if (!fully_visible(i0, j0, nk, qr, kr)) mask_tile(St, Bq, nk, nq, j0, i0, sid);
           for (int r = 0; r < nq; ++r) mt[r] = -INFINITY;
           for (int c = 0; c < nk; ++c) {
@@ -225,7 +254,7 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
                                   Unmanaged2<const float> o, Unmanaged1<const float> lse,
                                   Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
                                   Unmanaged2<float> dv, Unmanaged1<float> delta, AttentionTiles tiles,
-                                  bool add_into_dkv) {
+                                  bool add_into_dkv, const AttentionBf16Operands& bf16) {
   const int T = s.seq, H = s.heads, G = s.kv_heads, hd = s.head_dim, group = s.heads / s.kv_heads;
   const int Bq = tile_or_one(tiles.query_rows), Bk = tile_or_one(tiles.key_cols);
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
@@ -245,7 +274,8 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
     const std::int32_t* sid = seq_ids.data() + row0;
     for (int g = 0; g < G; ++g) {
       const float* kh = k.data() + row0 * ldk + g * hd;
-      const float* vh = v.data() + row0 * ldv + g * hd;
+      const ScoreRows ks = score_rows(k.data(), ldk, bf16.k, bf16.ldk, row0, g * hd);
+      const ScoreRows vs = score_rows(v.data(), ldv, bf16.v, bf16.ldv, row0, g * hd);
       float* dkh = dk.data() + row0 * lddk + g * hd;
       float* dvh = dv.data() + row0 * lddv + g * hd;
       for (int j0 = 0; j0 < T; j0 += Bk) {
@@ -254,6 +284,8 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
         for (int h = g * group; h < (g + 1) * group; ++h) {
           const float* qh = q.data() + row0 * ldq + h * hd;
           const float* doh = dout.data() + row0 * ldd + h * hd;
+          const ScoreRows qs = score_rows(q.data(), ldq, bf16.q, bf16.ldq, row0, h * hd);
+          const ScoreRows dos = score_rows(dout.data(), ldd, bf16.dout, bf16.ldd, row0, h * hd);
           float* dqh = dq.data() + row0 * lddq + h * hd;
           const std::int64_t bh = (row0 * H + static_cast<std::int64_t>(h) * T);
           const float* lse_h = lse.data() + bh;
@@ -262,8 +294,7 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
             const int nq = std::min(Bq, T - i0);
             const SeqRange qr = seq_range(sid, i0, i0 + nq);
             if (disjoint(qr, kr)) continue;
-            gemm_ld(Op::N, Op::T, nk, nq, hd, scale, kh + j0 * ldk, static_cast<int>(ldk), qh + i0 * ldq,
-                    static_cast<int>(ldq), 0.f, Pt, Bq);
+            score_tile(nk, nq, hd, scale, ks, j0, qs, i0, Pt, Bq);
             if (!fully_visible(i0, j0, nk, qr, kr)) mask_tile(Pt, Bq, nk, nq, j0, i0, sid);
             const float* lse_i = lse_h + i0;
             for (int c = 0; c < nk; ++c) {
@@ -274,8 +305,7 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
             gemm_ld(Op::N, Op::N, nk, hd, nq, 1.f, Pt, Bq, doh + i0 * ldd, static_cast<int>(ldd), 1.f,
                     dvh + j0 * lddv, static_cast<int>(lddv));
             // dPt = Vj dOi^T, then dSt = Pt * (dPt - D) in place
-            gemm_ld(Op::N, Op::T, nk, nq, hd, 1.f, vh + j0 * ldv, static_cast<int>(ldv), doh + i0 * ldd,
-                    static_cast<int>(ldd), 0.f, dSt, Bq);
+            score_tile(nk, nq, hd, 1.f, vs, j0, dos, i0, dSt, Bq);
             const float* D_i = D_h + i0;
             for (int c = 0; c < nk; ++c) {
               const float* prow = Pt + static_cast<std::int64_t>(c) * Bq;

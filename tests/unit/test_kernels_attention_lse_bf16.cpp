@@ -1,6 +1,6 @@
 // Memory-efficient attention on bf16 operands (kernels/attention_lse.hpp's _bf16 entry points) against
 // the fp32 kernel on the same values: o, lse, dq, dk, dv, D bit for bit, each bf16 output the fp32 one
-// rounded once. Shapes with GQA groups 1, 2 and 4, batch 2, packed samples and more than one query and
+// rounded once (without AMX tiles; with them, within a rounding). Shapes with GQA groups 1, 2 and 4, batch 2, packed samples and more than one query and
 // key tile; backward writing its gradients over q, k, v themselves (the CPU step's buffers); and q, k, v
 // as column blocks of one array.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 
 #include "finite_difference.hpp"
 #include "tests/common/bf16_values.hpp"
+#include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_lse.hpp"
 
 namespace shardft {
@@ -25,50 +26,101 @@ void expect_same_bits(const std::string& what, const std::vector<float>& got, co
 
 std::vector<float> rounded(const View2<float>& x) { return rounded_to_bf16(to_host(x)); }
 
-TEST(KernelAttentionLseBf16, IsTheFp32KernelOnTheSameValuesRoundedOnce) {
+// The bf16 kernels' outputs and the fp32 kernel's on the same values, rounded as the bf16 ones are.
+struct Outputs {
+  std::vector<float> o, lse, dq, dk, dv, d;
+};
+struct Pair {
+  Outputs bf16, fp32;
+};
+
+// Shapes with GQA groups 1, 2 and 4 over batch 2, packed samples, more than one query and key tile.
+template <class F>
+void for_each_shape(F&& f) {
   const int T = 150, B = 2, hd = 16;
   for (const auto& [H, G] : {std::pair<int, int>{4, 4}, {8, 4}, {8, 2}}) {
     SCOPED_TRACE("heads " + std::to_string(H) + " kv heads " + std::to_string(G));
-    const AttentionShape s{B, T, H, G, hd};
-    const std::size_t N = B * T, qd = H * hd, kvd = G * hd;
-    const auto q0 = rounded_to_bf16(random_vector(N * qd, 501)), k0 = rounded_to_bf16(random_vector(N * kvd, 502));
-    const auto v0 = rounded_to_bf16(random_vector(N * kvd, 503)), do0 = rounded_to_bf16(random_vector(N * qd, 504));
-    std::vector<std::int32_t> seq(N, 0);
-    for (std::size_t i = T + 70; i < N; ++i) seq[i] = 1;  // the second row holds two samples
-    const auto sid = to_device(seq, "seq");
-    const auto q32 = to_device(q0, N, qd, "q32"), k32 = to_device(k0, N, kvd, "k32"), v32 = to_device(v0, N, kvd, "v32");
-    const auto q16 = to_device_bf16(q0, N, qd, "q16"), k16 = to_device_bf16(k0, N, kvd, "k16");
-    const auto v16 = to_device_bf16(v0, N, kvd, "v16"), do16 = to_device_bf16(do0, N, qd, "do16");
-
-    View2<float> o32("o32", N, qd);
-    View2<bf16> o16("o16", N, qd);
-    View1<float> lse32("lse32", B * H * T), lse16("lse16", B * H * T);
-    attention_forward_lse(s, q32, k32, v32, sid, o32, lse32);
-    attention_forward_lse_bf16(s, q16, k16, v16, sid, o16, lse16);
-    expect_same_bits("o", widened(o16), rounded(o32));
-    expect_same_bits("lse", to_host(lse16), to_host(lse32));
-
-    // backward from the bf16 o, as a step keeps it
-    const auto o_kept = to_device(widened(o16), N, qd, "o_kept");
-    View2<float> dq32("dq32", N, qd), dk32("dk32", N, kvd), dv32("dv32", N, kvd);
-    View1<float> d32("d32", B * H * T), d16("d16", B * H * T);
-    attention_backward_lse(s, q32, k32, v32, sid, o_kept, lse32, to_device(do0, N, qd, "do32"), dq32, dk32, dv32, d32);
-    View2<bf16> dq16("dq16", N, qd), dk16("dk16", N, kvd), dv16("dv16", N, kvd);
-    attention_backward_lse_bf16(s, q16, k16, v16, sid, o16, lse16, do16, dq16, dk16, dv16, d16);
-    expect_same_bits("dq", widened(dq16), rounded(dq32));
-    expect_same_bits("dk", widened(dk16), rounded(dk32));
-    expect_same_bits("dv", widened(dv16), rounded(dv32));
-    expect_same_bits("D", to_host(d16), to_host(d32));
-
-    // dq, dk, dv written over q, k, v: every group's operands are read before its gradients are written
-    auto q_then_dq = to_device_bf16(q0, N, qd, "q_then_dq"), k_then_dk = to_device_bf16(k0, N, kvd, "k_then_dk");
-    auto v_then_dv = to_device_bf16(v0, N, kvd, "v_then_dv");
-    attention_backward_lse_bf16(s, q_then_dq, k_then_dk, v_then_dv, sid, o16, lse16, do16, q_then_dq, k_then_dk,
-                                v_then_dv, d16);
-    expect_same_bits("dq over q", widened(q_then_dq), widened(dq16));
-    expect_same_bits("dk over k", widened(k_then_dk), widened(dk16));
-    expect_same_bits("dv over v", widened(v_then_dv), widened(dv16));
+    f(AttentionShape{B, T, H, G, hd});
   }
+}
+
+Pair run_both(const AttentionShape& s) {
+  const int T = s.seq, B = s.batch, H = s.heads;
+  const std::size_t N = B * T, qd = H * s.head_dim, kvd = s.kv_heads * s.head_dim;
+  const auto q0 = rounded_to_bf16(random_vector(N * qd, 501)), k0 = rounded_to_bf16(random_vector(N * kvd, 502));
+  const auto v0 = rounded_to_bf16(random_vector(N * kvd, 503)), do0 = rounded_to_bf16(random_vector(N * qd, 504));
+  std::vector<std::int32_t> seq(N, 0);
+  for (std::size_t i = T + 70; i < N; ++i) seq[i] = 1;  // the second row holds two samples
+  const auto sid = to_device(seq, "seq");
+  const auto q32 = to_device(q0, N, qd, "q32"), k32 = to_device(k0, N, kvd, "k32"), v32 = to_device(v0, N, kvd, "v32");
+  const auto q16 = to_device_bf16(q0, N, qd, "q16"), k16 = to_device_bf16(k0, N, kvd, "k16");
+  const auto v16 = to_device_bf16(v0, N, kvd, "v16"), do16 = to_device_bf16(do0, N, qd, "do16");
+
+  Pair r;
+  View2<float> o32("o32", N, qd);
+  View2<bf16> o16("o16", N, qd);
+  View1<float> lse32("lse32", B * H * T), lse16("lse16", B * H * T);
+  attention_forward_lse(s, q32, k32, v32, sid, o32, lse32);
+  attention_forward_lse_bf16(s, q16, k16, v16, sid, o16, lse16);
+  // backward from the bf16 o, as a step keeps it
+  const auto o_kept = to_device(widened(o16), N, qd, "o_kept");
+  View2<float> dq32("dq32", N, qd), dk32("dk32", N, kvd), dv32("dv32", N, kvd);
+  View1<float> d32("d32", B * H * T), d16("d16", B * H * T);
+  attention_backward_lse(s, q32, k32, v32, sid, o_kept, lse32, to_device(do0, N, qd, "do32"), dq32, dk32, dv32, d32);
+  View2<bf16> dq16("dq16", N, qd), dk16("dk16", N, kvd), dv16("dv16", N, kvd);
+  attention_backward_lse_bf16(s, q16, k16, v16, sid, o16, lse16, do16, dq16, dk16, dv16, d16);
+  r.bf16 = {widened(o16), to_host(lse16), widened(dq16), widened(dk16), widened(dv16), to_host(d16)};
+  r.fp32 = {rounded(o32), to_host(lse32), rounded(dq32), rounded(dk32), rounded(dv32), to_host(d32)};
+
+  // dq, dk, dv written over q, k, v: every group's operands are read before its gradients are written
+  auto q_then_dq = to_device_bf16(q0, N, qd, "q_then_dq"), k_then_dk = to_device_bf16(k0, N, kvd, "k_then_dk");
+  auto v_then_dv = to_device_bf16(v0, N, kvd, "v_then_dv");
+  attention_backward_lse_bf16(s, q_then_dq, k_then_dk, v_then_dv, sid, o16, lse16, do16, q_then_dq, k_then_dk,
+                              v_then_dv, d16);
+  expect_same_bits("dq over q", widened(q_then_dq), r.bf16.dq);
+  expect_same_bits("dk over k", widened(k_then_dk), r.bf16.dk);
+  expect_same_bits("dv over v", widened(v_then_dv), r.bf16.dv);
+  return r;
+}
+
+// Turns the AMX path off for a scope (and back on however the test ends).
+struct ScopedAmxOff {
+  ScopedAmxOff() { amx::set_enabled(false); }
+  ~ScopedAmxOff() { amx::set_enabled(true); }
+};
+
+// Without AMX tiles (a CPU without them, or turned off) every product is sgemm's on the widened values.
+TEST(KernelAttentionLseBf16, IsTheFp32KernelOnTheSameValuesRoundedOnce) {
+  const ScopedAmxOff sgemm_only;
+  for_each_shape([](const AttentionShape& s) {
+    const Pair r = run_both(s);
+    expect_same_bits("o", r.bf16.o, r.fp32.o);
+    expect_same_bits("lse", r.bf16.lse, r.fp32.lse);
+    expect_same_bits("dq", r.bf16.dq, r.fp32.dq);
+    expect_same_bits("dk", r.bf16.dk, r.fp32.dk);
+    expect_same_bits("dv", r.bf16.dv, r.fp32.dv);
+    expect_same_bits("D", r.bf16.d, r.fp32.d);
+  });
+}
+
+// On AMX tiles the score products K Q^T and V dO^T sum the same exact products in another order: the fp32
+// scores move by a few ulps, so a bf16 output may round to the neighbour of the fp32 kernel's (2^-8
+// relative), and a gradient's small entries, sums of terms that cancel, move by a little more in absolute
+// terms. D (dO . O) takes no score and keeps its bits. A wrong tile (a transposed operand, a missed row)
+// moves outputs by their own size.
+TEST(KernelAttentionLseBf16, ScoresOnAmxTilesStayWithinARoundingOfTheFp32Kernel) {
+  if (!amx::available()) GTEST_SKIP() << "no AMX here: " << amx::describe();
+  for_each_shape([](const AttentionShape& s) {
+    const Pair r = run_both(s);
+    const double ulp = 1.0 / 128;  // two roundings to bf16 apart at most
+    expect_all_near("o", r.bf16.o, r.fp32.o, ulp, 1e-4);
+    expect_all_near("lse", r.bf16.lse, r.fp32.lse, 1e-6, 1e-6);
+    expect_all_near("dq", r.bf16.dq, r.fp32.dq, ulp, 1e-3);
+    expect_all_near("dk", r.bf16.dk, r.fp32.dk, ulp, 1e-3);
+    expect_all_near("dv", r.bf16.dv, r.fp32.dv, ulp, 1e-4);
+    expect_same_bits("D", r.bf16.d, r.fp32.d);
+    EXPECT_NE(r.bf16.lse, r.fp32.lse) << "the scores did not run on the tiles";
+  });
 }
 
 // q, k, v as column blocks of one [N, q | k | v] array (the stacked projection's output, as a bf16 step
