@@ -50,12 +50,14 @@ int run_single_process(const std::string& command, const std::vector<std::string
 
 // The BLAS reads its core choice only when it loads: a better one takes a new process image, made
 // before MPI starts (the same pid, so mpirun and srun still see their rank).
-void restart_for_blas_core(char** argv) {
+void restart_for_blas_core(char** argv, bool stop_handlers_installed) {
   const std::string core = shardft::blas_core_to_force();
   if (core.empty()) return;
   shardft::note_blas_core_forced(core);
+  if (stop_handlers_installed) shardft::hold_stop_signals_for_exec();
   execv("/proc/self/exe", argv);  // returns only where it failed: go on with the library's choice
   const int err = errno;
+  if (stop_handlers_installed) shardft::install_stop_signal_handlers();  // unblocks them again
   unsetenv("OPENBLAS_CORETYPE");
   unsetenv("SHARDFT_BLAS_CORE_FROM");
   std::cerr << "shardft: warning: could not restart with OPENBLAS_CORETYPE=" << core << " (" << std::strerror(err)
@@ -135,7 +137,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (is_single_process(command)) return run_single_process(command, args);
-  restart_for_blas_core(argv);
+  restart_for_blas_core(argv, command == "train");
   shardft::MpiSession mpi(&argc, &argv);
   return run_on_mpi(command, args, mpi);
 }

@@ -23,6 +23,16 @@ extern "C" void on_stop_signal(int sig) {
   }
 }
 
+const sigset_t& stop_signal_set() {
+  static const sigset_t set = [] {
+    sigset_t s;
+    sigemptyset(&s);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&s, sig);
+    return s;
+  }();
+  return set;
+}
+
 }  // namespace
 
 void install_stop_signal_handlers() {
@@ -31,7 +41,11 @@ void install_stop_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::sigaction(sig, &sa, nullptr);
+  // Held across a restart (hold_stop_signals_for_exec): one that came meanwhile is delivered now, here.
+  ::sigprocmask(SIG_UNBLOCK, &stop_signal_set(), nullptr);
 }
+
+void hold_stop_signals_for_exec() { ::sigprocmask(SIG_BLOCK, &stop_signal_set(), nullptr); }
 
 int stop_signal() { return g_stop.load(); }
 

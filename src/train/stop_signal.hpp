@@ -8,8 +8,13 @@
 
 namespace shardft {
 
-// Installs the handlers (idempotent). A signal that came before still counts.
+// Installs the handlers (idempotent) and unblocks the three signals. A signal that came before still
+// counts.
 void install_stop_signal_handlers();
+// Blocks the three signals before the process re-executes itself (an exec resets handlers to the
+// default, which kills): one that arrives while the new image loads stays pending until its
+// install_stop_signal_handlers, instead of ending the run with exit 143.
+void hold_stop_signals_for_exec();
 // The first stop signal this process got (SIGTERM, SIGINT or SIGUSR1), 0 when none.
 int stop_signal();
 // "SIGTERM", "SIGINT", "SIGUSR1", else "signal N".
