@@ -124,8 +124,8 @@ void zero_rows(Unmanaged2<float> x) {
 int tile_or_one(int t) { return t > 0 ? t : 1; }
 
 // A score tile, St [nk, nq] = alpha A B^T from nk rows of A (keys: k or v) and nq rows of B (queries: q
-// or dout), k = hd: on AMX tiles from the rows' bf16 values where the caller has them (a16, b16), else
-// sgemm on the fp32 rows.
+// or dout), k = hd: on AMX tiles from the rows' bf16 values where both ScoreRows hold them (score_rows
+// keeps them only where AMX is available), else sgemm on the fp32 rows.
 struct ScoreRows {
   const float* f32;
   std::int64_t ld;
