@@ -7,20 +7,21 @@
 // The micro-kernel keeps a 32 x 32 block of C in four tiles; two A tiles and two B tiles feed the four
 // products of each 32-wide step of K, so every tile loaded is used twice.
 //
-// Packing: op(A) into [row pair][K chunk][2 tiles of 16 x 32] and op(B) into [column pair][K chunk][2 VNNI
-// tiles], zero-padded to multiples of 32 in M, N and K, so the micro-kernel has no edge cases and walks
-// each operand contiguously. Blocks of B's column pairs that fit half the L2 are reused across all row
-// pairs; one row pair's A strip is reused across the block's columns.
+// Packing: op(B) a block of column pairs at a time (as much as fits half the L2) into [column pair][K
+// chunk][2 VNNI tiles], op(A) a row pair at a time into [K chunk][2 tiles of 16 x 32], both zero-padded to
+// multiples of 32 in M, N and K, so the micro-kernel has no edge cases and walks each operand contiguously.
+// The transposed operands go through 16 x 16 transposes of 32-bit words in registers. Each row pair's
+// strip is packed right before the block's columns use it (all of A once up front where B takes several
+// blocks), so it is in L1 when the tiles read it; B's tiles are loaded with the streaming hint, since
+// each is read once per row pair.
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kernels/amx_gemm_bf16.hpp"
-#include "kernels/bf16.hpp"
 #include "kernels/blas_core.hpp"
 
 // The hot functions use AVX-512 as well: every CPU with AMX has it, and only such a CPU runs them. The
@@ -33,6 +34,9 @@ namespace {
 
 constexpr int kTileElements = 512;  // 16 rows x 64 bytes of bf16
 constexpr std::size_t kBBlockBytes = std::size_t{1} << 20;
+// K is taken in passes of at most 16 steps of 32 (a 32 KB A strip, which stays in L1 while B's tiles stream
+// past it); a block's sums between passes wait in fp32 (exact: the next pass continues from those bits).
+constexpr int kChunksPerPass = 16;
 
 struct TileConfig {
   std::uint8_t palette = 1, start_row = 0;
@@ -73,8 +77,6 @@ SHARDFT_AMX_TARGET void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
-int round_up(int x, int to) { return (x + to - 1) / to * to; }
-
 // `elements` bf16 slots in `buffer` (grown as needed, kept for the next call) from its first 64-byte line.
 std::uint16_t* cache_aligned(std::vector<std::uint16_t>& buffer, std::size_t elements) {
   buffer.resize(elements + 32);
@@ -82,84 +84,114 @@ std::uint16_t* cache_aligned(std::vector<std::uint16_t>& buffer, std::size_t ele
   return reinterpret_cast<std::uint16_t*>(at);
 }
 
-// Where element (i, kk) of op(A) goes: row pairs outermost, then K chunks, then the pair's two tiles.
-std::size_t a_slot(int i, int kk, int chunks) {
-  return (static_cast<std::size_t>(i / 32) * chunks * 2 + static_cast<std::size_t>(kk / 32) * 2 + (i / 16) % 2) *
-             kTileElements + (i % 16) * 32 + kk % 32;
+// One round of transpose_words: the off-diagonal b x b blocks of every 2b x 2b block swapped.
+SHARDFT_AMX_TARGET inline void transpose_round(__m512i r[16], int b, __m512i lo, __m512i hi) {
+  for (int i = 0; i < 16; ++i) {
+    if (i & b) continue;
+    const __m512i x = r[i], y = r[i + b];
+    r[i] = _mm512_permutex2var_epi32(x, lo, y);
+    r[i + b] = _mm512_permutex2var_epi32(x, hi, y);
+  }
 }
 
-// op(A)[m, k] (row-major a with stride lda; trans: a is [k, m]) into 16 x 32 tiles. The padding (rows
-// m..mp, columns k..kp) is zeroed first, every element once.
-SHARDFT_AMX_TARGET void pack_a(bool trans, const std::uint16_t* a, int lda, int m, int k, int mp, int kp, std::uint16_t* out) {
-  const int chunks = kp / 32;
-  if (k < kp || m < mp) std::fill(out, out + static_cast<std::size_t>(mp) * kp, std::uint16_t{0});
+// A 16 x 16 matrix of 32-bit words, one row per register, transposed in place: rounds for b = 8, 4, 2, 1.
+SHARDFT_AMX_TARGET inline void transpose_words(__m512i r[16]) {
+  // lo: row i keeps its columns without bit b and takes row i + b's; hi: row i + b takes row i's columns
+  // with bit b and keeps its own.
+  transpose_round(r, 8, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                  _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+  transpose_round(r, 4, _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                  _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+  transpose_round(r, 2, _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                  _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+  transpose_round(r, 1, _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                  _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
+}
+
+// The first `count` of 32 bf16 slots as a mask (count may be <= 0 or >= 32).
+inline __mmask32 first_slots(int count) {
+  return count >= 32 ? ~__mmask32{0} : count <= 0 ? __mmask32{0} : static_cast<__mmask32>((1u << count) - 1);
+}
+
+// Rows kk and kk + 1 of x (row-major, stride ld; rows from k on read as zero), the 16 columns from j0 that
+// `cols` selects, as 16 words (x[kk][j], x[kk + 1][j]): a row of a VNNI tile, or of a tile before its transpose.
+SHARDFT_AMX_TARGET inline __m512i row_pair_words(const std::uint16_t* x, int ld, int k, int kk, int j0,
+                                                 __mmask16 cols) {
+  const __m256i lo = kk < k ? _mm256_maskz_loadu_epi16(cols, x + static_cast<std::size_t>(kk) * ld + j0)
+                            : _mm256_setzero_si256();
+  const __m256i hi = kk + 1 < k ? _mm256_maskz_loadu_epi16(cols, x + static_cast<std::size_t>(kk + 1) * ld + j0)
+                                : _mm256_setzero_si256();
+  return _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+}
+
+// Which of 16 columns from j0 lie before n.
+inline __mmask16 columns_before(int n, int j0) {
+  return static_cast<__mmask16>(n - j0 >= 16 ? 0xffff : n - j0 <= 0 ? 0 : (1u << (n - j0)) - 1);
+}
+
+// One row pair of op(A)[m, k] (rows i0 .. i0 + 31; row-major a with stride lda, trans: a is [k, m]) as
+// `chunks` steps of two 16 x 32 tiles: out[(c * 2 + h) * 512 + r * 32 + e] = op(A)[i0 + 16 h + r][32 c + e],
+// zero past m and k.
+SHARDFT_AMX_TARGET void pack_a_strip(bool trans, const std::uint16_t* a, int lda, int m, int k, int i0, int c0,
+                                     int chunks, std::uint16_t* out) {
   if (!trans) {
-    for (int i = 0; i < m; ++i) {
+    for (int r = 0; r < 32; ++r) {
+      const int i = i0 + r;
+      std::uint16_t* dst = out + (r / 16) * kTileElements + (r % 16) * 32;
       const std::uint16_t* src = a + static_cast<std::size_t>(i) * lda;
-      for (int c = 0; c * 32 < k; ++c) {
-        std::memcpy(out + a_slot(i, c * 32, chunks), src + c * 32, sizeof(std::uint16_t) * std::min(32, k - c * 32));
+      for (int c = 0; c < chunks; ++c) {
+        const int kk = 32 * (c0 + c);
+        const __m512i v = i < m ? _mm512_maskz_loadu_epi16(first_slots(k - kk), src + kk) : _mm512_setzero_si512();
+        _mm512_store_si512(dst + static_cast<std::size_t>(c) * 2 * kTileElements, v);
       }
     }
     return;
   }
-  // a's rows are K. Rows kk, kk + 1 of a 16-column block make 16 words (a[kk][i], a[kk+1][i]); 16 such
-  // word vectors are a 16 x 16 word matrix whose transpose is the tile: row i holds K pairs 0..15.
-  alignas(64) std::uint32_t words[16 * 16];
-  for (int i0 = 0; i0 < m; i0 += 16) {
-    const __mmask16 cols = static_cast<__mmask16>(m - i0 >= 16 ? 0xffff : (1u << (m - i0)) - 1);
-    for (int k0 = 0; k0 < k; k0 += 32) {
-      for (int p = 0; p < 16; ++p) {
-        const int kk = k0 + 2 * p;
-        const __m256i lo = kk < k ? _mm256_maskz_loadu_epi16(cols, a + static_cast<std::size_t>(kk) * lda + i0)
-                                  : _mm256_setzero_si256();
-        const __m256i hi = kk + 1 < k ? _mm256_maskz_loadu_epi16(cols, a + static_cast<std::size_t>(kk + 1) * lda + i0)
-                                      : _mm256_setzero_si256();
-        _mm512_store_si512(words + p * 16, _mm512_or_si512(_mm512_cvtepu16_epi32(lo),
-                                                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16)));
-      }
-      auto* tile = reinterpret_cast<std::uint32_t*>(out + a_slot(i0, k0, chunks));
-      for (int i = 0; i < 16; ++i) {
-        const __m512i column = _mm512_i32gather_epi32(_mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160,
-                                                                        176, 192, 208, 224, 240),
-                                                      words + i, 4);
-        _mm512_storeu_si512(tile + i * 16, column);
-      }
+  // a's rows are K: rows kk, kk + 1 of 16 columns make 16 words (a[kk][i], a[kk + 1][i]); 16 such word rows,
+  // transposed, are a tile (row i: its 16 K pairs).
+  for (int h = 0; h < 2; ++h) {
+    const int ib = i0 + 16 * h;
+    const __mmask16 cols = columns_before(m, ib);
+    for (int c = 0; c < chunks; ++c) {
+      __m512i rows[16];
+      for (int p = 0; p < 16; ++p) rows[p] = row_pair_words(a, lda, k, 32 * (c0 + c) + 2 * p, ib, cols);
+      transpose_words(rows);
+      std::uint16_t* tile = out + (static_cast<std::size_t>(c) * 2 + h) * kTileElements;
+      for (int r = 0; r < 16; ++r) _mm512_store_si512(tile + r * 32, rows[r]);
     }
   }
 }
 
-// op(B)[k, n] (row-major b with stride ldb; trans: b is [n, k]) into VNNI tiles: 32-bit word (p, j) of a
-// tile is the pair (B[2p][j], B[2p+1][j]). Column pairs outermost, then K chunks, then the pair's tiles.
-SHARDFT_AMX_TARGET void pack_b(bool trans, const std::uint16_t* b, int ldb, int n, int k, int np, int kp, std::uint16_t* out) {
-  const int chunks = kp / 32;
-  if (k < kp || n < np) std::fill(out, out + static_cast<std::size_t>(np) * kp, std::uint16_t{0});
-  auto word = [&](int j, int kk) {  // the 32-bit word holding rows kk, kk + 1 (kk even) of column j
-    return reinterpret_cast<std::uint32_t*>(out + a_slot(j, 0, chunks) - (j % 16) * 32 +
-                                            static_cast<std::size_t>(kk / 32) * 2 * kTileElements) +
-           ((kk % 32) / 2) * 16 + j % 16;
-  };
-  auto at = [&](int j, int kk) -> std::uint32_t {
-    const std::uint16_t* x = trans ? b + static_cast<std::size_t>(j) * ldb + kk : b + static_cast<std::size_t>(kk) * ldb + j;
-    return kk < k ? *x : 0u;
-  };
-  if (trans) {
-    for (int j = 0; j < n; ++j) {
-      const std::uint16_t* src = b + static_cast<std::size_t>(j) * ldb;
-      for (int kk = 0; kk + 1 < k; kk += 2) *word(j, kk) = src[kk] | static_cast<std::uint32_t>(src[kk + 1]) << 16;
-      if (k % 2) *word(j, k - 1) = at(j, k - 1);
-    }
-    return;
-  }
-  for (int kk = 0; kk < k; kk += 2) {
-    const std::uint16_t* r0 = b + static_cast<std::size_t>(kk) * ldb;
-    const std::uint16_t* r1 = r0 + ldb;
-    for (int j0 = 0; j0 < n; j0 += 16) {
-      std::uint32_t* dst = word(j0, kk);
-      const int cols = std::min(16, n - j0);
-      if (kk + 1 < k) {
-        for (int j = 0; j < cols; ++j) dst[j] = r0[j0 + j] | static_cast<std::uint32_t>(r1[j0 + j]) << 16;
-      } else {
-        for (int j = 0; j < cols; ++j) dst[j] = r0[j0 + j];
+// Column pairs [jp0, jp1) of op(B)[k, n] (row-major b with stride ldb; trans: b is [n, k]) as VNNI tiles:
+// pair q's strip starts at out + (q - jp0) * strip; word (p, j) of its tile (c, h) is the pair
+// (B[32 c + 2p][32 q + 16 h + j], B[32 c + 2p + 1][...]), zero past n and k.
+SHARDFT_AMX_TARGET void pack_b_pairs(bool trans, const std::uint16_t* b, int ldb, int n, int k, int jp0, int jp1,
+                                     int chunks, std::uint16_t* out) {
+  const std::size_t strip = static_cast<std::size_t>(chunks) * 2 * kTileElements;
+  for (int q = jp0; q < jp1; ++q) {
+    for (int h = 0; h < 2; ++h) {
+      const int jb = 32 * q + 16 * h;
+      std::uint16_t* dst = out + (q - jp0) * strip + h * kTileElements;
+      if (trans) {
+        // Column j of B is row j of b: its K pairs are consecutive words, so a tile is 16 rows of b transposed.
+        for (int c = 0; c < chunks; ++c) {
+          __m512i rows[16];
+          for (int j = 0; j < 16; ++j) {
+            const std::uint16_t* src = b + static_cast<std::size_t>(jb + j) * ldb + 32 * c;
+            rows[j] = jb + j < n ? _mm512_maskz_loadu_epi16(first_slots(k - 32 * c), src) : _mm512_setzero_si512();
+          }
+          transpose_words(rows);
+          std::uint16_t* tile = dst + static_cast<std::size_t>(c) * 2 * kTileElements;
+          for (int p = 0; p < 16; ++p) _mm512_store_si512(tile + p * 32, rows[p]);
+        }
+        continue;
+      }
+      const __mmask16 cols = columns_before(n, jb);
+      for (int c = 0; c < chunks; ++c) {
+        std::uint16_t* tile = dst + static_cast<std::size_t>(c) * 2 * kTileElements;
+        for (int p = 0; p < 16; ++p) {
+          _mm512_store_si512(tile + p * 32, row_pair_words(b, ldb, k, 32 * c + 2 * p, jb, cols));
+        }
       }
     }
   }
@@ -197,23 +229,42 @@ SHARDFT_AMX_TARGET void write_block(const float* acc, int i0, int j0, int m, int
   }
 }
 
-// acc[32 x 32] = A's row pair strip times B's column pair strip over `chunks` steps of 32.
-SHARDFT_AMX_TARGET void micro_kernel(const std::uint16_t* a, const std::uint16_t* b, int chunks, float* acc) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+// acc[32 x 32] (+)= A's row pair strip times B's column pair strip over `chunks` steps of 32: acc's sum so far
+// is loaded into the tiles first where `accumulate` (a later block of K), and the tiles stored back. Where
+// `c_rows` is set (the last block of K), the lines of C the block will be written to are fetched for writing
+// meanwhile (rows `stride` apart, `row_bytes` long): C is usually bigger than the L2, and 32 row stores
+// that each miss would otherwise stall the tiles.
+SHARDFT_AMX_TARGET void micro_kernel(const std::uint16_t* a, const std::uint16_t* b, int chunks, bool accumulate,
+                                     float* acc, const char* c_rows, std::size_t stride, int rows, int row_bytes) {
+  if (accumulate) {
+    _tile_loadd(0, acc, 128);
+    _tile_loadd(1, acc + 16, 128);
+    _tile_loadd(2, acc + 16 * 32, 128);
+    _tile_loadd(3, acc + 16 * 32 + 16, 128);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  if (!c_rows) rows = 0;
+  const int per_step = (rows + chunks - 1) / chunks;
+  int next_row = 0;
   for (int q = 0; q < chunks; ++q) {
     const std::uint16_t* aq = a + static_cast<std::size_t>(q) * 2 * kTileElements;
     const std::uint16_t* bq = b + static_cast<std::size_t>(q) * 2 * kTileElements;
     _tile_loadd(4, aq, 64);
-    _tile_loadd(6, bq, 64);
+    _tile_stream_loadd(6, bq, 64);  // B: used once per A strip, so kept out of the way of A's lines
     _tile_dpbf16ps(0, 4, 6);
-    _tile_loadd(7, bq + kTileElements, 64);
+    _tile_stream_loadd(7, bq + kTileElements, 64);
     _tile_dpbf16ps(1, 4, 7);
     _tile_loadd(5, aq + kTileElements, 64);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
+    for (int e = 0; e < per_step && next_row < rows; ++e, ++next_row) {
+      const char* line = c_rows + next_row * stride;
+      for (int off = 0; off < row_bytes; off += 64) __builtin_prefetch(line + off, 1, 3);
+    }
   }
   _tile_stored(0, acc, 128);
   _tile_stored(1, acc + 16, 128);
@@ -226,23 +277,50 @@ SHARDFT_AMX_TARGET void product_on_tiles(bool trans_a, bool trans_b, int m, int 
                                          const std::uint16_t* a, int lda, const std::uint16_t* b, int ldb, float beta,
                                          float* c, std::uint16_t* c_bf16, int ldc) {
   if (m <= 0 || n <= 0) return;
-  const int mp = round_up(m, 32), np = round_up(n, 32), kp = round_up(std::max(k, 1), 32), chunks = kp / 32;
+  const int chunks = (std::max(k, 1) + 31) / 32, row_pairs = (m + 31) / 32, col_pairs = (n + 31) / 32;
+  const std::size_t strip = static_cast<std::size_t>(chunks) * 2 * kTileElements;  // one pair's tiles
+  const int pairs_fitting = static_cast<int>(kBBlockBytes / (strip * sizeof(std::uint16_t)));
+  const int pairs_per_block = std::min(col_pairs, std::max(1, pairs_fitting));
   // Tiles start on cache lines: a tile row that straddles two lines costs two loads.
   thread_local std::vector<std::uint16_t> a_buffer, b_buffer;
-  std::uint16_t* const a_packed = cache_aligned(a_buffer, static_cast<std::size_t>(mp) * kp);
-  std::uint16_t* const b_packed = cache_aligned(b_buffer, static_cast<std::size_t>(np) * kp);
-  pack_a(trans_a, a, lda, m, k, mp, kp, a_packed);
-  pack_b(trans_b, b, ldb, n, k, np, kp, b_packed);
-  const std::size_t strip = static_cast<std::size_t>(chunks) * 2 * kTileElements;  // one pair's tiles
-  const int pairs_per_block = std::max<int>(1, static_cast<int>(kBBlockBytes / (strip * sizeof(std::uint16_t))));
-  alignas(64) float acc[32 * 32];
+  thread_local std::vector<float> acc_buffer;
+  // With one block of B, each pass's A strip is packed right before its products (it stays in L1); with
+  // several, all of A is packed once, not once per block.
+  const bool pack_a_once = col_pairs > pairs_per_block;
+  const std::size_t pass_strip = static_cast<std::size_t>(kChunksPerPass) * 2 * kTileElements;
+  std::uint16_t* const a_packed = cache_aligned(a_buffer, pack_a_once ? strip * row_pairs : pass_strip);
+  for (int ip = 0; pack_a_once && ip < row_pairs; ++ip) {
+    pack_a_strip(trans_a, a, lda, m, k, ip * 32, 0, chunks, a_packed + ip * strip);
+  }
+  std::uint16_t* const b_block = cache_aligned(b_buffer, strip * pairs_per_block);
+  acc_buffer.resize(static_cast<std::size_t>(pairs_per_block) * 32 * 32 + 16);
+  float* const acc =
+      reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(acc_buffer.data()) + 63) & ~std::uintptr_t{63});
+  const std::size_t c_bytes = c_bf16 ? 2 : 4;
   configure_tiles();
-  for (int jb = 0; jb < np / 32; jb += pairs_per_block) {
-    const int jb_end = std::min(np / 32, jb + pairs_per_block);
-    for (int ip = 0; ip < mp / 32; ++ip) {
-      for (int jp = jb; jp < jb_end; ++jp) {
-        micro_kernel(a_packed + ip * strip, b_packed + jp * strip, chunks, acc);
-        write_block(acc, ip * 32, jp * 32, m, n, alpha, beta, c, c_bf16, ldc);
+  for (int jb = 0; jb < col_pairs; jb += pairs_per_block) {
+    const int jb_end = std::min(col_pairs, jb + pairs_per_block);
+    pack_b_pairs(trans_b, b, ldb, n, k, jb, jb_end, chunks, b_block);
+    for (int ip = 0; ip < row_pairs; ++ip) {
+      for (int c0 = 0; c0 < chunks; c0 += kChunksPerPass) {
+        const int pass = std::min(kChunksPerPass, chunks - c0);
+        const bool last = c0 + pass == chunks;
+        const std::uint16_t* a_strip = a_packed + ip * strip + static_cast<std::size_t>(c0) * 2 * kTileElements;
+        if (!pack_a_once) {
+          pack_a_strip(trans_a, a, lda, m, k, ip * 32, c0, pass, a_packed);
+          a_strip = a_packed;
+        }
+        for (int jp = jb; jp < jb_end; ++jp) {
+          const std::size_t at = static_cast<std::size_t>(ip) * 32 * ldc + static_cast<std::size_t>(jp) * 32;
+          const char* c_rows = !last  ? nullptr
+                               : c_bf16 ? reinterpret_cast<const char*>(c_bf16 + at)
+                                        : reinterpret_cast<const char*>(c + at);
+          float* block_acc = acc + static_cast<std::size_t>(jp - jb) * 32 * 32;
+          const std::uint16_t* b_strip = b_block + (jp - jb) * strip + static_cast<std::size_t>(c0) * 2 * kTileElements;
+          micro_kernel(a_strip, b_strip, pass, c0 > 0, block_acc, c_rows, ldc * c_bytes, std::min(32, m - ip * 32),
+                       static_cast<int>(std::min(32, n - jp * 32) * c_bytes));
+          if (last) write_block(block_acc, ip * 32, jp * 32, m, n, alpha, beta, c, c_bf16, ldc);
+        }
       }
     }
   }

@@ -78,10 +78,11 @@ void expect_amx_matches_sgemm(const Shape& s, bool ta, bool tb, float alpha, flo
 TEST(AmxGemmBf16, EveryOpPairAndShapeMatchesSgemmOfTheSameValues) {
   if (!amx::available()) GTEST_SKIP() << "no AMX here: " << amx::describe();
   // One tile and less; one row pair and a ragged second; odd K (a half-filled pair); K past one chunk;
-  // K = 0 (C = beta C); and a K long enough (4096: 256 KiB per pair's strip) that B's columns take
-  // several blocks.
-  const std::vector<Shape> shapes = {{1, 1, 1},    {7, 5, 6},     {16, 16, 32},  {33, 47, 31},
-                                     {64, 96, 65}, {45, 130, 0},  {33, 200, 4096}};
+  // K = 0 (C = beta C); a ragged K in three passes of the micro-kernel (each row pair's strip packed pass
+  // by pass); and a K long enough (4096: 256 KiB per pair's strip) that B's columns take several blocks
+  // (A packed once up front).
+  const std::vector<Shape> shapes = {{1, 1, 1},    {7, 5, 6},    {16, 16, 32},   {33, 47, 31},
+                                     {64, 96, 65}, {45, 130, 0}, {40, 64, 1100}, {33, 200, 4096}};
   for (const Shape& s : shapes) {
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
