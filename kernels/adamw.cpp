@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/bf16_pack.hpp"
 #include "kernels/fp16.hpp"
@@ -61,6 +62,9 @@ using Member = TeamLaunch::member_type;
 // that is one aligned access too (the copy's offset a multiple of four); group() writes it.
 struct NoCopy {
   KOKKOS_INLINE_FUNCTION static bool decays(std::int64_t value) { return value != 0; }
+  // The host loop's copy of one element into its destination row `to` (none here).
+  KOKKOS_INLINE_FUNCTION void* row(std::int64_t, std::int64_t) const { return nullptr; }
+  KOKKOS_INLINE_FUNCTION static void put(void*, std::int64_t, float) {}
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t, std::int64_t, float) const {}
   bool aligned() const { return true; }
   KOKKOS_INLINE_FUNCTION bool groups(std::int64_t) const { return true; }
@@ -69,6 +73,8 @@ struct NoCopy {
 struct CopyToBf16 {
   bf16* dst;
   KOKKOS_INLINE_FUNCTION static bool decays(std::int64_t value) { return (value & 1) != 0; }
+  KOKKOS_INLINE_FUNCTION bf16* row(std::int64_t value, std::int64_t a) const { return dst + a + (value >> 1); }
+  KOKKOS_INLINE_FUNCTION static void put(bf16* __restrict__ to, std::int64_t i, float p) { to[i] = bf16(p); }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t value, std::int64_t i, float p) const { dst[i + (value >> 1)] = bf16(p); }
   bool aligned() const { return packs_fit<4>(4, {{dst, 2}}); }
   KOKKOS_INLINE_FUNCTION bool groups(std::int64_t value) const { return ((value >> 1) & 3) == 0; }
@@ -85,6 +91,7 @@ struct CopyToF32 {
   KOKKOS_INLINE_FUNCTION float cast_of(float p) const {
     return cast == RunCast::round_bf16 ? round_to_bf16(p) : cast == RunCast::round_fp16 ? round_to_fp16(p) : p;
   }
+  KOKKOS_INLINE_FUNCTION float* row(std::int64_t value, std::int64_t a) const { return dst + a + (value >> 1); }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t value, std::int64_t i, float p) const { dst[i + (value >> 1)] = cast_of(p); }
   bool aligned() const { return packs_fit<4>(4, {{dst, 4}}); }
   KOKKOS_INLINE_FUNCTION bool groups(std::int64_t value) const { return ((value >> 1) & 3) == 0; }
@@ -132,9 +139,44 @@ struct RunPiece {
     store_f32_pack<4>(vv + i, v4);
     copy.group(value, i, pp.v);
   }
+  // On the host: a plain loop over the piece through restrict-qualified pointers, which the compiler
+  // vectorises (the element calls below, on five buffers that could alias, stay scalar there); each
+  // element's arithmetic is the same adamw_element.
+  template <class To, class Put>
+  void host_loop(float decay, float s, std::int64_t a, std::int64_t b, To to, Put put) const {
+    float* __restrict__ pp = p + a;
+    const float* __restrict__ gg = g + a;
+    float* __restrict__ m = mm + a;
+    float* __restrict__ v = vv + a;
+    const AdamWCoefficients k = c;
+    for (std::int64_t i = 0; i < b - a; ++i) {
+      adamw_element(k, decay, gg[i] * s, pp[i], m[i], v[i]);
+      put(to, i, pp[i]);
+    }
+  }
+  void on_host(std::int64_t value, float decay, float s, std::int64_t a, std::int64_t b) const {
+    if constexpr (std::is_same_v<Copy, CopyToF32>) {
+      float* to = copy.row(value, a);
+      switch (copy.cast) {  // one loop per cast, so that none of them branches per element
+        case RunCast::round_bf16:
+          return host_loop(decay, s, a, b, to, [](float* __restrict__ t, std::int64_t i, float x) { t[i] = round_to_bf16(x); });
+        case RunCast::round_fp16:
+          return host_loop(decay, s, a, b, to, [](float* __restrict__ t, std::int64_t i, float x) { t[i] = round_to_fp16(x); });
+        default:
+          return host_loop(decay, s, a, b, to, [](float* __restrict__ t, std::int64_t i, float x) { t[i] = x; });
+      }
+    } else {
+      host_loop(decay, s, a, b, copy.row(value, a), Copy::put);
+    }
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t value, std::int64_t a, std::int64_t b,
                                          float s) const {
     const float decay = Copy::decays(value) ? c.decay : c.no_decay;
+    if constexpr (!kComputeOnDevice) {
+      on_host(value, decay, s, a, b);
+      return;
+    }
     std::int64_t a4 = (a + 3) / 4 * 4;
     if (!grouped || !copy.groups(value) || a4 >= b) a4 = b;
     const std::int64_t groups = (b - a4) / 4, tail = a4 + 4 * groups;

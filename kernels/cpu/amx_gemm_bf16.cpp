@@ -148,11 +148,11 @@ SHARDFT_AMX_TARGET void pack_a_strip(bool trans, const std::uint16_t* a, int lda
     return;
   }
   // a's rows are K: rows kk, kk + 1 of 16 columns make 16 words (a[kk][i], a[kk + 1][i]); 16 such word rows,
-  // transposed, are a tile (row i: its 16 K pairs).
-  for (int h = 0; h < 2; ++h) {
-    const int ib = i0 + 16 * h;
-    const __mmask16 cols = columns_before(m, ib);
-    for (int c = 0; c < chunks; ++c) {
+  // transposed, are a tile (row i: its 16 K pairs). Both tiles of a chunk are made while a's lines are in L1.
+  for (int c = 0; c < chunks; ++c) {
+    for (int h = 0; h < 2; ++h) {
+      const int ib = i0 + 16 * h;
+      const __mmask16 cols = columns_before(m, ib);
       __m512i rows[16];
       for (int p = 0; p < 16; ++p) rows[p] = row_pair_words(a, lda, k, 32 * (c0 + c) + 2 * p, ib, cols);
       transpose_words(rows);
