@@ -71,10 +71,12 @@ void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q
 // of overwriting them (in the order the whole group's call would: one query head's call after another
 // gives the same bits).
 // bf16 holds the bf16 values q, k, v and dout were widened from (the bf16 kernel's own operands): where
-// set and the CPU has AMX tiles (kernels/amx_gemm_bf16.hpp), the score products S = K Q^T and dP = V dO^T
-// run on the tiles from them. Their products are exact either way (bf16 x bf16 fits a float) and sum in
-// fp32; only the order of those sums differs from sgemm's. The other three products take P or dS, which
-// are not bf16 values, and stay sgemm.
+// set and the CPU has AMX tiles (kernels/amx_gemm_bf16.hpp), the tile products run on the tiles. The score
+// products S = K Q^T and dP = V dO^T take those values themselves: exact products either way (bf16 x bf16
+// fits a float) summed in fp32, only in another order than sgemm's. The three that take P or dS (O += P V,
+// dV += P^T dO, dQ += dS K and dK += dS^T Q) take them rounded to bf16, as a GPU's flash kernel (cuDNN's,
+// FlashAttention's) rounds them for its tensor cores; the softmax's sums use the unrounded P. The forward
+// takes q, k and v; the backward all four (with one missing, those three products stay sgemm on fp32).
 struct AttentionBf16Operands {
   const bf16 *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
   std::int64_t ldq = 0, ldk = 0, ldv = 0, ldd = 0;  // row strides in elements

@@ -112,10 +112,11 @@ void attention_forward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q,
       const Unmanaged1<float> lse_h(lse.data() + (row0 * H + h * T), T);  // lse [(b * H + h) * T + i]
       const AttentionBf16Operands held{q.data() + row0 * q.stride_0() + h * hd,
                                        k.data() + row0 * k.stride_0() + g * hd,
-                                       nullptr,
+                                       v.data() + row0 * v.stride_0() + g * hd,
                                        nullptr,
                                        static_cast<std::int64_t>(q.stride_0()),
-                                       static_cast<std::int64_t>(k.stride_0())};
+                                       static_cast<std::int64_t>(k.stride_0()),
+                                       static_cast<std::int64_t>(v.stride_0())};
       attention_forward_lse_tiled(one_head, block(qb, T, hd), block(kb, T, hd), block(vb, T, hd), sid,
                                   Unmanaged2<float>(ob, T, hd), lse_h, {}, held);
       round_rows(ob, T, hd, o.data(), o.stride_0(), row0, h * hd);

@@ -25,9 +25,10 @@
 //   dKj += scale * dSt Qi                       [Bk, hd]  sgemm (N, N), k = Bq
 // dk, dv of a kv head gather over the H/G query heads that share it (GQA).
 //
-// Given the bf16 values the fp32 views were widened from (AttentionBf16Operands: the bf16 kernel's), the
-// score products Kj Qi^T and Vj dOi^T run on the CPU's AMX tiles where it has them: exact products
-// either way, their fp32 sums in another order.
+// Given the bf16 values the fp32 views were widened from (AttentionBf16Operands: the bf16 kernel's), every
+// tile product runs on the CPU's AMX tiles where it has them: the score products Kj Qi^T and Vj dOi^T on
+// those values (exact products either way, their fp32 sums in another order), the other three on Pt and
+// dSt rounded to bf16, the rounding points of a GPU's flash kernel.
 //
 // Tiles fully above the causal diagonal are never visited, a tile pair whose seq-id ranges do not
 // overlap (packed samples) is skipped, and the mask is applied only in tiles that are not fully
@@ -147,6 +148,24 @@ void score_tile(int nk, int nq, int hd, float alpha, const ScoreRows& a, int a_r
           static_cast<int>(b.ld), 0.f, St, ldst);
 }
 
+// P or dS [nk, nq] (row stride ld) rounded to bf16, where the tile products that take it run on AMX: the
+// rounding a GPU's flash kernel makes to feed P and dS to its tensor cores.
+void round_tile(const float* x, int nk, int nq, int ld, std::uint16_t* out) {
+  for (int c = 0; c < nk; ++c) {
+    const float* row = x + static_cast<std::int64_t>(c) * ld;
+    std::uint16_t* to = out + static_cast<std::int64_t>(c) * ld;
+    for (int r = 0; r < nq; ++r) to[r] = bf16::round_bits(row[r]);
+  }
+}
+
+// C[m, hd] += alpha op(X) R on AMX tiles: X a rounded tile (ld `ldx`; trans: X^T, so X is [k, m]) and R
+// rows `row` .. of a bf16 operand ([k, hd]); fp32 C with row stride ldc.
+void tile_times_rows(bool trans, int m, int hd, int k, float alpha, const std::uint16_t* x, int ldx,
+                     const ScoreRows& rows, int row, float* c, std::int64_t ldc) {
+  amx::gemm_bf16(trans, false, m, hd, k, alpha, x, ldx, &(rows.b16 + row * rows.ld16)->bits,
+                 static_cast<int>(rows.ld16), 1.f, c, nullptr, static_cast<int>(ldc));
+}
+
 }  // namespace
 
 void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
@@ -161,6 +180,9 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
   float* St = host_scratch("attention_lse_forward_tiles", static_cast<std::size_t>(Bk) * Bq + 6 * Bq);
   float *m = St + static_cast<std::size_t>(Bk) * Bq, *l = m + Bq, *mt = l + Bq, *lt = mt + Bq, *shift = lt + Bq,
         *corr = shift + Bq;
+  std::uint16_t* P16 = kernel_scratch<std::uint16_t, HostSpace>("attention_lse_forward_bf16_tile",
+                                                                 static_cast<std::size_t>(Bk) * Bq)
+                            .data();
   for (int b = 0; b < s.batch; ++b) {
     const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
     const std::int32_t* sid = seq_ids.data() + row0;
@@ -168,6 +190,7 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
       const int g = h / group;
       const ScoreRows qs = score_rows(q.data(), ldq, bf16.q, bf16.ldq, row0, h * hd);
       const ScoreRows ks = score_rows(k.data(), ldk, bf16.k, bf16.ldk, row0, g * hd);
+      const ScoreRows vs = score_rows(v.data(), ldv, bf16.v, bf16.ldv, row0, g * hd);
       const float* vh = v.data() + row0 * ldv + g * hd;
       float* oh = o.data() + row0 * ldo + h * hd;
       float* lse_h = lse.data() + (row0 * H + static_cast<std::int64_t>(h) * T);
@@ -212,8 +235,13 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
               for (int e = 0; e < hd; ++e) orow[e] *= corr[r];
             }
           }
-          gemm_ld(Op::T, Op::N, nq, hd, nk, 1.f, St, Bq, vh + j0 * ldv, static_cast<int>(ldv), 1.f, oh + i0 * ldo,
-                  static_cast<int>(ldo));
+          if (vs.b16 != nullptr) {  // Oi += bf16(Pt)^T Vj on the tiles (l sums the unrounded P, as on a GPU)
+            round_tile(St, nk, nq, Bq, P16);
+            tile_times_rows(true, nq, hd, nk, 1.f, P16, Bq, vs, j0, oh + i0 * ldo, ldo);
+          } else {
+            gemm_ld(Op::T, Op::N, nq, hd, nk, 1.f, St, Bq, vh + j0 * ldv, static_cast<int>(ldv), 1.f, oh + i0 * ldo,
+                    static_cast<int>(ldo));
+          }
         }
         for (int r = 0; r < nq; ++r) {  // every query sees itself, so l > 0
           const float inv = 1.f / l[r];
@@ -269,6 +297,10 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
   }
   float* Pt = host_scratch("attention_lse_backward_tiles", 2 * static_cast<std::size_t>(Bk) * Bq);
   float* dSt = Pt + static_cast<std::size_t>(Bk) * Bq;
+  std::uint16_t* P16 = kernel_scratch<std::uint16_t, HostSpace>("attention_lse_backward_bf16_tiles",
+                                                                 2 * static_cast<std::size_t>(Bk) * Bq)
+                            .data();
+  std::uint16_t* dS16 = P16 + static_cast<std::size_t>(Bk) * Bq;
   for (int b = 0; b < s.batch; ++b) {
     const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
     const std::int32_t* sid = seq_ids.data() + row0;
@@ -286,6 +318,8 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
           const float* doh = dout.data() + row0 * ldd + h * hd;
           const ScoreRows qs = score_rows(q.data(), ldq, bf16.q, bf16.ldq, row0, h * hd);
           const ScoreRows dos = score_rows(dout.data(), ldd, bf16.dout, bf16.ldd, row0, h * hd);
+          // Every product on the tiles where all four operands are held in bf16 (P and dS rounded to bf16).
+          const bool on_tiles = qs.b16 != nullptr && ks.b16 != nullptr && vs.b16 != nullptr && dos.b16 != nullptr;
           float* dqh = dq.data() + row0 * lddq + h * hd;
           const std::int64_t bh = (row0 * H + static_cast<std::int64_t>(h) * T);
           const float* lse_h = lse.data() + bh;
@@ -302,8 +336,13 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
               for (int r = 0; r < nq; ++r) row[r] = exp_poly(row[r] - lse_i[r]);
             }
             // dVj += Pt dOi
-            gemm_ld(Op::N, Op::N, nk, hd, nq, 1.f, Pt, Bq, doh + i0 * ldd, static_cast<int>(ldd), 1.f,
-                    dvh + j0 * lddv, static_cast<int>(lddv));
+            if (on_tiles) {
+              round_tile(Pt, nk, nq, Bq, P16);
+              tile_times_rows(false, nk, hd, nq, 1.f, P16, Bq, dos, i0, dvh + j0 * lddv, lddv);
+            } else {
+              gemm_ld(Op::N, Op::N, nk, hd, nq, 1.f, Pt, Bq, doh + i0 * ldd, static_cast<int>(ldd), 1.f,
+                      dvh + j0 * lddv, static_cast<int>(lddv));
+            }
             // dPt = Vj dOi^T, then dSt = Pt * (dPt - D) in place
             score_tile(nk, nq, hd, 1.f, vs, j0, dos, i0, dSt, Bq);
             const float* D_i = D_h + i0;
@@ -313,6 +352,12 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
               for (int r = 0; r < nq; ++r) drow[r] = prow[r] * (drow[r] - D_i[r]);
             }
             // dQi += scale dSt^T Kj ;  dKj += scale dSt Qi
+            if (on_tiles) {
+              round_tile(dSt, nk, nq, Bq, dS16);
+              tile_times_rows(true, nq, hd, nk, scale, dS16, Bq, ks, j0, dqh + i0 * lddq, lddq);
+              tile_times_rows(false, nk, hd, nq, scale, dS16, Bq, qs, i0, dkh + j0 * lddk, lddk);
+              continue;
+            }
             gemm_ld(Op::T, Op::N, nq, hd, nk, scale, dSt, Bq, kh + j0 * ldk, static_cast<int>(ldk), 1.f,
                     dqh + i0 * lddq, static_cast<int>(lddq));
             gemm_ld(Op::N, Op::N, nk, hd, nq, scale, dSt, Bq, qh + i0 * ldq, static_cast<int>(ldq), 1.f,
