@@ -5,7 +5,8 @@
 // row), while every row is still summed in column order. The team reduces the rows' sums as one value;
 // then, row by row, every thread has rstd and the threads write y over the columns. Serial runs a team
 // as one thread: each row summed j = 0, 1, ... in the one-thread-per-row loop's order (one core: 1.3x
-// faster at d = 2048, as fast at d = 128). Four accumulators within a row would be faster still, but they
+// faster at d = 2048, as fast at d = 128). On the host the forward runs forward_rows_on_host: the same
+// sums in the same order, with the rounding and the writes in loops the compiler vectorises. Four accumulators within a row would be faster still, but they
 // change the CPU's rounding, and CPU results then move where tests sit close to their bounds.
 // backward: one team per block of kRowsPerTeam rows, its threads over the d columns. Row by row, the
 // team reduces gx = sum_j dy w x, updates the dx row, and adds dy x rstd into the block's own partial
@@ -81,6 +82,51 @@ namespace {
 // pointer allows (packs_fit), else W = 1: the memory-level parallelism one access per element lacks.
 constexpr int kPack = 4, kWarpRows = 8, kLanes = 32;
 
+// On the host (W = 1): a block of kForwardRows rows in three plain loops per row. Keep's rounding of the
+// stream and its bf16 copy, then y, are loops the compiler vectorises; between them the sums of squares,
+// one fp32 chain per row in column order (the order Serial's one-thread team has always summed in), the
+// block's chains interleaved. forward_packed_rows' team body, with its row pointers and per-element
+// branches, runs scalar on the host at several times this cost.
+template <class Out, class WT, bool Keep>
+void forward_rows_on_host(const char* name, Unmanaged2<const float> x, Unmanaged1<const WT> w, float eps,
+                          Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round, bf16* x_kept) {
+  const int d = static_cast<int>(x.extent(1));
+  const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
+  const WT* wp = w.data();
+  Kokkos::parallel_for(
+      name, Range(0, (rows + kForwardRows - 1) / kForwardRows), KOKKOS_LAMBDA(const std::int64_t blk) {
+        const std::int64_t n0 = blk * kForwardRows;
+        const int nr = rows - n0 < kForwardRows ? static_cast<int>(rows - n0) : kForwardRows;
+        const float* xr[kForwardRows];
+        for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
+        if constexpr (Keep) {
+          for (int k = 0; k < nr; ++k) {
+            float* __restrict__ xk = x_round + (n0 + k) * d;
+            for (int j = 0; j < d; ++j) xk[j] = round_to_bf16(xk[j]);
+            if (x_kept == nullptr) continue;
+            bf16* __restrict__ kept = x_kept + (n0 + k) * d;
+            for (int j = 0; j < d; ++j) kept[j] = bf16(xk[j]);
+          }
+        }
+        float p[kForwardRows] = {0.f, 0.f, 0.f, 0.f};
+        for (int j = 0; j < d; ++j) {
+          for (int k = 0; k < kForwardRows; ++k) p[k] += xr[k][j] * xr[k][j];
+        }
+        for (int k = 0; k < nr; ++k) {
+          const float r = 1.f / kmath::sqrt(p[k] / d + eps);
+          rstd(n0 + k) = r;
+          const float* __restrict__ xn = xr[k];
+          Out* __restrict__ yn = &y(n0 + k, 0);
+          for (int j = 0; j < d; ++j) {
+            float v, wv;
+            load_floats<1>(wp + j, &wv);
+            v = wv * (xn[j] * r);
+            store_floats<1>(yn + j, &v);
+          }
+        }
+      });
+}
+
 // Forward: one team per block of kForwardRows rows, each thread over packs of W columns of every row of
 // the block. A last block of fewer rows reads its last row again in the missing slots (and stores
 // nothing for them): no branch in the loop. Keep: x is first rounded to bf16 (the residual stream's
@@ -90,6 +136,10 @@ template <class Out, class WT, int W, bool Keep = false>
 void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const WT> w, float eps,
                          Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round = nullptr,
                          bf16* x_kept = nullptr) {
+  if constexpr (!kComputeOnDevice && W == 1) {
+    forward_rows_on_host<Out, WT, Keep>(name, x, w, eps, y, rstd, x_round, x_kept);
+    return;
+  }
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const int blocks = static_cast<int>((rows + kForwardRows - 1) / kForwardRows);
