@@ -99,13 +99,18 @@ void forward_rows_on_host(const char* name, Unmanaged2<const float> x, Unmanaged
         const int nr = rows - n0 < kForwardRows ? static_cast<int>(rows - n0) : kForwardRows;
         const float* xr[kForwardRows];
         for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
+        // Keep's outputs, named before the constexpr branch (nvcc's extended lambdas cannot first capture
+        // a variable inside one)
+        float* const round_out = x_round;
+        bf16* const kept_out = x_kept;
+        const int cols = d;
         if constexpr (Keep) {
           for (int k = 0; k < nr; ++k) {
-            float* __restrict__ xk = x_round + (n0 + k) * d;
-            for (int j = 0; j < d; ++j) xk[j] = round_to_bf16(xk[j]);
-            if (x_kept == nullptr) continue;
-            bf16* __restrict__ kept = x_kept + (n0 + k) * d;
-            for (int j = 0; j < d; ++j) kept[j] = bf16(xk[j]);
+            float* __restrict__ xk = round_out + (n0 + k) * cols;
+            for (int j = 0; j < cols; ++j) xk[j] = round_to_bf16(xk[j]);
+            if (kept_out == nullptr) continue;
+            bf16* __restrict__ kept = kept_out + (n0 + k) * cols;
+            for (int j = 0; j < cols; ++j) kept[j] = bf16(xk[j]);
           }
         }
         float p[kForwardRows] = {0.f, 0.f, 0.f, 0.f};
