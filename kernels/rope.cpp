@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace shardft {
 
@@ -169,6 +170,58 @@ bool rope_packs_fit(Strided2<T> q, Strided2<T> k, const RopeTable& table) {
                                      {table.cos.data(), 4}, {table.sin.data(), 4}});
 }
 
+// One head's pairs on the host: x1 = lo[i], x2 = hi[i]. Restrict pointers, so the compiler vectorises the
+// loop (through a Kokkos lambda it cannot tell the stores from the table's loads, and widening and rounding
+// bf16 one pair at a time ran about 1 ns per element).
+template <class T>
+inline void rotate_head_on_host(T* __restrict__ lo, T* __restrict__ hi, const float* __restrict__ c,
+                                const float* __restrict__ s, float sign, int half) {
+  for (int i = 0; i < half; ++i) {
+    const float ci = c[i], si = sign * s[i];
+    const float x1 = static_cast<float>(lo[i]), x2 = static_cast<float>(hi[i]);
+    lo[i] = T(x1 * ci - x2 * si);
+    hi[i] = T(x2 * ci + x1 * si);
+  }
+}
+
+// The host's form of rope_rotate_qk_of below: a token per iteration, the same float operations per pair
+// (so the same bits); a position beyond the table gets its row of cos and sin computed as the general
+// kernel computes them.
+template <class T>
+void rope_rotate_on_host(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
+                         const RopeTable& table, bool inverse) {
+  const int hd = table.head_dim, half = hd / 2;
+  const int q_heads = static_cast<int>(q.extent(1)) / hd, heads = q_heads + static_cast<int>(k.extent(1)) / hd;
+  const std::int64_t positions = static_cast<std::int64_t>(table.cos.extent(0));
+  const float sign = inverse ? -1.f : 1.f;
+  const double scale = table.attention_scaling;
+  auto ct = table.cos, st = table.sin;
+  auto f = table.inv_freq;
+  Kokkos::parallel_for(name, Range(0, static_cast<std::int64_t>(q.extent(0))), [=](const std::int64_t n) {
+    const std::int64_t p = pos(n);
+    std::vector<float> own;  // only for a position beyond the table
+    const float* c_row;
+    const float* s_row;
+    if (p >= 0 && p < positions) {
+      c_row = &ct(p, 0);
+      s_row = &st(p, 0);
+    } else {
+      own.resize(2 * static_cast<std::size_t>(half));
+      for (int i = 0; i < half; ++i) {
+        const double a = static_cast<double>(p) * f(i);
+        own[i] = static_cast<float>(kmath::cos(a) * scale);
+        own[half + i] = static_cast<float>(kmath::sin(a) * scale);
+      }
+      c_row = own.data();
+      s_row = own.data() + half;
+    }
+    for (int h = 0; h < heads; ++h) {
+      T* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
+      rotate_head_on_host(v, v + half, c_row, s_row, sign, half);
+    }
+  });
+}
+
 // q and k in fp32 or bf16 (a bf16 step's kept q and k): each pair read into fp32, rotated with the same
 // float operations either way, and stored (rounded once in bf16).
 template <class T>
@@ -189,6 +242,9 @@ void rope_rotate_qk_of(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged
   const std::int64_t positions = static_cast<std::int64_t>(table.cos.extent(0));
   if (static_cast<int>(table.inv_freq.extent(0)) != half) {
     throw std::invalid_argument(std::string(name) + ": table without head_dim / 2 frequencies");
+  }
+  if constexpr (!kComputeOnDevice) {
+    return rope_rotate_on_host(name, q, k, pos, table, inverse);
   }
   if (rope_packs_fit(q, k, table)) return rope_rotate_packed(name, q, k, pos, table, inverse);
   const float sign = inverse ? -1.f : 1.f;
