@@ -8,7 +8,8 @@
 // sequence and one head (the same tile products in the same order as on the whole batch, where each
 // (sequence, head) is independent too), its outputs rounded into the head's columns. The score products
 // K Q^T and V dO^T read the bf16 values themselves (AttentionBf16Operands), on AMX tiles where the CPU
-// has them: the same exact products, summed in fp32 in another order. Backward adds each
+// has them: the same exact products, summed in fp32 in another order; with AMX every other product reads
+// them too (P and dS rounded), so there nothing is widened. Backward adds each
 // query head's share into its kv head's fp32 dk and dv in the order the whole group's call adds them.
 // Scratch: seven [T, hd] blocks instead of fp32 copies of q, k, v, o and their gradients. Elsewhere (a GPU
 // build without cuDNN) whole widened copies around the fp32 kernels.
@@ -17,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_lse.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/kernel_scratch.hpp"
@@ -59,18 +61,25 @@ void check_bf16_shapes(const AttentionShape& s, std::size_t q_cols, std::size_t 
   }
 }
 
+// Whether the tiled kernel reads the fp32 blocks: not where every tile product runs on AMX from the bf16
+// values (AttentionBf16Operands holds all of them), so there q, k, v and dO are never widened.
+bool widen_blocks() { return !amx::available(); }
+
 // f(row0, sid, g) for every sequence (its first row, its seq ids) and kv head g, with that kv head's k and
-// v of the sequence widened into kb and vb ([T, hd] each).
+// v of the sequence widened into kb and vb ([T, hd] each) where the tiled kernel reads them.
 template <class F>
 void for_each_kv_head(const AttentionShape& s, Strided2<const bf16> k, Strided2<const bf16> v,
                       Unmanaged1<const std::int32_t> seq_ids, float* kb, float* vb, F&& f) {
   const std::int64_t T = s.seq, hd = s.head_dim;
+  const bool widen = widen_blocks();
   for (int b = 0; b < s.batch; ++b) {
     const std::int64_t row0 = static_cast<std::int64_t>(b) * T;
     const Unmanaged1<const std::int32_t> sid(seq_ids.data() + row0, T);
     for (int g = 0; g < s.kv_heads; ++g) {
-      widen_rows(k.data(), k.stride_0(), row0, g * hd, T, hd, kb);
-      widen_rows(v.data(), v.stride_0(), row0, g * hd, T, hd, vb);
+      if (widen) {
+        widen_rows(k.data(), k.stride_0(), row0, g * hd, T, hd, kb);
+        widen_rows(v.data(), v.stride_0(), row0, g * hd, T, hd, vb);
+      }
       f(row0, sid, g);
     }
   }
@@ -108,7 +117,7 @@ void attention_forward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q,
   const AttentionShape one_head{1, s.seq, 1, 1, s.head_dim};
   for_each_kv_head(s, k, v, seq_ids, kb, vb, [&](std::int64_t row0, Unmanaged1<const std::int32_t> sid, int g) {
     for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
-      widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
+      if (widen_blocks()) widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
       const Unmanaged1<float> lse_h(lse.data() + (row0 * H + h * T), T);  // lse [(b * H + h) * T + i]
       const AttentionBf16Operands held{q.data() + row0 * q.stride_0() + h * hd,
                                        k.data() + row0 * k.stride_0() + g * hd,
@@ -166,8 +175,10 @@ void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q
   for_each_kv_head(s, k, v, seq_ids, kb, vb, [&](std::int64_t row0, Unmanaged1<const std::int32_t> sid, int g) {
     std::fill_n(dkb, 2 * T * hd, 0.f);  // dk, dv
     for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
-      widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
-      widen_rows(dout.data(), dout.stride_0(), row0, h * hd, T, hd, dob);
+      if (widen_blocks()) {
+        widen_rows(q.data(), q.stride_0(), row0, h * hd, T, hd, qb);
+        widen_rows(dout.data(), dout.stride_0(), row0, h * hd, T, hd, dob);
+      }
       const std::int64_t first = (row0 * H + h * T);  // the head's run of lse and D entries
       const AttentionBf16Operands held{q.data() + row0 * q.stride_0() + h * hd,
                                        k.data() + row0 * k.stride_0() + g * hd,
