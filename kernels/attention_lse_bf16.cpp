@@ -9,15 +9,19 @@
 // (sequence, head) is independent too), its outputs rounded into the head's columns. The score products
 // K Q^T and V dO^T read the bf16 values themselves (AttentionBf16Operands), on AMX tiles where the CPU
 // has them: the same exact products, summed in fp32 in another order; with AMX every other product reads
-// them too (P and dS rounded), so there nothing is widened. Backward adds each
+// them too (P and dS rounded), so there nothing is widened. Where the head dimension is a multiple of 32,
+// a CPU with AMX runs the fused kernels of kernels/amx_attention_bf16.hpp instead, one (sequence, kv
+// head) group at a time: the same rounding points, the softmax and the sums in their own order. Backward adds each
 // query head's share into its kv head's fp32 dk and dv in the order the whole group's call adds them.
 // Scratch: seven [T, hd] blocks instead of fp32 copies of q, k, v, o and their gradients. Elsewhere (a GPU
 // build without cuDNN) whole widened copies around the fp32 kernels.
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/amx_attention_bf16.hpp"
 #include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_lse.hpp"
 #include "kernels/elementwise.hpp"
@@ -97,6 +101,60 @@ void check_rows_contiguous(std::initializer_list<std::size_t> element_strides, c
   }
 }
 
+// The (sequence, kv head) groups on the fused AMX kernels (kernels/amx_attention_bf16.hpp): each group's
+// rows, its kv head's columns and its query heads' columns, and its heads' runs of lse and D.
+amx::AttentionGroup group_of(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
+                             Strided2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, int b, int g) {
+  const std::int64_t row0 = static_cast<std::int64_t>(b) * s.seq, hd = s.head_dim, group = s.heads / s.kv_heads;
+  amx::AttentionGroup a;
+  a.seq = s.seq;
+  a.head_dim = s.head_dim;
+  a.heads = static_cast<int>(group);
+  a.scale = 1.f / std::sqrt(static_cast<float>(s.head_dim));
+  a.seq_ids = seq_ids.data() + row0;
+  a.q = &(q.data() + row0 * q.stride_0() + g * group * hd)->bits;
+  a.ldq = static_cast<std::int64_t>(q.stride_0());
+  a.k = &(k.data() + row0 * k.stride_0() + g * hd)->bits;
+  a.ldk = static_cast<std::int64_t>(k.stride_0());
+  a.v = &(v.data() + row0 * v.stride_0() + g * hd)->bits;
+  a.ldv = static_cast<std::int64_t>(v.stride_0());
+  return a;
+}
+// lse and D [(b * H + h) * T + i]: group g's first head's run.
+std::int64_t first_stat(const AttentionShape& s, int b, int g) {
+  return (static_cast<std::int64_t>(b) * s.heads + static_cast<std::int64_t>(g) * (s.heads / s.kv_heads)) * s.seq;
+}
+
+void fused_forward(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k, Strided2<const bf16> v,
+                   Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o, Unmanaged1<float> lse) {
+  const std::int64_t hd = s.head_dim, group = s.heads / s.kv_heads, ldo = static_cast<std::int64_t>(o.stride_0());
+  for (int b = 0; b < s.batch; ++b) {
+    for (int g = 0; g < s.kv_heads; ++g) {
+      const std::int64_t row0 = static_cast<std::int64_t>(b) * s.seq;
+      amx::attention_forward(group_of(s, q, k, v, seq_ids, b, g), &(o.data() + row0 * ldo + g * group * hd)->bits,
+                             ldo, lse.data() + first_stat(s, b, g), s.seq);
+    }
+  }
+}
+
+void fused_backward(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k, Strided2<const bf16> v,
+                    Unmanaged1<const std::int32_t> seq_ids, Unmanaged1<const float> lse, Unmanaged2<const bf16> dout,
+                    Strided2<bf16> dq, Strided2<bf16> dk, Strided2<bf16> dv, Unmanaged1<const float> delta) {
+  const std::int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
+  const std::int64_t ldd = static_cast<std::int64_t>(dout.stride_0()), lddq = static_cast<std::int64_t>(dq.stride_0());
+  const std::int64_t lddk = static_cast<std::int64_t>(dk.stride_0()), lddv = static_cast<std::int64_t>(dv.stride_0());
+  for (int b = 0; b < s.batch; ++b) {
+    for (int g = 0; g < s.kv_heads; ++g) {
+      const std::int64_t row0 = static_cast<std::int64_t>(b) * s.seq, first = first_stat(s, b, g);
+      amx::attention_backward(group_of(s, q, k, v, seq_ids, b, g), &(dout.data() + row0 * ldd + g * group * hd)->bits,
+                              ldd, lse.data() + first, delta.data() + first, s.seq,
+                              &(dq.data() + row0 * lddq + g * group * hd)->bits, lddq,
+                              &(dk.data() + row0 * lddk + g * hd)->bits, lddk,
+                              &(dv.data() + row0 * lddv + g * hd)->bits, lddv);
+    }
+  }
+}
+
 }  // namespace
 
 void attention_forward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
@@ -111,6 +169,7 @@ void attention_forward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q,
     to_bf16(flat(Unmanaged2<const float>(o32)), flat(o));
     return;
   }
+  if (amx::attention_fits(s.head_dim)) return fused_forward(s, q, k, v, seq_ids, o, lse);
   const std::int64_t T = s.seq, H = s.heads, hd = s.head_dim, group = s.heads / s.kv_heads;
   float* qb = kernel_scratch<float, HostSpace>("attention_bf16_blocks", static_cast<std::size_t>(4 * T * hd)).data();
   float *ob = qb + T * hd, *kb = ob + T * hd, *vb = kb + T * hd;
@@ -169,6 +228,7 @@ void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q
       delta((b * H + h) * T + i) = d;
     }
   }
+  if (amx::attention_fits(s.head_dim)) return fused_backward(s, q, k, v, seq_ids, lse, dout, dq, dk, dv, delta);
   // One query head at a time, adding into its kv head's dk and dv: the additions the whole group's call
   // makes, in the same order (kernels/attention_lse.hpp add_into_dkv).
   const AttentionShape one_head{1, s.seq, 1, 1, s.head_dim};

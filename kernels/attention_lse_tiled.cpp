@@ -53,6 +53,7 @@
 #include "kernels/attention_lse.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/kernel_scratch.hpp"
+#include "kernels/seq_ranges.hpp"
 
 namespace shardft {
 
@@ -88,18 +89,6 @@ inline float exp_poly(float x) {
   return p * two_n * keep;
 }
 
-struct SeqRange {
-  std::int32_t lo, hi;
-};
-SeqRange seq_range(const std::int32_t* sid, int begin, int end) {
-  SeqRange r{sid[begin], sid[begin]};
-  for (int i = begin + 1; i < end; ++i) {
-    r.lo = std::min(r.lo, sid[i]);
-    r.hi = std::max(r.hi, sid[i]);
-  }
-  return r;
-}
-bool disjoint(SeqRange a, SeqRange b) { return a.hi < b.lo || b.hi < a.lo; }
 // Every key of the tile visible from every query: below the diagonal and one sample throughout.
 bool fully_visible(int i0, int j0, int nk, SeqRange qr, SeqRange kr) {
   return j0 + nk - 1 <= i0 && qr.lo == qr.hi && kr.lo == kr.hi && qr.lo == kr.lo;

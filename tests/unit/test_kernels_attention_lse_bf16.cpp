@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "finite_difference.hpp"
 #include "tests/common/bf16_values.hpp"
+#include "kernels/amx_attention_bf16.hpp"
 #include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_lse.hpp"
 
@@ -36,13 +38,17 @@ struct Pair {
   Outputs bf16, fp32;
 };
 
-// Shapes with GQA groups 1, 2 and 4 over batch 2, packed samples, more than one query and key tile.
+// Shapes with GQA groups 1, 2 and 4 over batch 2, packed samples, more than one query and key tile (of
+// the tiled kernels' 64 x 128 and the AMX kernels' 64 x 64, neither dividing 150), at each head_dim.
 template <class F>
-void for_each_shape(F&& f) {
-  const int T = 150, B = 2, hd = 16;
-  for (const auto& [H, G] : {std::pair<int, int>{4, 4}, {8, 4}, {8, 2}}) {
-    SCOPED_TRACE("heads " + std::to_string(H) + " kv heads " + std::to_string(G));
-    f(AttentionShape{B, T, H, G, hd});
+void for_each_shape(F&& f, std::initializer_list<int> head_dims = {16}) {
+  const int T = 150, B = 2;
+  for (const int hd : head_dims) {
+    for (const auto& [H, G] : {std::pair<int, int>{4, 4}, {8, 4}, {8, 2}}) {
+      SCOPED_TRACE("heads " + std::to_string(H) + " kv heads " + std::to_string(G) + " head_dim " +
+                   std::to_string(hd));
+      f(AttentionShape{B, T, H, G, hd});
+    }
   }
 }
 
@@ -118,9 +124,12 @@ double largest(const std::vector<float>& x) {
 // bf16 rounding of the fp32 kernel's (1/128 relative) plus 2^-8 of the largest entry of its tensor (the
 // roundings of a row's weights add up where its terms cancel). lse and D take no rounded weight: lse
 // moves by the scores' ulps, D keeps its bits. A wrong tile (a transposed operand, a missed row, an
-// unscaled dS) moves outputs by their own size.
+// unscaled dS) moves outputs by their own size. head_dim 16 runs the tiled kernels' products on the
+// tiles; 32, 64 and 128 the fused AMX kernels (kernels/amx_attention_bf16.hpp).
 TEST(KernelAttentionLseBf16, OnAmxTilesStaysWithinABf16RoundingOfTheFp32Kernel) {
   if (!amx::available()) GTEST_SKIP() << "no AMX here: " << amx::describe();
+  EXPECT_FALSE(amx::attention_fits(16));
+  EXPECT_TRUE(amx::attention_fits(64));
   for_each_shape([](const AttentionShape& s) {
     const Pair r = run_both(s);
     const double ulp = 1.0 / 128, weights = 1.0 / 256;
@@ -133,7 +142,7 @@ TEST(KernelAttentionLseBf16, OnAmxTilesStaysWithinABf16RoundingOfTheFp32Kernel) 
     EXPECT_NE(r.bf16.lse, r.fp32.lse) << "the scores did not run on the tiles";
     EXPECT_NE(r.bf16.o, r.fp32.o) << "P V did not run on the tiles";
     EXPECT_NE(r.bf16.dq, r.fp32.dq) << "dS K did not run on the tiles";
-  });
+  }, {16, 32, 64, 128});
 }
 
 // q, k, v as column blocks of one [N, q | k | v] array (the stacked projection's output, as a bf16 step
