@@ -143,6 +143,17 @@ TEST(KernelAttentionLseBf16, OnAmxTilesStaysWithinABf16RoundingOfTheFp32Kernel) 
     EXPECT_NE(r.bf16.o, r.fp32.o) << "P V did not run on the tiles";
     EXPECT_NE(r.bf16.dq, r.fp32.dq) << "dS K did not run on the tiles";
   }, {16, 32, 64, 128});
+  // Sequences shorter than one tile and exactly one tile of the fused kernels.
+  for (const AttentionShape& s : {AttentionShape{2, 7, 8, 2, 64}, AttentionShape{1, 64, 4, 4, 32}}) {
+    SCOPED_TRACE("seq " + std::to_string(s.seq) + " head_dim " + std::to_string(s.head_dim));
+    const Pair r = run_both(s);
+    const double ulp = 1.0 / 128, weights = 1.0 / 256;
+    expect_all_near("o", r.bf16.o, r.fp32.o, ulp, weights * largest(r.fp32.o));
+    expect_all_near("lse", r.bf16.lse, r.fp32.lse, 1e-6, 1e-6);
+    expect_all_near("dq", r.bf16.dq, r.fp32.dq, ulp, weights * largest(r.fp32.dq));
+    expect_all_near("dk", r.bf16.dk, r.fp32.dk, ulp, weights * largest(r.fp32.dk));
+    expect_all_near("dv", r.bf16.dv, r.fp32.dv, ulp, weights * largest(r.fp32.dv));
+  }
 }
 
 // q, k, v as column blocks of one [N, q | k | v] array (the stacked projection's output, as a bf16 step
