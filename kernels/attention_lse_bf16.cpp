@@ -213,9 +213,6 @@ void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q
     return;
   }
   const std::int64_t T = s.seq, H = s.heads, hd = s.head_dim, group = s.heads / s.kv_heads;
-  float* qb = kernel_scratch<float, HostSpace>("attention_bf16_blocks", static_cast<std::size_t>(7 * T * hd)).data();
-  float *dob = qb + T * hd, *dqb = dob + T * hd, *kb = dqb + T * hd, *vb = kb + T * hd, *dkb = vb + T * hd,
-        *dvb = dkb + T * hd;
   // D_i = dO_i . O_i from the widened values, summed in the order the fp32 kernel sums them; the tiled
   // kernel then reads it instead of O (an empty o), so O is never widened.
   for (std::int64_t row = 0; row < static_cast<std::int64_t>(s.batch) * T; ++row) {
@@ -229,6 +226,9 @@ void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q
     }
   }
   if (amx::attention_fits(s.head_dim)) return fused_backward(s, q, k, v, seq_ids, lse, dout, dq, dk, dv, delta);
+  float* qb = kernel_scratch<float, HostSpace>("attention_bf16_blocks", static_cast<std::size_t>(7 * T * hd)).data();
+  float *dob = qb + T * hd, *dqb = dob + T * hd, *kb = dqb + T * hd, *vb = kb + T * hd, *dkb = vb + T * hd,
+        *dvb = dkb + T * hd;
   // One query head at a time, adding into its kv head's dk and dv: the additions the whole group's call
   // makes, in the same order (kernels/attention_lse.hpp add_into_dkv).
   const AttentionShape one_head{1, s.seq, 1, 1, s.head_dim};

@@ -126,18 +126,21 @@ double largest(const std::vector<float>& x) {
 // moves by the scores' ulps, D keeps its bits. A wrong tile (a transposed operand, a missed row, an
 // unscaled dS) moves outputs by their own size. head_dim 16 runs the tiled kernels' products on the
 // tiles; 32, 64 and 128 the fused AMX kernels (kernels/amx_attention_bf16.hpp).
+void expect_within_bf16_rounding(const Pair& r) {
+  const double ulp = 1.0 / 128, weights = 1.0 / 256;
+  expect_all_near("o", r.bf16.o, r.fp32.o, ulp, weights * largest(r.fp32.o));
+  expect_all_near("lse", r.bf16.lse, r.fp32.lse, 1e-6, 1e-6);
+  expect_all_near("dq", r.bf16.dq, r.fp32.dq, ulp, weights * largest(r.fp32.dq));
+  expect_all_near("dk", r.bf16.dk, r.fp32.dk, ulp, weights * largest(r.fp32.dk));
+  expect_all_near("dv", r.bf16.dv, r.fp32.dv, ulp, weights * largest(r.fp32.dv));
+}
 TEST(KernelAttentionLseBf16, OnAmxTilesStaysWithinABf16RoundingOfTheFp32Kernel) {
   if (!amx::available()) GTEST_SKIP() << "no AMX here: " << amx::describe();
   EXPECT_FALSE(amx::attention_fits(16));
   EXPECT_TRUE(amx::attention_fits(64));
   for_each_shape([](const AttentionShape& s) {
     const Pair r = run_both(s);
-    const double ulp = 1.0 / 128, weights = 1.0 / 256;
-    expect_all_near("o", r.bf16.o, r.fp32.o, ulp, weights * largest(r.fp32.o));
-    expect_all_near("lse", r.bf16.lse, r.fp32.lse, 1e-6, 1e-6);
-    expect_all_near("dq", r.bf16.dq, r.fp32.dq, ulp, weights * largest(r.fp32.dq));
-    expect_all_near("dk", r.bf16.dk, r.fp32.dk, ulp, weights * largest(r.fp32.dk));
-    expect_all_near("dv", r.bf16.dv, r.fp32.dv, ulp, weights * largest(r.fp32.dv));
+    expect_within_bf16_rounding(r);
     expect_same_bits("D", r.bf16.d, r.fp32.d);
     EXPECT_NE(r.bf16.lse, r.fp32.lse) << "the scores did not run on the tiles";
     EXPECT_NE(r.bf16.o, r.fp32.o) << "P V did not run on the tiles";
@@ -147,12 +150,7 @@ TEST(KernelAttentionLseBf16, OnAmxTilesStaysWithinABf16RoundingOfTheFp32Kernel) 
   for (const AttentionShape& s : {AttentionShape{2, 7, 8, 2, 64}, AttentionShape{1, 64, 4, 4, 32}}) {
     SCOPED_TRACE("seq " + std::to_string(s.seq) + " head_dim " + std::to_string(s.head_dim));
     const Pair r = run_both(s);
-    const double ulp = 1.0 / 128, weights = 1.0 / 256;
-    expect_all_near("o", r.bf16.o, r.fp32.o, ulp, weights * largest(r.fp32.o));
-    expect_all_near("lse", r.bf16.lse, r.fp32.lse, 1e-6, 1e-6);
-    expect_all_near("dq", r.bf16.dq, r.fp32.dq, ulp, weights * largest(r.fp32.dq));
-    expect_all_near("dk", r.bf16.dk, r.fp32.dk, ulp, weights * largest(r.fp32.dk));
-    expect_all_near("dv", r.bf16.dv, r.fp32.dv, ulp, weights * largest(r.fp32.dv));
+    expect_within_bf16_rounding(r);
   }
 }
 
