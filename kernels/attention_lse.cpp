@@ -1,5 +1,6 @@
-// The dispatchers and the reference (scalar, any memory space) memory-efficient attention; the tiled
-// host kernel is in attention_lse_tiled.cpp. Math and shapes: kernels/attention_lse.hpp.
+// The dispatchers and the reference (scalar, any memory space) memory-efficient attention; the host
+// kernels are in attention_lse_avx512.cpp and attention_lse_tiled.cpp. Math and shapes:
+// kernels/attention_lse.hpp.
 #include "kernels/attention_lse.hpp"
 
 #include <cmath>
@@ -18,14 +19,15 @@ KOKKOS_INLINE_FUNCTION float dot(const float* a, const float* b, int n) {
 }
 }  // namespace
 
-// The tiled kernel calls BLAS on the views' pointers: host memory spaces only. Elsewhere (a GPU build)
-// the Kokkos-team FlashAttention kernel runs.
-constexpr bool kTiledAttention = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+// The fused AVX-512 and the tiled kernels work on the views' pointers: host memory spaces only. Elsewhere
+// (a GPU build) the Kokkos-team FlashAttention kernel runs.
+constexpr bool kHostAttention = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
 
 void attention_forward_lse(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                            Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<float> o,
                            Unmanaged1<float> lse) {
-  if constexpr (kTiledAttention) {
+  if constexpr (kHostAttention) {
+    if (attention_lse_avx512_fits(s)) return attention_forward_lse_avx512(s, q, k, v, seq_ids, o, lse);
     attention_forward_lse_tiled(s, q, k, v, seq_ids, o, lse);
   } else {
     attention_forward_lse_flash(s, q, k, v, seq_ids, o, lse);
@@ -36,10 +38,31 @@ void attention_backward_lse(const AttentionShape& s, Unmanaged2<const float> q, 
                             Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                             Unmanaged2<const float> o, Unmanaged1<const float> lse, Unmanaged2<const float> dout,
                             Unmanaged2<float> dq, Unmanaged2<float> dk, Unmanaged2<float> dv, Unmanaged1<float> delta) {
-  if constexpr (kTiledAttention) {
+  if constexpr (kHostAttention) {
+    if (attention_lse_avx512_fits(s)) {
+      return attention_backward_lse_avx512(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
+    }
     attention_backward_lse_tiled(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
   } else {
     attention_backward_lse_flash(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
+  }
+}
+
+void attention_lse_delta(const AttentionShape& s, Unmanaged2<const float> o, Unmanaged2<const float> dout,
+                         Unmanaged1<float> delta) {
+  const int T = s.seq, H = s.heads, hd = s.head_dim;
+  const std::int64_t ldo = o.stride_0(), ldd = dout.stride_0();
+  for (int b = 0; b < s.batch; ++b) {
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < T; ++i) {
+        const std::int64_t row = static_cast<std::int64_t>(b) * T + i;
+        const float* doi = dout.data() + row * ldd + h * hd;
+        const float* oi = o.data() + row * ldo + h * hd;
+        float d = 0.f;
+        for (int e = 0; e < hd; ++e) d += doi[e] * oi[e];
+        delta((static_cast<std::int64_t>(b) * H + h) * T + i) = d;
+      }
+    }
   }
 }
 

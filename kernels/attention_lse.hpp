@@ -10,15 +10,18 @@
 // indexed (b*H + h)*T + i. Key j is visible from query i when j <= i and seq_ids equal (packed samples).
 // Memory: O(B * H * T) instead of O(B * H * T^2).
 //
-// Three implementations, same arguments:
+// Four implementations, same arguments:
+//  * avx512 (kernels/attention_lse_avx512.cpp, kernels/avx512_attention_fp32.hpp): FlashAttention-2 on the
+//    host fused per (sequence, kv head), every tile product on AVX-512 FMAs, scratch O(T * head_dim).
+//    Host memory spaces and CPUs with AVX-512F, head_dim a multiple of 16 up to 256.
 //  * tiled (kernels/attention_lse_tiled.cpp): FlashAttention-2 on the host, every tile product an
 //    sgemm (kernels/gemm.hpp), scratch O(tile^2). Host memory spaces only (the CPU build).
 //  * flash (kernels/attention_flash.hpp): FlashAttention-2 as Kokkos team kernels, tiles in team
 //    scratch; any execution space (the GPU build's kernel).
 //  * reference (kernels/attention_lse.cpp): one scalar Kokkos loop per query row (and per key row in
 //    backward); runs in any memory space. Slow; tests compare the other two against it.
-// attention_forward_lse / attention_backward_lse pick the tiled kernel when the memory space is
-// host-accessible and the flash kernel otherwise.
+// attention_forward_lse / attention_backward_lse pick the avx512 kernel where it fits and the tiled one
+// otherwise when the memory space is host-accessible, and the flash kernel elsewhere.
 #include "kernels/attention.hpp"
 #include "kernels/bf16.hpp"
 
@@ -35,7 +38,7 @@ void attention_backward_lse(const AttentionShape& s, Unmanaged2<const float> q, 
                             Unmanaged2<const float> o, Unmanaged1<const float> lse, Unmanaged2<const float> dout,
                             Unmanaged2<float> dq, Unmanaged2<float> dk, Unmanaged2<float> dv, Unmanaged1<float> delta);
 
-// ---- the two implementations, same arguments -------------------------------------------------------
+// ---- the implementations, same arguments ------------------------------------------------------------
 void attention_forward_lse_reference(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                                      Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                                      Unmanaged2<float> o, Unmanaged1<float> lse);
@@ -44,6 +47,22 @@ void attention_backward_lse_reference(const AttentionShape& s, Unmanaged2<const 
                                       Unmanaged2<const float> o, Unmanaged1<const float> lse,
                                       Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
                                       Unmanaged2<float> dv, Unmanaged1<float> delta);
+
+// Host memory only. The avx512 kernel runs where attention_lse_avx512_fits (the build has it, the CPU has
+// AVX-512F, and the head_dim suits it).
+bool attention_lse_avx512_fits(const AttentionShape& s);
+void attention_forward_lse_avx512(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                  Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                  Unmanaged2<float> o, Unmanaged1<float> lse);
+void attention_backward_lse_avx512(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
+                                   Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
+                                   Unmanaged2<const float> o, Unmanaged1<const float> lse,
+                                   Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
+                                   Unmanaged2<float> dv, Unmanaged1<float> delta);
+
+// D = rowsum(dO o) per (b, h, i), indexed like lse (host memory): the first step of both host backwards.
+void attention_lse_delta(const AttentionShape& s, Unmanaged2<const float> o, Unmanaged2<const float> dout,
+                         Unmanaged1<float> delta);
 
 // Tile sizes: queries x keys per sgemm tile. The defaults were tuned on one core (see the file comment
 // of attention_lse_tiled.cpp); tests pass small tiles to reach every edge case.

@@ -243,29 +243,6 @@ void attention_forward_lse_tiled(const AttentionShape& s, Unmanaged2<const float
   }
 }
 
-namespace {
-
-// D_i = dO_i . O_i per (b, h, i), indexed like lse.
-void backward_delta(const AttentionShape& s, Unmanaged2<const float> o, Unmanaged2<const float> dout,
-                    Unmanaged1<float> delta) {
-  const int T = s.seq, H = s.heads, hd = s.head_dim;
-  const std::int64_t ldo = o.stride_0(), ldd = dout.stride_0();
-  for (int b = 0; b < s.batch; ++b) {
-    for (int h = 0; h < H; ++h) {
-      for (int i = 0; i < T; ++i) {
-        const std::int64_t row = static_cast<std::int64_t>(b) * T + i;
-        const float* doi = dout.data() + row * ldd + h * hd;
-        const float* oi = o.data() + row * ldo + h * hd;
-        float d = 0.f;
-        for (int e = 0; e < hd; ++e) d += doi[e] * oi[e];
-        delta((static_cast<std::int64_t>(b) * H + h) * T + i) = d;
-      }
-    }
-  }
-}
-
-}  // namespace
-
 void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                                   Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids,
                                   Unmanaged2<const float> o, Unmanaged1<const float> lse,
@@ -278,7 +255,7 @@ void attention_backward_lse_tiled(const AttentionShape& s, Unmanaged2<const floa
   const std::int64_t ldq = q.stride_0(), ldk = k.stride_0(), ldv = v.stride_0(), ldd = dout.stride_0(),
                      lddq = dq.stride_0(), lddk = dk.stride_0(), lddv = dv.stride_0();
   // dq, dk, dv accumulate from zero (dk and dv from their values on entry with add_into_dkv).
-  if (o.extent(0) > 0) backward_delta(s, o, dout, delta);  // an empty o: delta holds it already
+  if (o.extent(0) > 0) attention_lse_delta(s, o, dout, delta);  // an empty o: delta holds it already
   zero_rows(dq);
   if (!add_into_dkv) {
     zero_rows(dk);

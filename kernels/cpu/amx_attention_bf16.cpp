@@ -11,7 +11,6 @@
 // product; dK and dQ are scaled once at the end.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "kernels/amx_attention_bf16.hpp"
@@ -21,22 +20,21 @@
 #include "kernels/cpu/amx_tiles.hpp"
 #include "kernels/seq_ranges.hpp"
 
+// The softmax also converts P and dS with AVX-512 BF16 (every CPU with AMX-BF16 has it; checked in
+// attention_fits).
+#define SHARDFT_AMX_ATTENTION_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+#define SHARDFT_FLASH_TARGET SHARDFT_AMX_ATTENTION_TARGET
+#include "kernels/cpu/flash_softmax.hpp"
+
 namespace shardft::amx {
 
 namespace {
 
 using namespace tiles;
+using namespace flash;
 
-// The softmax below also converts P and dS with AVX-512 BF16 (every CPU with AMX-BF16 has it; checked in
-// attention_fits).
-#define SHARDFT_AMX_ATTENTION_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
-
-constexpr int kTile = 64;                  // queries and keys per tile
-constexpr int kStep = 2 * kTileElements;   // one step of 32 along K in a packed strip: its two tiles
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-int padded(int n) { return (n + kTile - 1) / kTile * kTile; }
+constexpr int kStep = 2 * kTileElements;  // one step of 32 along K in a packed strip: its two tiles
 
 // Where an A operand's tiles lie: tile (half h, step s) at p + h * second + s * step, rows `stride` bytes apart.
 struct ATiles {
@@ -111,121 +109,25 @@ SHARDFT_AMX_TARGET void transposed_rows(const std::uint16_t* tile, std::uint16_t
   for (int rp = 0; rp < 2; ++rp) pack_a_strip(true, tile, kTile, kTile, kTile, 32 * rp, 0, 2, out + rp * 2 * kStep);
 }
 
-// Whether the queries and keys all belong to one sample.
-bool one_sample(SeqRange qr, SeqRange kr) { return qr.lo == qr.hi && kr.lo == kr.hi && qr.lo == kr.lo; }
-// Whether every key of tile j0 is visible from every real query of tile i0 (no mask needed).
-bool fully_visible(int i0, int j0, SeqRange qr, SeqRange kr) { return j0 + kTile - 1 <= i0 && one_sample(qr, kr); }
-
-// St[c][r] = -inf where key j = j0 + c is not visible from query i = i0 + r: queries before the key and
-// past the sequence's end see none of it (a prefix and a suffix of the row), and within the rest only
-// queries of the key's sample see it (checked where the tiles hold more than one sample).
-void mask(float* St, int j0, int i0, int T, const std::int32_t* sid, bool one_sample) {
-  const int end = std::clamp(T - i0, 0, kTile);
-  for (int c = 0; c < kTile; ++c) {
-    const int j = j0 + c, begin = std::clamp(j - i0, 0, end);
-    float* row = St + c * kTile;
-    std::fill(row, row + begin, -kInf);
-    std::fill(row + end, row + kTile, -kInf);
-    if (one_sample || begin == end) continue;
-    const std::int32_t sj = sid[j];  // j <= i0 + begin < T
-    const std::int32_t* si = sid + i0;
-    for (int r = begin; r < end; ++r) row[r] = si[r] != sj ? -kInf : row[r];
-  }
-}
-
-// e^x on 16 lanes: x = n ln2 + r (n = round(x / ln2), ln2 in two parts so n ln2 is exact, |r| <= ln2 / 2),
-// e^r by its Taylor series to r^6 (relative error about 2e-7, under the 2^-9 of P's bf16 rounding and
-// the 1e-6 lse is held to), times 2^n by scalef. Below -87 (a masked score's -inf included) the result
-// is 0: e^x would be a denormal there, which costs the CPU a microcode assist per lane to produce (and
-// which the bf16 conversion and TDPBF16PS read as 0 anyway).
-SHARDFT_AMX_ATTENTION_TARGET inline __m512 exp_ps(__m512 x) {
-  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.f), _CMP_GE_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.f)), _mm512_set1_ps(88.f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-06f), r);
-  __m512 p = _mm512_set1_ps(1.f / 720.f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  return _mm512_maskz_mov_ps(normal, _mm512_scalef_ps(p, n));
-}
-
 // 16 floats to bf16 (round to nearest even; P and dS, which only the tiles read).
 SHARDFT_AMX_ATTENTION_TARGET inline void store_bf16(std::uint16_t* to, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
 }
 
-float* aligned_floats(std::vector<float>& buffer, std::size_t n) {
-  buffer.resize(n + 16);
-  return reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) & ~std::uintptr_t{63});
-}
-
-// The forward's online softmax over one query tile, a column per query (St [64 keys][64 queries]), with
-// each query's running max m and sum l, 16 queries to a register.
-struct OnlineSoftmax {
-  alignas(64) float m[kTile], l[kTile], corr[kTile];
-
-  void start() {
-    std::fill_n(m, kTile, -kInf);
-    std::fill_n(l, kTile, 0.f);
-  }
-  // St (raw products; keys not visible masked where the tile is not fully visible) -> P's bf16 rounding
-  // P16 [key][query]; the running max and sum move to this tile, corr[r] the factor the row of O so far
-  // takes.
-  SHARDFT_AMX_ATTENTION_TARGET void tile(const float* St, std::uint16_t* P16, float scale) {
-    const __m512 vs = _mm512_set1_ps(scale), none = _mm512_set1_ps(-kInf);
-    for (int r = 0; r < kTile; r += 16) {
-      __m512 mx = none;
-      for (int c = 0; c < kTile; ++c) mx = _mm512_max_ps(mx, _mm512_load_ps(St + c * kTile + r));
-      const __m512 m_old = _mm512_load_ps(m + r);
-      const __m512 m_new = _mm512_max_ps(m_old, _mm512_mul_ps(vs, mx));  // scale > 0: the max of the scaled
-      // nothing visible yet (m_new = -inf): shift 0, so P = 0 and corr = 0
-      const __m512 shift = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, none, _CMP_EQ_OQ), m_new,
-                                                _mm512_setzero_ps());
-      __m512 sum = _mm512_setzero_ps();
-      for (int c = 0; c < kTile; ++c) {
-        const __m512 p = exp_ps(_mm512_fmsub_ps(vs, _mm512_load_ps(St + c * kTile + r), shift));
-        sum = _mm512_add_ps(sum, p);
-        store_bf16(P16 + c * kTile + r, p);
-      }
-      const __m512 cr = exp_ps(_mm512_sub_ps(m_old, shift));
-      _mm512_store_ps(corr + r, cr);
-      _mm512_store_ps(l + r, _mm512_fmadd_ps(_mm512_load_ps(l + r), cr, sum));
-      _mm512_store_ps(m + r, m_new);
-    }
+// P or dS for the tiles: its bf16 rounding only.
+struct StoreBf16 {
+  std::uint16_t* to;
+  SHARDFT_AMX_ATTENTION_TARGET void operator()(int at, __m512 v) const { store_bf16(to + at, v); }
+};
+// The backward's P: in place in fp32 (dS takes it unrounded) and its bf16 rounding for the tiles.
+struct StoreBoth {
+  float* to;
+  std::uint16_t* to16;
+  SHARDFT_AMX_ATTENTION_TARGET void operator()(int at, __m512 v) const {
+    _mm512_store_ps(to + at, v);
+    store_bf16(to16 + at, v);
   }
 };
-
-// Backward, in place over St [64 keys][64 queries] (raw products, masked): P = exp(scale S - lse), one
-// lse per query (column), and its bf16 rounding P16.
-SHARDFT_AMX_ATTENTION_TARGET void probabilities(float* St, std::uint16_t* P16, float scale, const float* lse) {
-  const __m512 vs = _mm512_set1_ps(scale);
-  for (int r = 0; r < kTile; r += 16) {
-    const __m512 l = _mm512_loadu_ps(lse + r);
-    for (int c = 0; c < kTile; ++c) {
-      const __m512 p = exp_ps(_mm512_fmsub_ps(vs, _mm512_load_ps(St + c * kTile + r), l));
-      _mm512_store_ps(St + c * kTile + r, p);
-      store_bf16(P16 + c * kTile + r, p);
-    }
-  }
-}
-
-// dS = P (dP - D) rounded to bf16, one D per query (column).
-SHARDFT_AMX_ATTENTION_TARGET void score_gradients(const float* Pt, const float* dPt, std::uint16_t* dS16,
-                                                  const float* D) {
-  for (int r = 0; r < kTile; r += 16) {
-    const __m512 d = _mm512_loadu_ps(D + r);
-    for (int c = 0; c < kTile; ++c) {
-      const int at = c * kTile + r;
-      store_bf16(dS16 + at, _mm512_mul_ps(_mm512_load_ps(Pt + at), _mm512_sub_ps(_mm512_load_ps(dPt + at), d)));
-    }
-  }
-}
 
 // Per-call buffers, kept for the next call on this thread.
 struct Workspace {
@@ -267,7 +169,7 @@ SHARDFT_AMX_ATTENTION_TARGET void forward_group(const AttentionGroup& g, std::ui
         if (disjoint(qr, kr)) continue;
         scores(k_strips, qt_strips, j0, i0, steps, St);
         if (!fully_visible(i0, j0, qr, kr)) mask(St, j0, i0, T, g.seq_ids, one_sample(qr, kr));
-        sm.tile(St, P16, g.scale);
+        sm.tile(St, g.scale, StoreBf16{P16});
         for (int r = 0; r < nq; ++r) {
           if (sm.corr[r] == 1.f) continue;
           float* orow = O + static_cast<std::size_t>(r) * hd;
@@ -338,12 +240,12 @@ SHARDFT_AMX_ATTENTION_TARGET void backward_group(const AttentionGroup& g, const 
         if (disjoint(qr, kr)) continue;
         scores(k_strips, qt_strips, j0, i0, steps, St);
         if (!fully_visible(i0, j0, qr, kr)) mask(St, j0, i0, T, g.seq_ids, one_sample(qr, kr));
-        probabilities(St, P16, g.scale, lse_p + i0);
+        probabilities(St, g.scale, lse_p + i0, StoreBoth{St, P16});
         // dV_j += P dO_i (P: rows = keys, read in place)
         accumulate_rows(plain_a(P16, kTile), plain_a(P16 + 32 * kTile, kTile), dob_strips, key_steps, i0, hd,
                         dV + static_cast<std::size_t>(j0) * hd);
         scores(v_strips, dot_strips, j0, i0, steps, dSt);  // dP = V_j dO_i^T
-        score_gradients(St, dSt, dS16, d_p + i0);
+        score_gradients(St, dSt, d_p + i0, StoreBf16{dS16});
         // dK_j += dS Q_i ;  dQ_i += dS^T K_j  (both scaled at the end)
         accumulate_rows(plain_a(dS16, kTile), plain_a(dS16 + 32 * kTile, kTile), qb_strips, key_steps, i0, hd,
                         dK + static_cast<std::size_t>(j0) * hd);

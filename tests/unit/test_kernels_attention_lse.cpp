@@ -1,9 +1,10 @@
 // The memory-efficient attention (log-sum-exp saved, scores recomputed) against the exact kernel
 // that stores the probabilities: same output and the same dq, dk, dv, with grouped-query heads and
 // packed samples; and its own backward against finite differences of its own forward.
-// The tiled (FlashAttention-2, sgemm) kernel and the Kokkos-team flash kernel against the scalar reference
-// kernel over shapes that reach every tile edge case: T not a multiple of the tile, several tiles, sample boundaries inside tiles,
-// GQA groups 1 / 2 / 4, batch > 1, head_dim 32 and 64, square and non-square tiles.
+// The tiled (FlashAttention-2, sgemm) kernel, the fused AVX-512 kernel and the Kokkos-team flash kernel
+// against the scalar reference kernel over shapes that reach every tile edge case: T not a multiple of the
+// tile, several tiles, sample boundaries inside tiles, GQA groups 1 / 2 / 4, batch > 1, head_dim 32 and 64,
+// square and non-square tiles.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -196,8 +197,34 @@ TEST(KernelAttentionLse, FlashTilesFitTheTeamScratch) {
   }
 }
 
-// The dispatcher runs the tiled kernel on a host build, the flash kernel elsewhere: either way it
-// matches the reference, and a host build's output is the tiled kernel's bit for bit.
+// The fused AVX-512 kernel (the fp32 step's on a CPU with AVX-512F) over the tiled kernel's cases (its own
+// 64 x 64 tiles whatever they ask for: T 150 and 131 end in a partial tile, T 12 to 45 fit in one, sample
+// boundaries inside and across tiles, groups 1 / 2 / 4), and head_dim 16, 48, 128 and 256: one, three,
+// eight and sixteen vectors of a row, in strips of four and what is left.
+TEST(KernelAttentionLse, Avx512MatchesTheReferenceKernel) {
+  if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    GTEST_SKIP() << "the AVX-512 kernel works on host pointers; this build's memory space is not host-accessible";
+  }
+  if (!attention_lse_avx512_fits({1, 8, 1, 1, 64})) {
+    GTEST_SKIP() << "this build or CPU has no AVX-512 attention kernel (AVX-512F)";
+  }
+  std::vector<TiledCase> cases = tiled_cases();
+  cases.push_back({"T70_H6_G3_hd16", {1, 70, 6, 3, 16}, {}, packed_row(70, {0, 2, 65})});
+  cases.push_back({"T90_H4_G2_hd48", {2, 90, 4, 2, 48}, {}, std::vector<std::int32_t>(180, 0)});
+  cases.push_back({"T100_H4_G2_hd128", {1, 100, 4, 2, 128}, {}, packed_row(100, {0, 64})});
+  cases.push_back({"T66_H2_G1_hd256", {1, 66, 2, 1, 256}, {}, packed_row(66, {0})});
+  for (const TiledCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_TRUE(attention_lse_avx512_fits(c.s));
+    const LseResult ref = run_lse(c, attention_forward_lse_reference, attention_backward_lse_reference);
+    const LseResult got = run_lse(c, attention_forward_lse_avx512, attention_backward_lse_avx512);
+    expect_matches_reference(got, ref);
+  }
+}
+
+// The dispatcher runs a host kernel on a host build (the AVX-512 one where it fits, else the tiled one),
+// the flash kernel elsewhere: either way it matches the reference, and a host build's output is its host
+// kernel's bit for bit.
 TEST(KernelAttentionLse, DispatcherMatchesTheKernelOfItsMemorySpace) {
   const TiledCase c{"T150", {2, 150, 8, 4, 64}, {}, std::vector<std::int32_t>(300, 0)};
   const LseResult ref = run_lse(c, attention_forward_lse_reference, attention_backward_lse_reference);
@@ -207,11 +234,13 @@ TEST(KernelAttentionLse, DispatcherMatchesTheKernelOfItsMemorySpace) {
   EXPECT_LT(rel_diff(got.dk, ref.dk), 1e-5);
   EXPECT_LT(rel_diff(got.dv, ref.dv), 1e-5);
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
-    const LseResult tiled = run_lse(
-        c, [](auto&&... a) { attention_forward_lse_tiled(a...); },
-        [](auto&&... a) { attention_backward_lse_tiled(a...); });
-    EXPECT_EQ(got.o, tiled.o);
-    EXPECT_EQ(got.dk, tiled.dk);
+    const LseResult host = attention_lse_avx512_fits(c.s)
+                               ? run_lse(c, attention_forward_lse_avx512, attention_backward_lse_avx512)
+                               : run_lse(
+                                     c, [](auto&&... a) { attention_forward_lse_tiled(a...); },
+                                     [](auto&&... a) { attention_backward_lse_tiled(a...); });
+    EXPECT_EQ(got.o, host.o);
+    EXPECT_EQ(got.dk, host.dk);
   }
 }
 

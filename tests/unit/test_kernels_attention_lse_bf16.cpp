@@ -1,5 +1,5 @@
 // Memory-efficient attention on bf16 operands (kernels/attention_lse.hpp's _bf16 entry points) against
-// the fp32 kernel on the same values: o, lse, dq, dk, dv, D bit for bit, each bf16 output the fp32 one
+// the fp32 tiled kernel (the one the bf16 kernels widen into on the host) on the same values: o, lse, dq, dk, dv, D bit for bit, each bf16 output the fp32 one
 // rounded once (without AMX tiles; with them, within the roundings they add). Shapes with GQA groups 1, 2
 // and 4, batch 2, packed samples and more than one query and key tile; backward writing its gradients over
 // q, k, v themselves (the CPU step's buffers); and q, k, v as column blocks of one array.
@@ -68,13 +68,14 @@ Pair run_both(const AttentionShape& s) {
   View2<float> o32("o32", N, qd);
   View2<bf16> o16("o16", N, qd);
   View1<float> lse32("lse32", B * H * T), lse16("lse16", B * H * T);
-  attention_forward_lse(s, q32, k32, v32, sid, o32, lse32);
+  attention_forward_lse_tiled(s, q32, k32, v32, sid, o32, lse32);
   attention_forward_lse_bf16(s, q16, k16, v16, sid, o16, lse16);
   // backward from the bf16 o, as a step keeps it
   const auto o_kept = to_device(widened(o16), N, qd, "o_kept");
   View2<float> dq32("dq32", N, qd), dk32("dk32", N, kvd), dv32("dv32", N, kvd);
   View1<float> d32("d32", B * H * T), d16("d16", B * H * T);
-  attention_backward_lse(s, q32, k32, v32, sid, o_kept, lse32, to_device(do0, N, qd, "do32"), dq32, dk32, dv32, d32);
+  attention_backward_lse_tiled(s, q32, k32, v32, sid, o_kept, lse32, to_device(do0, N, qd, "do32"), dq32, dk32, dv32,
+                               d32);
   View2<bf16> dq16("dq16", N, qd), dk16("dk16", N, kvd), dv16("dv16", N, kvd);
   attention_backward_lse_bf16(s, q16, k16, v16, sid, o16, lse16, do16, dq16, dk16, dv16, d16);
   r.bf16 = {widened(o16), to_host(lse16), widened(dq16), widened(dk16), widened(dv16), to_host(d16)};
