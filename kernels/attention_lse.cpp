@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "kernels/amx_attention_bf16.hpp"
+#include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_flash.hpp"
 
 #include "kernels/math.hpp"
@@ -45,6 +47,17 @@ void attention_backward_lse(const AttentionShape& s, Unmanaged2<const float> q, 
     attention_backward_lse_tiled(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
   } else {
     attention_backward_lse_flash(s, q, k, v, seq_ids, o, lse, dout, dq, dk, dv, delta);
+  }
+}
+
+std::string attention_lse_kernel_name(bool bf16, int head_dim) {
+  if constexpr (!kHostAttention) {
+    return "the Kokkos flash kernel";
+  } else if (bf16) {
+    if (amx::attention_fits(head_dim)) return "fused on AMX tiles";
+    return amx::available() ? "host tiles on AMX" : "host sgemm tiles on widened blocks";
+  } else {
+    return attention_lse_avx512_fits({1, 1, 1, 1, head_dim}) ? "fused on AVX-512 FMAs" : "host sgemm tiles";
   }
 }
 

@@ -22,6 +22,8 @@
 //    backward); runs in any memory space. Slow; tests compare the other two against it.
 // attention_forward_lse / attention_backward_lse pick the avx512 kernel where it fits and the tiled one
 // otherwise when the memory space is host-accessible, and the flash kernel elsewhere.
+#include <string>
+
 #include "kernels/attention.hpp"
 #include "kernels/bf16.hpp"
 
@@ -59,6 +61,11 @@ void attention_backward_lse_avx512(const AttentionShape& s, Unmanaged2<const flo
                                    Unmanaged2<const float> o, Unmanaged1<const float> lse,
                                    Unmanaged2<const float> dout, Unmanaged2<float> dq, Unmanaged2<float> dk,
                                    Unmanaged2<float> dv, Unmanaged1<float> delta);
+
+// Which kernel attention_forward_lse / attention_backward_lse (bf16: their _bf16 forms) run in this build
+// on this CPU for the head dimension: "fused on AVX-512 FMAs", "fused on AMX tiles", "host sgemm tiles",
+// "the Kokkos flash kernel", ... (the start-up log's attention line).
+std::string attention_lse_kernel_name(bool bf16, int head_dim);
 
 // D = rowsum(dO o) per (b, h, i), indexed like lse (host memory): the first step of both host backwards.
 void attention_lse_delta(const AttentionShape& s, Unmanaged2<const float> o, Unmanaged2<const float> dout,

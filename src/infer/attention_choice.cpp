@@ -1,6 +1,7 @@
 #include "infer/attention_choice.hpp"
 
 #include "kernels/attention_fused.hpp"
+#include "kernels/attention_lse.hpp"
 
 namespace shardft {
 
@@ -34,14 +35,18 @@ void choose_backward(AttentionChoice& c, bool deterministic) {
 }
 }  // namespace
 
-AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype, bool deterministic) {
+AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype, bool deterministic, int head_dim) {
   AttentionChoice c;
   if (impl == "eager") {
     c.description = "eager (reference kernel, [seq, seq] probabilities kept for backward)";
     return c;
   }
   c.memory_efficient = true;
-  const std::string fallback = "memory_efficient (log-sum-exp kernels: host sgemm tiles, or the Kokkos flash kernel on a GPU)";
+  const std::string fallback =
+      "memory_efficient (log-sum-exp kernels: " +
+      (head_dim > 0 ? attention_lse_kernel_name(dtype == ComputeDtype::bf16, head_dim)
+                    : std::string("host tiles, or the Kokkos flash kernel on a GPU")) +
+      ")";
   if (impl == "memory_efficient") {
     c.description = fallback;
     return c;
@@ -71,7 +76,8 @@ AttentionChoice choose_attention(const std::string& impl, ComputeDtype dtype, bo
 }
 
 AttentionChoice configure_attention(Decoder& model, const std::string& attn_implementation, bool deterministic) {
-  const AttentionChoice c = choose_attention(attn_implementation, model.dtype(), deterministic);
+  const AttentionChoice c =
+      choose_attention(attn_implementation, model.dtype(), deterministic, model.config().head_dim());
   model.set_memory_efficient_attention(c.memory_efficient);
   model.set_fused_attention(c.fused, c.fused_column_blocks, c.deterministic_backward);
   return c;

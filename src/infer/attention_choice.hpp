@@ -1,8 +1,9 @@
 #pragma once
 // Which attention kernel a run uses, from attn_implementation (HF's key) and the compute dtype:
 //   eager             the reference kernel, keeping the [seq, seq] probabilities for backward
-//   memory_efficient  the log-sum-exp kernels (kernels/attention_lse.hpp): sgemm tiles on the CPU, the
-//                     Kokkos flash kernel on a GPU
+//   memory_efficient  the log-sum-exp kernels (kernels/attention_lse.hpp): on the CPU fused on AVX-512 FMAs
+//                     (fp32) or AMX tiles (bf16) where they fit, else sgemm tiles; the Kokkos flash kernel
+//                     on a GPU. The description names the one this head_dim runs (when it is given).
 //   sdpa, flash_attention_2, auto (the default)
 //                     the fused bf16 kernels (kernels/attention_fused.hpp: cuDNN's SDPA) where they are
 //                     built, the compute dtype is bf16 and their start-up self-test passes; memory_efficient
@@ -24,7 +25,7 @@ struct AttentionChoice {
 
 // The self-test runs once per process, the first time a choice could use the fused kernels.
 AttentionChoice choose_attention(const std::string& attn_implementation, ComputeDtype dtype,
-                                 bool deterministic = true);
+                                 bool deterministic = true, int head_dim = 0);
 // Sets the decoder's attention as choose_attention decides; returns the choice.
 AttentionChoice configure_attention(Decoder& model, const std::string& attn_implementation, bool deterministic = true);
 

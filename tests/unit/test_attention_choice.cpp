@@ -10,6 +10,7 @@
 #include "comm/self_communicator.hpp"
 #include "data/packing.hpp"
 #include "kernels/attention_fused.hpp"
+#include "kernels/attention_lse.hpp"
 #include "tests/common/relative_difference.hpp"
 #include "infer/attention_choice.hpp"
 #include "train/trainer.hpp"
@@ -34,6 +35,19 @@ TEST(AttentionChoice, NamedKernelsAreTakenAsAskedAndAutoSaysWhy) {
   // fp32 never runs the fused kernels, whatever the build, and says so when they are built.
   const AttentionChoice fp32 = choose_attention("auto", ComputeDtype::fp32);
   EXPECT_TRUE(fp32.memory_efficient && !fp32.fused) << fp32.description;
+  // Given the head dimension, the description names the log-sum-exp kernel the dispatchers run for it.
+  for (const int head_dim : {16, 64, 72}) {
+    for (const ComputeDtype dtype : {ComputeDtype::fp32, ComputeDtype::bf16}) {
+      const std::string kernel = attention_lse_kernel_name(dtype == ComputeDtype::bf16, head_dim);
+      const AttentionChoice named = choose_attention("memory_efficient", dtype, true, head_dim);
+      EXPECT_TRUE(contains(named.description, "log-sum-exp kernels: " + kernel + ")")) << named.description;
+    }
+  }
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    EXPECT_EQ(attention_lse_kernel_name(false, 64), attention_lse_avx512_fits({1, 1, 1, 1, 64})
+                                                        ? "fused on AVX-512 FMAs" : "host sgemm tiles");
+    EXPECT_EQ(attention_lse_kernel_name(false, 72), "host sgemm tiles");  // not a multiple of 16
+  }
   for (const char* name : {"auto", "sdpa", "flash_attention_2"}) {
     const AttentionChoice c = choose_attention(name, ComputeDtype::bf16);
     EXPECT_TRUE(c.memory_efficient) << name << ": the log-sum-exp kernels stay the fallback";
