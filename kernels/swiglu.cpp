@@ -2,9 +2,13 @@
 // threads over the I columns: all N * I elements are spread over the GPU's threads, neighbouring threads
 // on neighbouring elements (coalesced loads and stores), and no per-element index division (a flat
 // range over N * I would need i / I and i % I for the packed rows). Serial runs a team as one thread: a
-// plain loop along each row, which the compiler vectorises (the exp is kernels/gate_exp.hpp's, no call).
+// plain loop along each row, which the compiler vectorises (the exp is kernels/gate_exp.hpp's, no call),
+// except where the host has AVX-512 BF16: there kernels/avx512_swiglu.hpp's rows run (on_avx512_rows).
 #include "kernels/swiglu.hpp"
+
+#include "kernels/avx512_swiglu.hpp"
 #include "kernels/gate_exp.hpp"
+#include "kernels/swiglu_host_rows.hpp"
 
 namespace shardft {
 
@@ -32,8 +36,16 @@ KOKKOS_INLINE_FUNCTION void for_each_column(const Member& m, int cols, const Op&
 }
 }  // namespace
 
+using swiglu_detail::on_avx512_rows;
+
 void swiglu_forward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unmanaged2<float> s) {
   const int cols = static_cast<int>(g.extent(1));
+  if (on_avx512_rows("swiglu_forward", g.extent(0), [=](std::int64_t n) {
+        avx512::swiglu_forward_row(g.data() + n * g.stride_0(), u.data() + n * u.stride_0(),
+                                   s.data() + n * s.stride_0(), cols);
+      })) {
+    return;
+  }
   Kokkos::parallel_for(
       "swiglu_forward", one_team_per_row(g.extent(0)), KOKKOS_LAMBDA(const Member& m) {
         const int n = m.league_rank();
@@ -47,6 +59,13 @@ void swiglu_forward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unmana
 void swiglu_backward(Unmanaged2<const float> g, Unmanaged2<const float> u, Unmanaged2<const float> ds,
                      Unmanaged2<float> dg, Unmanaged2<float> du) {
   const int cols = static_cast<int>(g.extent(1));
+  if (on_avx512_rows("swiglu_backward", g.extent(0), [=](std::int64_t n) {
+        avx512::swiglu_backward_row(g.data() + n * g.stride_0(), u.data() + n * u.stride_0(),
+                                    ds.data() + n * ds.stride_0(), dg.data() + n * dg.stride_0(),
+                                    du.data() + n * du.stride_0(), cols);
+      })) {
+    return;
+  }
   Kokkos::parallel_for(
       "swiglu_backward", one_team_per_row(g.extent(0)), KOKKOS_LAMBDA(const Member& m) {
         const int n = m.league_rank();
@@ -65,6 +84,12 @@ namespace shardft {
 
 void swiglu_forward_packed(Unmanaged2<const float> gu, Unmanaged2<float> s) {
   const int cols = static_cast<int>(s.extent(1));
+  if (on_avx512_rows("swiglu_forward_packed", s.extent(0), [=](std::int64_t n) {
+        const float* g = gu.data() + n * gu.stride_0();
+        avx512::swiglu_forward_row(g, g + cols, s.data() + n * s.stride_0(), cols);
+      })) {
+    return;
+  }
   Kokkos::parallel_for(
       "swiglu_forward_packed", one_team_per_row(s.extent(0)), KOKKOS_LAMBDA(const Member& m) {
         const int n = m.league_rank();
@@ -77,6 +102,12 @@ void swiglu_forward_packed(Unmanaged2<const float> gu, Unmanaged2<float> s) {
 
 void swiglu_backward_packed_inplace(Unmanaged2<float> gu, Unmanaged2<const float> ds) {
   const int cols = static_cast<int>(ds.extent(1));
+  if (on_avx512_rows("swiglu_backward_packed_inplace", ds.extent(0), [=](std::int64_t n) {
+        float* g = gu.data() + n * gu.stride_0();
+        avx512::swiglu_backward_row(g, g + cols, ds.data() + n * ds.stride_0(), g, g + cols, cols);
+      })) {
+    return;
+  }
   Kokkos::parallel_for(
       "swiglu_backward_packed_inplace", one_team_per_row(ds.extent(0)), KOKKOS_LAMBDA(const Member& m) {
         const int n = m.league_rank();

@@ -4,6 +4,7 @@
 
 #include "kernels/bf16_pack.hpp"
 #include "kernels/gate_exp.hpp"
+#include "kernels/swiglu_host_rows.hpp"
 
 namespace shardft {
 
@@ -113,6 +114,13 @@ void backward_rows(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf
 
 void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
   check(gu.extent(0), gu.extent(1), s.extent(0), s.extent(1), "swiglu_forward_packed_bf16");
+  const std::int64_t width = static_cast<std::int64_t>(s.extent(1));
+  if (swiglu_detail::on_avx512_rows("swiglu_forward_packed_bf16", s.extent(0), [=](std::int64_t n) {
+        const std::uint16_t* g = &(gu.data() + n * gu.stride_0())->bits;
+        avx512::swiglu_forward_row_bf16(g, g + width, &(s.data() + n * s.stride_0())->bits, width);
+      })) {
+    return;
+  }
   if constexpr (!kComputeOnDevice) {
     forward_rows(gu, s);
     return;
@@ -129,6 +137,14 @@ void swiglu_forward_packed_bf16(Unmanaged2<const bf16> gu, Unmanaged2<bf16> s) {
 void swiglu_backward_packed_bf16(Unmanaged2<bf16> gu, Unmanaged2<const bf16> ds, Unmanaged2<bf16> s) {
   check(gu.extent(0), gu.extent(1), ds.extent(0), ds.extent(1), "swiglu_backward_packed_bf16");
   check(gu.extent(0), gu.extent(1), s.extent(0), s.extent(1), "swiglu_backward_packed_bf16");
+  const std::int64_t width = static_cast<std::int64_t>(ds.extent(1));
+  if (swiglu_detail::on_avx512_rows("swiglu_backward_packed_bf16", ds.extent(0), [=](std::int64_t n) {
+        std::uint16_t* g = &(gu.data() + n * gu.stride_0())->bits;
+        avx512::swiglu_backward_row_bf16(g, g + width, &(ds.data() + n * ds.stride_0())->bits, g, g + width,
+                                         &(s.data() + n * s.stride_0())->bits, width);
+      })) {
+    return;
+  }
   if constexpr (!kComputeOnDevice) {
     backward_rows(gu, ds, s);
     return;

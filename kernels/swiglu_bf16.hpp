@@ -6,6 +6,8 @@
 // so the values equal the fp32 kernels' outputs rounded to bf16.
 //   forward:   s = silu(g) * u = g / (1 + exp(-g)) * u
 //   backward:  du = ds * g * sig(g);  dg = ds * u * sig(g) * (1 + g * (1 - sig(g)))
+// Where the host has AVX-512 BF16, both these and the fp32 kernels run kernels/avx512_swiglu.hpp's rows
+// (silu = g sig there, one division), which keeps the bf16 values the fp32 ones rounded once.
 // One thread per pack of 8 consecutive columns of s (16-byte loads and stores, kernels/bf16_pack.hpp;
 // one column where rows are not 16-byte aligned), so neighbouring threads touch neighbouring columns of
 // each half.
