@@ -6,8 +6,8 @@
 //   sig = 1 / (1 + exp(-g)),  silu = g sig
 //   forward:   s = silu u
 //   backward:  du = ds silu;  dg = ds u sig (1 + g (1 - sig))
-// exp is a degree-7 Taylor polynomial after reducing by ln2 (within 2 ulp over [-87, 88], the range g is
-// clamped to; NaN stays NaN). Each step reads all of its 16 columns' inputs before it writes an output, so
+// exp is kernels/cpu/avx512_exp.hpp's (about 2e-7 relative; 0 below e^-87, so sig is 1 there; a NaN g
+// gives NaN outputs). Each step reads all of its 16 columns' inputs before it writes an output, so
 // dg and du may be g and u, and s may be ds.
 #include <cstdint>
 

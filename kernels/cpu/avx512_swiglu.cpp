@@ -1,12 +1,13 @@
 // SwiGLU's rows on AVX-512 (kernels/avx512_swiglu.hpp). The generic host loops (kernels/swiglu*.cpp) are
 // bound by their instruction count, not by memory: GCC's vectorised exp keeps its NaN-safe clamps and
 // exponent arithmetic as masked blends and integer ops, a rounding to bf16 costs ten integer ops, and
-// every 512-bit op issues on the same two ports. Here the clamp is two min/max, 2^k one scalef, the
-// rounding one vcvtneps2bf16, and one division makes both sig and silu.
+// every 512-bit op issues on the same two ports. Here the exp is kernels/cpu/avx512_exp.hpp's (2^k one
+// scalef), the rounding one vcvtneps2bf16, and one division makes both sig and silu.
 #include <immintrin.h>
 
 #include "kernels/avx512_swiglu.hpp"
 #include "kernels/blas_core.hpp"
+#include "kernels/cpu/avx512_exp.hpp"
 
 #define SHARDFT_AVX512_SWIGLU_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
@@ -14,25 +15,10 @@ namespace shardft::avx512 {
 
 namespace {
 
-// sig = 1 / (1 + e^-x) on 16 lanes: -x = k ln2 + r (k = round(-x / ln2), ln2 in two parts so k ln2_hi is
-// exact), e^r by its Taylor series to r^7, times 2^k by scalef. min/max return their second operand for a
-// NaN, so NaN passes the clamp.
+// sig = 1 / (1 + e^-x) on 16 lanes (NaN stays NaN: e^-x is 0 for it, and g carries it into every output).
 SHARDFT_AVX512_SWIGLU_TARGET inline __m512 sigmoid(__m512 x) {
-  x = _mm512_min_ps(_mm512_set1_ps(87.f), _mm512_max_ps(_mm512_set1_ps(-88.f), x));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(-1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmsub_ps(k, _mm512_set1_ps(0.693145751953125f), x);  // -x - k ln2_hi
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860682030941723e-06f), r);
-  __m512 p = _mm512_set1_ps(1.f / 5040.f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
   const __m512 one = _mm512_set1_ps(1.f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, _mm512_scalef_ps(p, k)));
+  return _mm512_div_ps(one, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), x))));
 }
 
 struct Backward {
@@ -44,9 +30,9 @@ SHARDFT_AVX512_SWIGLU_TARGET inline Backward backward(__m512 g, __m512 u, __m512
   return {_mm512_mul_ps(silu, u), _mm512_mul_ps(ds, silu), _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(ds, u), sig), slope)};
 }
 
-// The lanes of the step at j: all 16, or the row's last n - j.
-inline __mmask16 lanes(std::int64_t j, std::int64_t n) {
-  return n - j >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
+// The last step of a row of n: its lanes as a mask (n % 16 of them, or all).
+inline __mmask16 last_lanes(std::int64_t n) {
+  return n % 16 == 0 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n % 16)) - 1);
 }
 
 SHARDFT_AVX512_SWIGLU_TARGET inline __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
@@ -58,25 +44,32 @@ SHARDFT_AVX512_SWIGLU_TARGET inline void store(std::uint16_t* p, __mmask16 m, __
   _mm256_mask_storeu_epi16(p, m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
 }
 
+// step(j, mask) over a row of n in steps of 16: every full step with a constant mask (the compiler drops
+// it), then the row's last, partial step.
+template <class Step>
+SHARDFT_AVX512_SWIGLU_TARGET inline void over_row(std::int64_t n, const Step& step) {
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16) step(j, __mmask16(0xffff));
+  if (j < n) step(j, last_lanes(n));
+}
+
 template <class T>
 SHARDFT_AVX512_SWIGLU_TARGET void forward_row(const T* g, const T* u, T* s, std::int64_t n) {
-  for (std::int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = lanes(j, n);
+  over_row(n, [&](std::int64_t j, __mmask16 m) SHARDFT_AVX512_SWIGLU_TARGET {
     const __m512 x = load(g + j, m);
     store(s + j, m, _mm512_mul_ps(_mm512_mul_ps(x, sigmoid(x)), load(u + j, m)));
-  }
+  });
 }
 
 template <class T>
 SHARDFT_AVX512_SWIGLU_TARGET void backward_row(const T* g, const T* u, const T* ds, T* dg, T* du, T* s,
                                                std::int64_t n) {
-  for (std::int64_t j = 0; j < n; j += 16) {
-    const __mmask16 m = lanes(j, n);
+  over_row(n, [&](std::int64_t j, __mmask16 m) SHARDFT_AVX512_SWIGLU_TARGET {
     const Backward b = backward(load(g + j, m), load(u + j, m), load(ds + j, m));
     if (s != nullptr) store(s + j, m, b.s);
     store(du + j, m, b.du);
     store(dg + j, m, b.dg);
-  }
+  });
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/avx512_exp.hpp"
 #include "kernels/seq_ranges.hpp"
 
 #ifndef SHARDFT_FLASH_TARGET
@@ -25,6 +26,8 @@
 namespace shardft {
 namespace {
 namespace flash {
+
+using avx512::exp_ps;
 
 constexpr int kTile = 64;  // queries and keys per tile
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -59,27 +62,6 @@ inline void mask(float* St, int j0, int i0, int T, const std::int32_t* sid, bool
     const std::int32_t* si = sid + i0;
     for (int r = begin; r < end; ++r) row[r] = si[r] != sj ? -kInf : row[r];
   }
-}
-
-// e^x on 16 lanes: x = n ln2 + r (n = round(x / ln2), ln2 in two parts so n ln2 is exact, |r| <= ln2 / 2),
-// e^r by its Taylor series to r^6 (relative error about 2e-7), times 2^n by scalef. Below -87 (a masked
-// score's -inf included) the result is 0: e^x would be a denormal there, which costs the CPU a microcode
-// assist per lane to produce (and which the bf16 conversion and TDPBF16PS read as 0 anyway).
-SHARDFT_FLASH_TARGET inline __m512 exp_ps(__m512 x) {
-  const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.f), _CMP_GE_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.f)), _mm512_set1_ps(88.f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-06f), r);
-  __m512 p = _mm512_set1_ps(1.f / 720.f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  return _mm512_maskz_mov_ps(normal, _mm512_scalef_ps(p, n));
 }
 
 // The forward's online softmax over one query tile, a column per query, with each query's running max m
