@@ -8,8 +8,9 @@
 #include "kernels/avx512_swiglu.hpp"
 #include "kernels/blas_core.hpp"
 #include "kernels/cpu/avx512_exp.hpp"
+#include "kernels/cpu/avx512_rows.hpp"
 
-#define SHARDFT_AVX512_SWIGLU_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define SHARDFT_AVX512_SWIGLU_TARGET SHARDFT_AVX512_ROWS_TARGET
 
 namespace shardft::avx512 {
 
@@ -28,29 +29,6 @@ SHARDFT_AVX512_SWIGLU_TARGET inline Backward backward(__m512 g, __m512 u, __m512
   const __m512 sig = sigmoid(g), silu = _mm512_mul_ps(g, sig), one = _mm512_set1_ps(1.f);
   const __m512 slope = _mm512_fmadd_ps(g, _mm512_sub_ps(one, sig), one);  // 1 + g (1 - sig)
   return {_mm512_mul_ps(silu, u), _mm512_mul_ps(ds, silu), _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(ds, u), sig), slope)};
-}
-
-// The last step of a row of n: its lanes as a mask (n % 16 of them, or all).
-inline __mmask16 last_lanes(std::int64_t n) {
-  return n % 16 == 0 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n % 16)) - 1);
-}
-
-SHARDFT_AVX512_SWIGLU_TARGET inline __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-SHARDFT_AVX512_SWIGLU_TARGET inline void store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
-SHARDFT_AVX512_SWIGLU_TARGET inline __m512 load(const std::uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-SHARDFT_AVX512_SWIGLU_TARGET inline void store(std::uint16_t* p, __mmask16 m, __m512 v) {
-  _mm256_mask_storeu_epi16(p, m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
-}
-
-// step(j, mask) over a row of n in steps of 16: every full step with a constant mask (the compiler drops
-// it), then the row's last, partial step.
-template <class Step>
-SHARDFT_AVX512_SWIGLU_TARGET inline void over_row(std::int64_t n, const Step& step) {
-  std::int64_t j = 0;
-  for (; j + 16 <= n; j += 16) step(j, __mmask16(0xffff));
-  if (j < n) step(j, last_lanes(n));
 }
 
 template <class T>
