@@ -1,6 +1,6 @@
 #pragma once
 // SwiGLU's rows on the host's AVX-512 (kernels/swiglu.hpp's formulas, 16 columns per step): the host path of
-// the fp32 and the bf16 SwiGLU kernels where the CPU has AVX-512F, BW and BF16. Both dtypes run the same
+// the fp32 and the bf16 SwiGLU kernels where the CPU has AVX-512F, BW, VL and BF16. Both dtypes run the same
 // vector expressions, so a bf16 output is the fp32 one rounded once (vcvtneps2bf16: round to nearest even,
 // like bf16::round_bits; an fp32 subnormal result becomes a signed zero):
 //   sig = 1 / (1 + exp(-g)),  silu = g sig
@@ -13,7 +13,7 @@
 
 namespace shardft::avx512 {
 
-// Whether these rows run here (the build has them, the CPU has AVX-512F, BW and BF16).
+// Whether these rows run here (the build has them, the CPU has AVX-512F, BW, VL and BF16).
 bool swiglu_fits();
 
 void swiglu_forward_row(const float* g, const float* u, float* s, std::int64_t n);

@@ -1,6 +1,6 @@
 #pragma once
-// Rows of fp32 or bf16 values on AVX-512, 16 lanes per step, shared by the host's elementwise AVX-512
-// kernels (kernels/cpu/avx512_swiglu.cpp, kernels/cpu/avx512_cross_entropy.cpp): bf16 read by widening
+// Rows of fp32 or bf16 values on AVX-512, 16 lanes per step, for the host's elementwise AVX-512 kernels
+// (kernels/cpu/avx512_swiglu.cpp): bf16 read by widening
 // and written with vcvtneps2bf16 (round to nearest even; an fp32 subnormal becomes a signed zero), so a
 // kernel's bf16 outputs are its fp32 ones rounded once. Only code that runs on a CPU with AVX-512F, BW and
 // BF16 may call these.
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#define SHARDFT_AVX512_ROWS_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define SHARDFT_AVX512_ROWS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace shardft::avx512 {
 
