@@ -13,21 +13,12 @@
 // with the same sample id (packed samples).
 #include <cstdint>
 
+#include "kernels/attention_group.hpp"
+
 namespace shardft::amx {
 
-// One sequence's rows: k and v [seq, head_dim] of one kv head (rows ld apart), and the query heads that
-// share it: head h's q at q + h * head_dim (rows ldq apart). Values are bf16 bits.
-struct AttentionGroup {
-  int seq = 0, head_dim = 0, heads = 0;
-  float scale = 0.f;
-  const std::int32_t* seq_ids = nullptr;  // [seq]
-  const std::uint16_t* q = nullptr;
-  std::int64_t ldq = 0;
-  const std::uint16_t* k = nullptr;
-  std::int64_t ldk = 0;
-  const std::uint16_t* v = nullptr;
-  std::int64_t ldv = 0;
-};
+// One (sequence, kv head) group, values as bf16 bits (kernels/attention_group.hpp).
+using AttentionGroup = AttentionGroupOf<std::uint16_t>;
 
 // Whether these kernels take the head dimension (a multiple of 32 up to 256) and run here
 // (amx::available()).

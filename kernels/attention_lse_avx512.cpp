@@ -1,37 +1,20 @@
 // The fp32 memory-efficient attention on the fused AVX-512 kernels (kernels/avx512_attention_fp32.hpp):
 // one call per (sequence, kv head) group over the views' host pointers. Math and shapes:
 // kernels/attention_lse.hpp.
-#include <cmath>
-
 #include "kernels/attention_lse.hpp"
+#include "kernels/attention_lse_groups.hpp"
 #include "kernels/avx512_attention_fp32.hpp"
 
 namespace shardft {
 
 namespace {
 
-// Group (b, g): its rows, its kv head's columns and its query heads' columns.
+using attention_groups::first_stat;
+
+// Group (b, g) of the fp32 views.
 avx512::AttentionGroup group_of(const AttentionShape& s, Unmanaged2<const float> q, Unmanaged2<const float> k,
                                 Unmanaged2<const float> v, Unmanaged1<const std::int32_t> seq_ids, int b, int g) {
-  const std::int64_t row0 = static_cast<std::int64_t>(b) * s.seq, hd = s.head_dim, group = s.heads / s.kv_heads;
-  avx512::AttentionGroup a;
-  a.seq = s.seq;
-  a.head_dim = s.head_dim;
-  a.heads = static_cast<int>(group);
-  a.scale = 1.f / std::sqrt(static_cast<float>(s.head_dim));
-  a.seq_ids = seq_ids.data() + row0;
-  a.ldq = static_cast<std::int64_t>(q.stride_0());
-  a.q = q.data() + row0 * a.ldq + g * group * hd;
-  a.ldk = static_cast<std::int64_t>(k.stride_0());
-  a.k = k.data() + row0 * a.ldk + g * hd;
-  a.ldv = static_cast<std::int64_t>(v.stride_0());
-  a.v = v.data() + row0 * a.ldv + g * hd;
-  return a;
-}
-
-// lse and D [(b * H + h) * T + i]: group g's first head's run.
-std::int64_t first_stat(const AttentionShape& s, int b, int g) {
-  return (static_cast<std::int64_t>(b) * s.heads + static_cast<std::int64_t>(g) * (s.heads / s.kv_heads)) * s.seq;
+  return attention_groups::group_of<float>(s, q, k, v, seq_ids.data(), b, g);
 }
 
 }  // namespace

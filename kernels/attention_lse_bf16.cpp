@@ -22,6 +22,7 @@
 #include <string>
 
 #include "kernels/amx_attention_bf16.hpp"
+#include "kernels/attention_lse_groups.hpp"
 #include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_lse.hpp"
 #include "kernels/elementwise.hpp"
@@ -101,28 +102,11 @@ void check_rows_contiguous(std::initializer_list<std::size_t> element_strides, c
   }
 }
 
-// The (sequence, kv head) groups on the fused AMX kernels (kernels/amx_attention_bf16.hpp): each group's
-// rows, its kv head's columns and its query heads' columns, and its heads' runs of lse and D.
+// The (sequence, kv head) groups on the fused AMX kernels (kernels/amx_attention_bf16.hpp).
+using attention_groups::first_stat;
 amx::AttentionGroup group_of(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
                              Strided2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, int b, int g) {
-  const std::int64_t row0 = static_cast<std::int64_t>(b) * s.seq, hd = s.head_dim, group = s.heads / s.kv_heads;
-  amx::AttentionGroup a;
-  a.seq = s.seq;
-  a.head_dim = s.head_dim;
-  a.heads = static_cast<int>(group);
-  a.scale = 1.f / std::sqrt(static_cast<float>(s.head_dim));
-  a.seq_ids = seq_ids.data() + row0;
-  a.q = &(q.data() + row0 * q.stride_0() + g * group * hd)->bits;
-  a.ldq = static_cast<std::int64_t>(q.stride_0());
-  a.k = &(k.data() + row0 * k.stride_0() + g * hd)->bits;
-  a.ldk = static_cast<std::int64_t>(k.stride_0());
-  a.v = &(v.data() + row0 * v.stride_0() + g * hd)->bits;
-  a.ldv = static_cast<std::int64_t>(v.stride_0());
-  return a;
-}
-// lse and D [(b * H + h) * T + i]: group g's first head's run.
-std::int64_t first_stat(const AttentionShape& s, int b, int g) {
-  return (static_cast<std::int64_t>(b) * s.heads + static_cast<std::int64_t>(g) * (s.heads / s.kv_heads)) * s.seq;
+  return attention_groups::group_of<std::uint16_t>(s, q, k, v, seq_ids.data(), b, g);
 }
 
 void fused_forward(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k, Strided2<const bf16> v,

@@ -13,21 +13,12 @@
 // A key is visible from a query at or after it with the same sample id (packed samples).
 #include <cstdint>
 
+#include "kernels/attention_group.hpp"
+
 namespace shardft::avx512 {
 
-// One sequence's rows: k and v [seq, head_dim] of one kv head (rows ld apart), and the query heads that
-// share it: head h's q at q + h * head_dim (rows ldq apart).
-struct AttentionGroup {
-  int seq = 0, head_dim = 0, heads = 0;
-  float scale = 0.f;
-  const std::int32_t* seq_ids = nullptr;  // [seq]
-  const float* q = nullptr;
-  std::int64_t ldq = 0;
-  const float* k = nullptr;
-  std::int64_t ldk = 0;
-  const float* v = nullptr;
-  std::int64_t ldv = 0;
-};
+// One (sequence, kv head) group, fp32 values (kernels/attention_group.hpp).
+using AttentionGroup = AttentionGroupOf<float>;
 
 // Whether these kernels take the head dimension (a multiple of 16 up to 256) and run here (AVX-512F).
 bool attention_fits(int head_dim);
