@@ -103,7 +103,8 @@ void check_rows_contiguous(std::initializer_list<std::size_t> element_strides, c
 }
 
 // The (sequence, kv head) groups on the fused AMX kernels (kernels/amx_attention_bf16.hpp).
-using attention_groups::first_stat;
+using attention_groups::at;
+using attention_groups::for_each_group;
 amx::AttentionGroup group_of(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
                              Strided2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, int b, int g) {
   return attention_groups::group_of<std::uint16_t>(s, q, k, v, seq_ids.data(), b, g);
@@ -111,32 +112,24 @@ amx::AttentionGroup group_of(const AttentionShape& s, Strided2<const bf16> q, St
 
 void fused_forward(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k, Strided2<const bf16> v,
                    Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o, Unmanaged1<float> lse) {
-  const std::int64_t hd = s.head_dim, group = s.heads / s.kv_heads, ldo = static_cast<std::int64_t>(o.stride_0());
-  for (int b = 0; b < s.batch; ++b) {
-    for (int g = 0; g < s.kv_heads; ++g) {
-      const std::int64_t row0 = static_cast<std::int64_t>(b) * s.seq;
-      amx::attention_forward(group_of(s, q, k, v, seq_ids, b, g), &(o.data() + row0 * ldo + g * group * hd)->bits,
-                             ldo, lse.data() + first_stat(s, b, g), s.seq);
-    }
-  }
+  const std::int64_t heads = s.heads / s.kv_heads * s.head_dim;  // a group's query columns
+  for_each_group(s, [&](int b, int g, std::int64_t row0, std::int64_t first) {
+    amx::attention_forward(group_of(s, q, k, v, seq_ids, b, g), at(o, row0, g * heads),
+                           static_cast<std::int64_t>(o.stride_0()), lse.data() + first, s.seq);
+  });
 }
 
 void fused_backward(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k, Strided2<const bf16> v,
                     Unmanaged1<const std::int32_t> seq_ids, Unmanaged1<const float> lse, Unmanaged2<const bf16> dout,
                     Strided2<bf16> dq, Strided2<bf16> dk, Strided2<bf16> dv, Unmanaged1<const float> delta) {
-  const std::int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
-  const std::int64_t ldd = static_cast<std::int64_t>(dout.stride_0()), lddq = static_cast<std::int64_t>(dq.stride_0());
-  const std::int64_t lddk = static_cast<std::int64_t>(dk.stride_0()), lddv = static_cast<std::int64_t>(dv.stride_0());
-  for (int b = 0; b < s.batch; ++b) {
-    for (int g = 0; g < s.kv_heads; ++g) {
-      const std::int64_t row0 = static_cast<std::int64_t>(b) * s.seq, first = first_stat(s, b, g);
-      amx::attention_backward(group_of(s, q, k, v, seq_ids, b, g), &(dout.data() + row0 * ldd + g * group * hd)->bits,
-                              ldd, lse.data() + first, delta.data() + first, s.seq,
-                              &(dq.data() + row0 * lddq + g * group * hd)->bits, lddq,
-                              &(dk.data() + row0 * lddk + g * hd)->bits, lddk,
-                              &(dv.data() + row0 * lddv + g * hd)->bits, lddv);
-    }
-  }
+  const std::int64_t heads = s.heads / s.kv_heads * s.head_dim, hd = s.head_dim;
+  for_each_group(s, [&](int b, int g, std::int64_t row0, std::int64_t first) {
+    amx::attention_backward(group_of(s, q, k, v, seq_ids, b, g), at(dout, row0, g * heads),
+                            static_cast<std::int64_t>(dout.stride_0()), lse.data() + first, delta.data() + first,
+                            s.seq, at(dq, row0, g * heads), static_cast<std::int64_t>(dq.stride_0()),
+                            at(dk, row0, g * hd), static_cast<std::int64_t>(dk.stride_0()), at(dv, row0, g * hd),
+                            static_cast<std::int64_t>(dv.stride_0()));
+  });
 }
 
 }  // namespace

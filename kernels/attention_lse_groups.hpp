@@ -17,6 +17,12 @@ inline float* element(float* p) { return p; }
 inline const std::uint16_t* element(const bf16* p) { return &p->bits; }
 inline std::uint16_t* element(bf16* p) { return &p->bits; }
 
+// Row `row`, column `col` of a view of rows, as the fused kernels take the address.
+template <class View>
+auto at(const View& x, std::int64_t row, std::int64_t col) {
+  return element(x.data() + row * static_cast<std::int64_t>(x.stride_0()) + col);
+}
+
 // Group (b, g) of q, k, v (views of [B*T, H*hd] and [B*T, G*hd] rows): its rows, its kv head's columns and
 // its query heads' columns.
 template <class T, class View>
@@ -29,18 +35,27 @@ AttentionGroupOf<T> group_of(const AttentionShape& s, const View& q, const View&
   a.heads = static_cast<int>(group);
   a.scale = 1.f / std::sqrt(static_cast<float>(s.head_dim));
   a.seq_ids = seq_ids + row0;
+  a.q = at(q, row0, g * group * hd);
   a.ldq = static_cast<std::int64_t>(q.stride_0());
-  a.q = element(q.data() + row0 * a.ldq + g * group * hd);
+  a.k = at(k, row0, g * hd);
   a.ldk = static_cast<std::int64_t>(k.stride_0());
-  a.k = element(k.data() + row0 * a.ldk + g * hd);
+  a.v = at(v, row0, g * hd);
   a.ldv = static_cast<std::int64_t>(v.stride_0());
-  a.v = element(v.data() + row0 * a.ldv + g * hd);
   return a;
 }
 
 // lse and D [(b * H + h) * T + i]: group g's first head's run.
 inline std::int64_t first_stat(const AttentionShape& s, int b, int g) {
   return (static_cast<std::int64_t>(b) * s.heads + static_cast<std::int64_t>(g) * (s.heads / s.kv_heads)) * s.seq;
+}
+
+// f(b, g, row0, first) for every (sequence b, kv head g) group, row0 its first row and first its first
+// head's offset in lse and D.
+template <class F>
+void for_each_group(const AttentionShape& s, const F& f) {
+  for (int b = 0; b < s.batch; ++b) {
+    for (int g = 0; g < s.kv_heads; ++g) f(b, g, static_cast<std::int64_t>(b) * s.seq, first_stat(s, b, g));
+  }
 }
 
 }  // namespace shardft::attention_groups

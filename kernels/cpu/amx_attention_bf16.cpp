@@ -276,7 +276,8 @@ SHARDFT_AMX_ATTENTION_TARGET void backward_group(const AttentionGroup& g, const 
 }  // namespace
 
 bool attention_fits(int head_dim) {
-  return available() && host_cpu_features().avx512_bf16 && head_dim >= 32 && head_dim <= 256 &&
+  static const bool cpu_has = host_cpu_features().avx512_bf16;  // CPUID once: in a VM each one traps
+  return available() && cpu_has && head_dim >= 32 && head_dim <= 256 &&
          head_dim % 32 == 0;
 }
 

@@ -274,7 +274,8 @@ SHARDFT_AVX512_ATTENTION_TARGET void backward_group(const AttentionGroup& g, con
 }  // namespace
 
 bool attention_fits(int head_dim) {
-  return host_cpu_features().avx512f && head_dim >= 16 && head_dim <= 256 && head_dim % 16 == 0;
+  static const bool cpu_has = host_cpu_features().avx512f;  // CPUID once: in a VM each one traps
+  return cpu_has && head_dim >= 16 && head_dim <= 256 && head_dim % 16 == 0;
 }
 
 void attention_forward(const AttentionGroup& g, float* o, std::int64_t ldo, float* lse, std::int64_t lse_head) {

@@ -53,8 +53,11 @@ SHARDFT_AVX512_SWIGLU_TARGET void backward_row(const T* g, const T* u, const T* 
 }  // namespace
 
 bool swiglu_fits() {
-  const CpuFeatures f = host_cpu_features();
-  return f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
+  static const bool fits = [] {  // CPUID once (asked per kernel call; in a VM each CPUID traps)
+    const CpuFeatures f = host_cpu_features();
+    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
+  }();
+  return fits;
 }
 
 void swiglu_forward_row(const float* g, const float* u, float* s, std::int64_t n) { forward_row(g, u, s, n); }
