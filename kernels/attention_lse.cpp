@@ -8,8 +8,8 @@
 #include "kernels/amx_attention_bf16.hpp"
 #include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_flash.hpp"
-
 #include "kernels/math.hpp"
+#include "kernels/striped_dot.hpp"
 
 namespace shardft {
 
@@ -65,15 +65,14 @@ void attention_lse_delta(const AttentionShape& s, Unmanaged2<const float> o, Unm
                          Unmanaged1<float> delta) {
   const int T = s.seq, H = s.heads, hd = s.head_dim;
   const std::int64_t ldo = o.stride_0(), ldd = dout.stride_0();
+  // Row by row, so o and dout are read in memory order (a head's rows lie H * head_dim floats apart).
   for (int b = 0; b < s.batch; ++b) {
-    for (int h = 0; h < H; ++h) {
-      for (int i = 0; i < T; ++i) {
-        const std::int64_t row = static_cast<std::int64_t>(b) * T + i;
+    for (int i = 0; i < T; ++i) {
+      const std::int64_t row = static_cast<std::int64_t>(b) * T + i;
+      for (int h = 0; h < H; ++h) {
         const float* doi = dout.data() + row * ldd + h * hd;
         const float* oi = o.data() + row * ldo + h * hd;
-        float d = 0.f;
-        for (int e = 0; e < hd; ++e) d += doi[e] * oi[e];
-        delta((static_cast<std::int64_t>(b) * H + h) * T + i) = d;
+        delta((static_cast<std::int64_t>(b) * H + h) * T + i) = striped_dot(doi, oi, hd);
       }
     }
   }

@@ -27,6 +27,7 @@
 #include "kernels/attention_lse.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/kernel_scratch.hpp"
+#include "kernels/striped_dot.hpp"
 
 namespace shardft {
 
@@ -197,9 +198,7 @@ void attention_backward_lse_bf16(const AttentionShape& s, Strided2<const bf16> q
     for (std::int64_t h = 0; h < H; ++h) {
       const bf16* doi = dout.data() + row * dout.stride_0() + h * hd;
       const bf16* oi = o.data() + row * o.stride_0() + h * hd;
-      float d = 0.f;
-      for (std::int64_t e = 0; e < hd; ++e) d += bf16::to_float(doi[e].bits) * bf16::to_float(oi[e].bits);
-      delta((b * H + h) * T + i) = d;
+      delta((b * H + h) * T + i) = striped_dot(doi, oi, hd);
     }
   }
   if (amx::attention_fits(s.head_dim)) return fused_backward(s, q, k, v, seq_ids, lse, dout, dq, dk, dv, delta);
