@@ -9,12 +9,17 @@
 //
 // bf16 logits move in 16-byte packs of eight (bf16_pack.hpp) where a row starts 16-byte aligned: an
 // eighth of the memory instructions on a GPU, the same operations in the same order on one thread.
+// Where the host has AVX-512 (F, BW, VL, BF16), the rows run on kernels/avx512_cross_entropy.hpp's loops
+// instead (libm's expf per logit, twice, kept the team kernels scalar there; and a Serial team's one
+// running sum per row loses digits over a real vocabulary that 16 lanes keep).
 #include "kernels/cross_entropy.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
+#include "kernels/avx512_cross_entropy.hpp"
 #include "kernels/bf16_pack.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/elementwise.hpp"
@@ -232,11 +237,58 @@ void forward_backward_rows(const char* name, Unmanaged2<T> logits, Unmanaged1<co
   add_scalar(loss_sum, part);
 }
 
+// A row's logits as kernels/avx512_cross_entropy.hpp takes them.
+inline const float* row_bits(const float* z) { return z; }
+inline float* row_bits(float* z) { return z; }
+inline const std::uint16_t* row_bits(const bf16* z) { return &z->bits; }
+inline std::uint16_t* row_bits(bf16* z) { return &z->bits; }
+
+// Where the host has AVX-512 (F, BW, VL, BF16): every row on kernels/avx512_cross_entropy.hpp's loops
+// (the fp32 and the bf16 kernels alike, so a bf16 row's loss stays its widening's), each row's loss added
+// in double in row order as the team kernels add theirs, the gradient written over the logits where
+// `backward`; and true. False elsewhere and on a GPU (a template, so that a GPU build never instantiates
+// the host loop).
+template <class T>
+bool on_avx512_rows(const char* name, Unmanaged2<T> logits, Unmanaged1<const std::int32_t> targets, bool backward,
+                    float grad_scale, Unmanaged1<double> loss_sum) {
+  if constexpr (kComputeOnDevice) {
+    return false;
+  } else {
+    if (!avx512::cross_entropy_fits()) return false;
+    const std::int64_t vocab = static_cast<std::int64_t>(logits.extent(1));
+    const std::int64_t ld = static_cast<std::int64_t>(logits.stride_0());
+    T* const base = logits.data();
+    const auto part = kernel_scratch<double>("cross_entropy_loss_part", 1);
+    Kokkos::parallel_reduce(
+        name, Kokkos::RangePolicy<ExecSpace>(0, static_cast<std::int64_t>(logits.extent(0))),
+        [=](const std::int64_t n, double& acc) {
+          const std::int32_t t = targets(n);
+          T* z = base + n * ld;
+          if (t == kIgnoreIndex) {
+            if constexpr (!std::is_const<T>::value) {
+              if (backward) std::fill(z, z + vocab, T(0.f));
+            }
+            return;
+          }
+          const float zt = static_cast<float>(z[t]);  // before the gradient is written over it
+          const float lse = avx512::row_logsumexp(row_bits(z), vocab);
+          acc += static_cast<double>(lse - zt);
+          if constexpr (!std::is_const<T>::value) {
+            if (backward) avx512::row_softmax_gradient(row_bits(z), vocab, lse, t, grad_scale);
+          }
+        },
+        Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(part.data()));
+    add_scalar(loss_sum, part);
+    return true;
+  }
+}
+
 // bf16 rows in packs of eight where every row starts 16-byte aligned, else element by element.
 template <class T>
 void forward_any(const char* name, Unmanaged2<const T> logits, Unmanaged1<const std::int32_t> targets,
                  Unmanaged1<double> loss_sum) {
   check_shapes(name, logits.extent(0), logits.extent(1), targets.extent(0));
+  if (on_avx512_rows(name, logits, targets, false, 0.f, loss_sum)) return;
   if constexpr (std::is_same<T, bf16>::value) {
     if (bf16_pack_fits(static_cast<std::int64_t>(logits.extent(1)), {logits.data()})) {
       return forward_rows<T, kBf16PackWidth>(name, logits, targets, loss_sum);
@@ -249,6 +301,7 @@ template <class T>
 void forward_backward_any(const char* name, Unmanaged2<T> logits, Unmanaged1<const std::int32_t> targets,
                           float grad_scale, Unmanaged1<double> loss_sum) {
   check_shapes(name, logits.extent(0), logits.extent(1), targets.extent(0));
+  if (on_avx512_rows(name, logits, targets, true, grad_scale, loss_sum)) return;
   if constexpr (std::is_same<T, bf16>::value) {
     if (bf16_pack_fits(static_cast<std::int64_t>(logits.extent(1)), {logits.data()})) {
       return forward_backward_rows<T, kBf16PackWidth>(name, logits, targets, grad_scale, loss_sum);
