@@ -45,7 +45,12 @@ void install_stop_signal_handlers() {
   ::sigprocmask(SIG_UNBLOCK, &stop_signal_set(), nullptr);
 }
 
-void hold_stop_signals_for_exec() { ::sigprocmask(SIG_BLOCK, &stop_signal_set(), nullptr); }
+void hold_stop_signals_for_exec() {
+  ::sigprocmask(SIG_BLOCK, &stop_signal_set(), nullptr);
+  // One already caught lives only in this image's flag, which the exec drops: raised again while blocked,
+  // it is pending, and a pending signal survives the exec.
+  if (const int sig = g_stop.load()) ::raise(sig);
+}
 
 int stop_signal() { return g_stop.load(); }
 

@@ -13,7 +13,8 @@ namespace shardft {
 void install_stop_signal_handlers();
 // Blocks the three signals before the process re-executes itself (an exec resets handlers to the
 // default, which kills): one that arrives while the new image loads stays pending until its
-// install_stop_signal_handlers, instead of ending the run with exit 143.
+// install_stop_signal_handlers, instead of ending the run with exit 143; one already caught is made
+// pending again, so that the new image sees it too.
 void hold_stop_signals_for_exec();
 // The first stop signal this process got (SIGTERM, SIGINT or SIGUSR1), 0 when none.
 int stop_signal();

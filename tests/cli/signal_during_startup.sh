@@ -14,7 +14,15 @@ for sig in TERM USR1; do
   "$bin" train --config jobs/recipes/default.yaml --max_steps 50 --do_eval false --output_dir "$tmp/$sig" \
     > "$tmp/$sig.log" 2>&1 &
   pid=$!
-  sleep 0.15
+  # As soon as the process has its handlers (SigCgt in /proc), still before MPI and Kokkos start. Not
+  # earlier: while the dynamic loader maps the binary's libraries no program has a handler yet, and under
+  # load that takes longer than any fixed sleep (a 0.15 s one failed on a busy machine).
+  num=$(kill -l "$sig")
+  for _ in $(seq 500); do
+    caught=$(awk '/^SigCgt:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$caught" ] && (( (16#$caught >> (num - 1)) & 1 )) && break
+    sleep 0.01
+  done
   kill -"$sig" "$pid"
   wait "$pid"
   rc=$?
