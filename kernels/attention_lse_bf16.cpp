@@ -104,33 +104,17 @@ void check_rows_contiguous(std::initializer_list<std::size_t> element_strides, c
 }
 
 // The (sequence, kv head) groups on the fused AMX kernels (kernels/amx_attention_bf16.hpp).
-using attention_groups::at;
-using attention_groups::for_each_group;
-amx::AttentionGroup group_of(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k,
-                             Strided2<const bf16> v, Unmanaged1<const std::int32_t> seq_ids, int b, int g) {
-  return attention_groups::group_of<std::uint16_t>(s, q, k, v, seq_ids.data(), b, g);
-}
-
 void fused_forward(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k, Strided2<const bf16> v,
                    Unmanaged1<const std::int32_t> seq_ids, Unmanaged2<bf16> o, Unmanaged1<float> lse) {
-  const std::int64_t heads = s.heads / s.kv_heads * s.head_dim;  // a group's query columns
-  for_each_group(s, [&](int b, int g, std::int64_t row0, std::int64_t first) {
-    amx::attention_forward(group_of(s, q, k, v, seq_ids, b, g), at(o, row0, g * heads),
-                           static_cast<std::int64_t>(o.stride_0()), lse.data() + first, s.seq);
-  });
+  attention_groups::forward_each_group<std::uint16_t>(s, q, k, v, seq_ids.data(), o, lse.data(),
+                                                      &amx::attention_forward);
 }
 
 void fused_backward(const AttentionShape& s, Strided2<const bf16> q, Strided2<const bf16> k, Strided2<const bf16> v,
                     Unmanaged1<const std::int32_t> seq_ids, Unmanaged1<const float> lse, Unmanaged2<const bf16> dout,
                     Strided2<bf16> dq, Strided2<bf16> dk, Strided2<bf16> dv, Unmanaged1<const float> delta) {
-  const std::int64_t heads = s.heads / s.kv_heads * s.head_dim, hd = s.head_dim;
-  for_each_group(s, [&](int b, int g, std::int64_t row0, std::int64_t first) {
-    amx::attention_backward(group_of(s, q, k, v, seq_ids, b, g), at(dout, row0, g * heads),
-                            static_cast<std::int64_t>(dout.stride_0()), lse.data() + first, delta.data() + first,
-                            s.seq, at(dq, row0, g * heads), static_cast<std::int64_t>(dq.stride_0()),
-                            at(dk, row0, g * hd), static_cast<std::int64_t>(dk.stride_0()), at(dv, row0, g * hd),
-                            static_cast<std::int64_t>(dv.stride_0()));
-  });
+  attention_groups::backward_each_group<std::uint16_t>(s, q, k, v, seq_ids.data(), dout, lse.data(), delta.data(), dq,
+                                                       dk, dv, &amx::attention_backward);
 }
 
 }  // namespace

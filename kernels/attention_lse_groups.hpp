@@ -58,4 +58,32 @@ void for_each_group(const AttentionShape& s, const F& f) {
   }
 }
 
+// A fused forward over every group: forward(group, o, ldo, lse, lse_head), o at the group's first query
+// column, lse at its first head's run (T per head). T is the element the kernel takes (float, or the
+// bits of bf16).
+template <class T, class View, class Out, class Forward>
+void forward_each_group(const AttentionShape& s, const View& q, const View& k, const View& v,
+                        const std::int32_t* seq_ids, const Out& o, float* lse, Forward forward) {
+  const std::int64_t heads = s.heads / s.kv_heads * s.head_dim;  // a group's query columns
+  for_each_group(s, [&](int b, int g, std::int64_t row0, std::int64_t first) {
+    forward(group_of<T>(s, q, k, v, seq_ids, b, g), at(o, row0, g * heads), static_cast<std::int64_t>(o.stride_0()),
+            lse + first, s.seq);
+  });
+}
+
+// A fused backward over every group: backward(group, dout, ldd, lse, delta, stat_head, dq, lddq, dk, lddk,
+// dv, lddv), dout and dq at the group's query columns, dk and dv at its kv head's.
+template <class T, class View, class DOut, class Grad, class Backward>
+void backward_each_group(const AttentionShape& s, const View& q, const View& k, const View& v,
+                         const std::int32_t* seq_ids, const DOut& dout, const float* lse, const float* delta,
+                         const Grad& dq, const Grad& dk, const Grad& dv, Backward backward) {
+  const std::int64_t heads = s.heads / s.kv_heads * s.head_dim, hd = s.head_dim;
+  for_each_group(s, [&](int b, int g, std::int64_t row0, std::int64_t first) {
+    backward(group_of<T>(s, q, k, v, seq_ids, b, g), at(dout, row0, g * heads),
+             static_cast<std::int64_t>(dout.stride_0()), lse + first, delta + first, s.seq, at(dq, row0, g * heads),
+             static_cast<std::int64_t>(dq.stride_0()), at(dk, row0, g * hd), static_cast<std::int64_t>(dk.stride_0()),
+             at(dv, row0, g * hd), static_cast<std::int64_t>(dv.stride_0()));
+  });
+}
+
 }  // namespace shardft::attention_groups
