@@ -11,16 +11,10 @@
 
 namespace shardft::attention_groups {
 
-// An element's address as the fused kernels take it: fp32 as it is, bf16 as its bits.
-inline const float* element(const float* p) { return p; }
-inline float* element(float* p) { return p; }
-inline const std::uint16_t* element(const bf16* p) { return &p->bits; }
-inline std::uint16_t* element(bf16* p) { return &p->bits; }
-
 // Row `row`, column `col` of a view of rows, as the fused kernels take the address.
 template <class View>
 auto at(const View& x, std::int64_t row, std::int64_t col) {
-  return element(x.data() + row * static_cast<std::int64_t>(x.stride_0()) + col);
+  return raw_elements(x.data() + row * static_cast<std::int64_t>(x.stride_0()) + col);
 }
 
 // Group (b, g) of q, k, v (views of [B*T, H*hd] and [B*T, G*hd] rows): its rows, its kv head's columns and

@@ -40,4 +40,10 @@ struct bf16 {
 // The value an fp32 number has after a round trip through bf16.
 KOKKOS_INLINE_FUNCTION float round_to_bf16(float f) { return bf16::to_float(bf16::round_bits(f)); }
 
+// A row's address as the host's intrinsics kernels take it (kernels/cpu/): fp32 as it is, bf16 as its bits.
+inline const float* raw_elements(const float* p) { return p; }
+inline float* raw_elements(float* p) { return p; }
+inline const std::uint16_t* raw_elements(const bf16* p) { return &p->bits; }
+inline std::uint16_t* raw_elements(bf16* p) { return &p->bits; }
+
 }  // namespace shardft

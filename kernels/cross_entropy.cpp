@@ -237,12 +237,6 @@ void forward_backward_rows(const char* name, Unmanaged2<T> logits, Unmanaged1<co
   add_scalar(loss_sum, part);
 }
 
-// A row's logits as kernels/avx512_cross_entropy.hpp takes them.
-inline const float* row_bits(const float* z) { return z; }
-inline float* row_bits(float* z) { return z; }
-inline const std::uint16_t* row_bits(const bf16* z) { return &z->bits; }
-inline std::uint16_t* row_bits(bf16* z) { return &z->bits; }
-
 // Where the host has AVX-512 (F, BW, VL, BF16): every row on kernels/avx512_cross_entropy.hpp's loops
 // (the fp32 and the bf16 kernels alike, so a bf16 row's loss stays its widening's), each row's loss added
 // in double in row order as the team kernels add theirs, the gradient written over the logits where
@@ -271,10 +265,10 @@ bool on_avx512_rows(const char* name, Unmanaged2<T> logits, Unmanaged1<const std
             return;
           }
           const float zt = static_cast<float>(z[t]);  // before the gradient is written over it
-          const float lse = avx512::row_logsumexp(row_bits(z), vocab);
+          const float lse = avx512::row_logsumexp(raw_elements(z), vocab);
           acc += static_cast<double>(lse - zt);
           if constexpr (!std::is_const<T>::value) {
-            if (backward) avx512::row_softmax_gradient(row_bits(z), vocab, lse, t, grad_scale);
+            if (backward) avx512::row_softmax_gradient(raw_elements(z), vocab, lse, t, grad_scale);
           }
         },
         Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(part.data()));
