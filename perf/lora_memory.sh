@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# LoRA against full fine-tuning, memory and traffic per rank: `shardft train` twice at ZeRO-3 on 2 ranks
-# (jobs/mpirun.sh), a ~110M-parameter Llama shape (hidden 768, 12 layers, 12 heads, MLP 2048, vocab 32000,
-# tied embeddings; random weights: the numbers do not depend on their values), a few steps of the bundled
-# SFT data: once full fine-tuning, once LoRA r=16 on all linear layers (frozen base), once QLoRA (the same
-# LoRA over the base's decoder linears held as NF4, load_in_4bit). Per run, from the
+# LoRA against full fine-tuning, memory and traffic per rank: `shardft train` three times at ZeRO-3 on 2
+# ranks (jobs/mpirun.sh), a ~110M-parameter Llama shape (hidden 768, 12 layers, 12 heads, MLP 2048, vocab
+# 32000, tied embeddings; random weights: the numbers do not depend on their values), a few steps of the
+# bundled SFT data: once full fine-tuning from the seed, whose saved model is then the pretrained base
+# (model_name_or_path) of LoRA r=16 on all linear layers (frozen base) and of QLoRA (the same LoRA over the
+# base's decoder linears held as NF4, load_in_4bit), as users fine-tune. Per run, from the
 # end-of-run log line and metrics.jsonl: the model state the engine holds on rank 0 (MemoryReport:
-# weights, the frozen part of them, gradients, optimizer state), the measured peak RSS of rank 0, and the
-# bytes rank 0 sent per step (the ledger's comm_bytes, mean over the steps). QLoRA's NF4 bytes per decoder
-# linear value are its frozen weights less LoRA's frozen non-linear part, over rank 0's share of those values.
+# weights, the frozen part of them, gradients, optimizer state), the measured peak RSS of rank 0, the
+# bytes rank 0 sent per step (the ledger's comm_bytes, mean over the steps), and the wall time outside the
+# steps (start-up with the model's load, and the final save). QLoRA's NF4 bytes per decoder linear value
+# are its frozen weights less LoRA's frozen non-linear part, over rank 0's share of those values.
 #
 #   perf/lora_memory.sh                 # writes perf/results/lora_memory.json and prints a table
 #
@@ -24,16 +26,21 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 cd "$root"
 model=(--vocab_size 32000 --hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 --num_key_value_heads 12
        --intermediate_size 2048 --tie_word_embeddings true --max_position_embeddings 512)
-common=(train --config jobs/recipes/default.yaml "${model[@]}" --zero_stage 3 --max_steps "$steps" --logging_steps 1
+common=(train --dataset_path jobs/data/sft_train.jsonl --zero_stage 3 --max_steps "$steps" --logging_steps 1
         --per_device_train_batch_size 1 --max_seq_length 64 --do_eval false --save_strategy no
         --max_memory_per_rank none ${extra[@]+"${extra[@]}"})
-bash jobs/mpirun.sh -np 2 -- "${common[@]}" --output_dir "$tmp/full" > "$tmp/full.log" 2>&1 \
-  || { tail -30 "$tmp/full.log"; exit 1; }
-bash jobs/mpirun.sh -np 2 -- "${common[@]}" --use_peft true --lora_r "$r" --lora_alpha $((2 * r)) --lora_dropout 0 \
-  --lora_target_modules all-linear --output_dir "$tmp/lora" > "$tmp/lora.log" 2>&1 || { tail -30 "$tmp/lora.log"; exit 1; }
-bash jobs/mpirun.sh -np 2 -- "${common[@]}" --use_peft true --lora_r "$r" --lora_alpha $((2 * r)) --lora_dropout 0 \
-  --lora_target_modules all-linear --load_in_4bit true --output_dir "$tmp/qlora" > "$tmp/qlora.log" 2>&1 \
-  || { tail -30 "$tmp/qlora.log"; exit 1; }
+lora=(--model_name_or_path "$tmp/full" --tokenizer_name_or_path byte --use_peft true --lora_r "$r"
+      --lora_alpha $((2 * r)) --lora_dropout 0 --lora_target_modules all-linear)
+run() {  # NAME FLAGS...: one run; its start and end times into $tmp/NAME.wall
+  local name=$1 t0; shift
+  t0=$(date +%s.%N)
+  bash jobs/mpirun.sh -np 2 -- "${common[@]}" "$@" --output_dir "$tmp/$name" > "$tmp/$name.log" 2>&1 \
+    || { tail -30 "$tmp/$name.log"; exit 1; }
+  echo "$t0 $(date +%s.%N)" > "$tmp/$name.wall"
+}
+run full "${model[@]}"
+run lora "${lora[@]}"
+run qlora "${lora[@]}" --load_in_4bit true
 python3 - "$tmp" "${RESULT:-$results/lora_memory.json}" "$r" "${SHARDFT_ARGS:-}" <<'PY'
 import json, re, sys
 tmp, out, r, extra = sys.argv[1:5]
@@ -44,9 +51,12 @@ for name in ("full", "lora", "qlora"):
                   r"of which frozen (\d+) B, gradients (\d+) B, optimizer (\d+) B\) \+ transient gathers (\d+) B", log)
     assert m, f"{name}: no 'peak memory per rank' line with the model state's parts"
     steps = [l for l in map(json.loads, open(f"{tmp}/{name}/metrics.jsonl")) if "step" in l]
+    t0, t1 = map(float, open(f"{tmp}/{name}.wall").read().split())
+    wall = t1 - t0
     rows[name] = dict(zip(("peak_rss", "model_state", "weights", "frozen_weights", "grads", "optimizer",
                            "peak_gathered"), map(int, m.groups())),
                       comm_bytes_per_step=sum(s["comm_bytes"] for s in steps) / len(steps),
+                      wall_seconds=wall, seconds_outside_steps=wall - sum(s.get("step_seconds", 0) for s in steps),
                       seconds_per_step=sum(s["step_seconds"] for s in steps[1:]) / max(1, len(steps) - 1)
                       if "step_seconds" in steps[0] else None)
 # Decoder linears of the shape above: q, k, v, o (768 x 768 each) and gate, up, down (768 x 2048) per layer.
@@ -66,6 +76,7 @@ for key, label in (("weights", "weights (compute)"), ("frozen_weights", "  of wh
     a, b, q = rows["full"][key], rows["lora"][key], rows["qlora"][key]
     ratios = "".join(f"{x / a:>11.3f}" if a else f"{'-':>11}" for x in (b, q))
     print(f"{label:<28}{a / MiB:>12.1f}Mi{b / MiB:>12.1f}Mi{q / MiB:>12.1f}Mi{ratios}")
+print(f"{'seconds outside the steps':<28}" + "".join(f"{rows[n]['seconds_outside_steps']:>13.1f}s" for n in rows))
 print(f"QLoRA: {nf4_bytes_per_value:.4f} bytes per decoder-linear value held (NF4 4 bits + absmax + scales)")
 print(f"wrote {out}")
 PY

@@ -67,9 +67,10 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, const ZeroConfig& cfg, const P
   optimizer_->enable_overlap(std::move(unit_tables), cfg.overlap_gemm_sm_reserve);
 }
 
-void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed) {
+void ZeroEngine::init_weights(const ModelConfig& model, std::uint64_t seed, ParamSet which) {
+  if (which == ParamSet::frozen) throw std::invalid_argument("init_weights: the frozen set alone is never seeded");
   optimizer_->wait_for_update();
-  frozen_->init(model, seed);
+  if (which == ParamSet::all) frozen_->init(model, seed);
   init_owned(owned_, layout_, model, seed, optimizer_->master());
   weights_->write_from(optimizer_->master());
 }

@@ -58,8 +58,9 @@ class ZeroEngine : public ParamSource, public GradSink {
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
   // Seeded initialisation: each rank creates only the master slice it owns (same values as
-  // init_params on one rank), then the compute weights are refreshed.
-  void init_weights(const ModelConfig& model, std::uint64_t seed);
+  // init_params on one rank), then the compute weights are refreshed. `which` picks the parameters
+  // (ParamSet::trainable: LoRA's factors only, when a pretrained base will fill the frozen ones).
+  void init_weights(const ModelConfig& model, std::uint64_t seed, ParamSet which = ParamSet::all);
   // Every rank passes the whole model in layout order; each keeps its slice.
   void load_weights(const std::vector<float>& layout_order);
   // Pretrained weights read piecewise: read(param, first, count, out) must write elements

@@ -66,8 +66,13 @@ Trainer::Trainer(const TrainConfig& cfg, long total_steps, const ParallelPlan& p
   model_.set_logits_chunk_tokens(cfg_.logits_chunk_tokens);
   attention_ = configure_attention(model_, cfg_.attn_implementation, cfg_.deterministic_attention);
   // With LoRA the seeded initialisation gives A and B (Kaiming-uniform, zero) and the pretrained model
-  // the frozen base; an adapter then replaces A and B.
-  if (cfg_.model_name_or_path.empty() || model_.layout().has_frozen()) engine_.init_weights(cfg_.model, cfg_.seed);
+  // the frozen base, which is therefore never seeded first (that cost as long as the load, and QLoRA
+  // quantized the random base too); an adapter then replaces A and B.
+  if (cfg_.model_name_or_path.empty()) {
+    engine_.init_weights(cfg_.model, cfg_.seed, ParamSet::all);
+  } else if (model_.layout().has_frozen()) {
+    engine_.init_weights(cfg_.model, cfg_.seed, ParamSet::trainable);
+  }
   if (!cfg_.model_name_or_path.empty()) {
     load_pretrained_weights(engine_, model_.layout(), cfg_.model_name_or_path, plan_.host_world());
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "comm/self_communicator.hpp"
 #include "tests/common/device_build.hpp"
 #include "config/memory_size.hpp"
+#include "config/train_config.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/kernel_scratch.hpp"
 #include "kernels/memory_capacity.hpp"
@@ -94,6 +96,37 @@ TEST(MemoryPreflight, LoraEstimateIsWhatTheEngineAllocates) {
                     bf16 ? "bf16" : "fp32", static_cast<long long>(after.peak_nf4_transient), e.nf4_transient,
                     static_cast<long long>(after.peak_gathered));
       }
+    }
+  }
+}
+
+// A LoRA base read from a pretrained model passes through an fp32 staging buffer one unit (block) at a
+// time: start-up holds the model state and, besides it, about the largest frozen block in fp32, not a
+// second fp32 copy of the whole base (which, for a bf16 base, was twice its weights).
+TEST(MemoryPreflight, PretrainedLoraBaseIsStagedOneBlockAtATime) {
+  const std::string base = std::string(SHARDFT_REFERENCE_DIR) + "/hf/tiny_llama";
+  for (int stage : {0, 3}) {
+    for (bool bf16 : {false, true}) {
+      const TrainConfig cfg = load_train_config(
+          "", {"--model_name_or_path=" + base, "--use_peft=true", "--lora_target_modules=all-linear", "--lora_r=4",
+               "--zero_stage=" + std::to_string(stage), std::string("--bf16=") + (bf16 ? "true" : "false")});
+      release_kernel_scratch();
+      reset_device_peak();
+      const std::int64_t before = device_live_bytes();
+      Trainer tr(cfg, 10, self());
+      const double transient = static_cast<double>(device_peak_bytes() - before - tr.engine().memory().weights -
+                                                   tr.engine().memory().grads - tr.engine().memory().optimizer);
+      const ParamLayout& layout = tr.model().layout();
+      double largest_block = 0, whole_base = 0;  // frozen values, fp32 bytes
+      for (const ParamBlock& b : layout.blocks()) {
+        double frozen = 0;
+        for (int p : b.params) frozen += layout.params()[p].frozen ? 4.0 * layout.params()[p].numel() : 0;
+        largest_block = std::max(largest_block, frozen);
+        whole_base += frozen;
+      }
+      SCOPED_TRACE("stage " + std::to_string(stage) + (bf16 ? " bf16" : " fp32"));
+      ASSERT_LT(2 * largest_block, whole_base);  // the model has blocks enough to tell the two apart
+      EXPECT_LE(transient, 1.25 * largest_block) << describe_device_peak(40);
     }
   }
 }

@@ -16,15 +16,22 @@ FrozenStore::FrozenStore(const ParamLayout& layout, const ZeroConfig& cfg, const
   if (nf4_->empty()) nf4_.reset();
 }
 
-void FrozenStore::write_from_staging(const std::function<void(View1<float>)>& fill) {
-  View1<float> staging("zero_frozen_staging", owned_.numel());
-  fill(staging);
-  weights_->write_from(staging);
+void FrozenStore::write_from_staging(const std::function<void(const OwnedRegion&, View1<float>)>& fill) {
+  const std::vector<OwnedSegment>& segments = owned_.segments();
+  for (std::size_t ui = 0; ui < segments.size(); ++ui) {
+    if (segments[ui].length == 0) continue;
+    View1<float> staging("zero_frozen_staging", static_cast<std::size_t>(segments[ui].length));
+    fill(owned_.only_unit(ui), staging);
+    weights_->write_unit_from(ui, staging);
+  }
+  weights_->share();
 }
 
 void FrozenStore::init(const ModelConfig& model, std::uint64_t seed) {
   if (nf4_) nf4_->load([&](int param, Unmanaged1<float> out) { init_param_range(layout_, model, seed, param, 0, out); });
-  write_from_staging([&](View1<float> staging) { init_owned(owned_, layout_, model, seed, staging); });
+  write_from_staging([&](const OwnedRegion& region, View1<float> staging) {
+    init_owned(region, layout_, model, seed, staging);
+  });
 }
 
 void FrozenStore::load(const std::vector<float>& layout_order) {
@@ -35,7 +42,9 @@ void FrozenStore::load(const std::vector<float>& layout_order) {
       Kokkos::deep_copy(out, host);
     });
   }
-  write_from_staging([&](View1<float> staging) { load_owned(owned_, layout_, layout_order, staging); });
+  write_from_staging([&](const OwnedRegion& region, View1<float> staging) {
+    load_owned(region, layout_, layout_order, staging);
+  });
 }
 
 void FrozenStore::load(const OwnedSliceReader& read, const Nf4Weights::StoredNf4& stored) {
@@ -46,7 +55,9 @@ void FrozenStore::load(const OwnedSliceReader& read, const Nf4Weights::StoredNf4
       Kokkos::deep_copy(out, host);
     }, stored);
   }
-  write_from_staging([&](View1<float> staging) { read_owned(owned_, read, [](int) { return true; }, staging); });
+  write_from_staging([&](const OwnedRegion& region, View1<float> staging) {
+    read_owned(region, read, [](int) { return true; }, staging);
+  });
 }
 
 void FrozenStore::acquire(int block, Pass pass) {

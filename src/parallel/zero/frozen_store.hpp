@@ -4,8 +4,9 @@
 // partition, replicated or sharded as the trainable ones are; at stage 3 a block's frozen units are
 // gathered with its trainable ones. With QLoRA the decoder linears' matrices are NF4 blocks instead
 // (Nf4Weights: at stage 3 their bytes sharded and gathered per block, the next block's prefetched).
-// A load fills a staging buffer laid out as the owned region, writes the compute weights from it and
-// drops it. A layout without frozen parameters gets an empty store, whose every call does nothing.
+// A load fills an fp32 staging buffer one unit at a time (not the whole base at once: for a bf16 base
+// that was twice its weights again at start), writes the unit's compute weights from it and drops it.
+// A layout without frozen parameters gets an empty store, whose every call does nothing.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -50,7 +51,8 @@ class FrozenStore {
   const Nf4Weights* nf4() const { return nf4_.get(); }  // with QLoRA; else nullptr
 
  private:
-  void write_from_staging(const std::function<void(View1<float>)>& fill);
+  // fill(region, staging) fills a staging buffer laid out as `region`: the owned region cut to one unit.
+  void write_from_staging(const std::function<void(const OwnedRegion&, View1<float>)>& fill);
 
   const ParamLayout& layout_;
   Communicator& group_;

@@ -18,6 +18,16 @@ OwnedRegion::OwnedRegion(const FlatPartition& part, bool sharded, int rank) : pa
   numel_ = sharded ? part.shard_numel() : part.full_numel();
 }
 
+OwnedRegion OwnedRegion::only_unit(std::size_t unit) const {
+  OwnedRegion one(*this);
+  for (std::size_t ui = 0; ui < one.segments_.size(); ++ui) {
+    OwnedSegment& s = one.segments_[ui];
+    s = OwnedSegment{0, s.full_offset, ui == unit ? s.length : 0};
+  }
+  one.numel_ = segments_.at(unit).length;
+  return one;
+}
+
 std::vector<FlatRun> OwnedRegion::compute_runs(bool compute_in_full_buffer) const {
   std::vector<FlatRun> runs;
   for (const OwnedSegment& o : segments_) {

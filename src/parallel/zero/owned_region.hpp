@@ -35,6 +35,9 @@ class OwnedRegion {
   // compute weight: 0 where the compute weights share the owned layout (stage 0, stage 3's shards),
   // else where the rank's shard lies in the full buffer (stages 1-2).
   std::vector<FlatRun> compute_runs(bool compute_in_full_buffer) const;
+  // This region cut to unit `unit` alone, packed from offset 0 (the other units own nothing in it):
+  // what a buffer holding one unit at a time is laid out as.
+  OwnedRegion only_unit(std::size_t unit) const;
   // The owned region's values (a buffer laid out as the region) written into `out` (the whole model in
   // layout order) at the partition's parameters, on every rank; collective over `group` when sharded.
   // Through the host unit by unit: the device holds no second copy of the model, only, sharded, the one

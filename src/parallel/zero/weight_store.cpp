@@ -1,5 +1,7 @@
 #include "parallel/zero/weight_store.hpp"
 
+#include <stdexcept>
+
 #include "kernels/elementwise.hpp"
 #include "kernels/runs_cast.hpp"
 #include "parallel/zero/weight_store_variants.hpp"
@@ -28,15 +30,25 @@ WeightStore::WeightStore(const FlatPartition& part, const OwnedRegion& owned, Bu
       write_runs_(make_flat_runs(compute_runs_)) {}
 
 void WeightStore::write_from(View1<float> master) {
-  if (is_copy()) {
-    const WeightBuffer& b = owned_buffer();
-    if (b.storage() == WeightStorage::bf16) {
-      cast_runs(master, write_runs_, owned_target().bf16_storage);
-    } else {
-      cast_runs(master, write_runs_, cast_, owned_target().f32_storage);
-    }
-  }
+  if (is_copy()) cast_to_compute(master, write_runs_);
   share();
+}
+
+void WeightStore::write_unit_from(std::size_t unit, View1<float> piece) {
+  if (!is_copy()) throw std::logic_error("write_unit_from: these compute weights are the master weights");
+  const FlatRun& run = compute_runs_.at(unit);
+  if (static_cast<std::int64_t>(piece.extent(0)) != run.length) {
+    throw std::invalid_argument("write_unit_from: the piece does not hold the unit's owned segment");
+  }
+  cast_to_compute(piece, make_flat_runs({FlatRun{0, run.length, run.begin + run.value}}));
+}
+
+void WeightStore::cast_to_compute(View1<float> src, const FlatRuns& runs) {
+  if (owned_buffer().storage() == WeightStorage::bf16) {
+    cast_runs(src, runs, owned_target().bf16_storage);
+  } else {
+    cast_runs(src, runs, cast_, owned_target().f32_storage);
+  }
 }
 
 void WeightStore::share() {

@@ -41,6 +41,9 @@ class WeightStore {
   const std::vector<FlatRun>& compute_runs() const { return compute_runs_; }
   // The compute weights from `master` (laid out as the owned region), in one launch, then shared.
   void write_from(View1<float> master);
+  // The same for one unit from `piece` (its owned segment's values, from offset 0), without sharing:
+  // a load unit by unit calls share() after its last.
+  void write_unit_from(std::size_t unit, View1<float> piece);
   // After the owned compute weights changed: stale copies dropped, and the ranks' shards gathered in
   // place where every rank holds every unit (stages 1-2).
   virtual void share();
@@ -69,6 +72,7 @@ class WeightStore {
   // Where `param`'s compute weights are now (its unit acquired, where that matters), and its offset.
   virtual const WeightBuffer& buffer_of(int param, std::int64_t* offset) = 0;
   void drop_widened(int param) { pool_.give(widened_[param]); }
+  void cast_to_compute(View1<float> src, const FlatRuns& runs);
 
   const FlatPartition& part_;
   const OwnedRegion& owned_;
