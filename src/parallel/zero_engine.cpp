@@ -162,15 +162,15 @@ void ZeroEngine::block_done(int block) {
 
 // ---- inspection ------------------------------------------------------------------------------------
 
-std::vector<float> ZeroEngine::gather_master() {
-  std::vector<float> out = gather_trainable();
+std::vector<float> ZeroEngine::gather_master(bool keep) {
+  std::vector<float> out = gather_trainable(keep);
   frozen_->fill_layout(out);
   return out;
 }
 
-std::vector<float> ZeroEngine::gather_trainable() {
+std::vector<float> ZeroEngine::gather_trainable(bool keep) {
   optimizer_->wait_for_update();
-  return owned_to_layout(optimizer_->master());
+  return owned_to_layout(optimizer_->master(), keep);
 }
 
 std::vector<float> ZeroEngine::gather_grads() {
@@ -178,8 +178,8 @@ std::vector<float> ZeroEngine::gather_grads() {
   return owned_to_layout(reducer_->owned());
 }
 
-std::vector<float> ZeroEngine::owned_to_layout(View1<float> owned) {
-  std::vector<float> out(static_cast<std::size_t>(layout_.total_numel()), 0.f);
+std::vector<float> ZeroEngine::owned_to_layout(View1<float> owned, bool keep) {
+  std::vector<float> out(keep ? static_cast<std::size_t>(layout_.total_numel()) : 0, 0.f);
   owned_.fill_layout(owned, group_, out);
   return out;
 }

@@ -104,8 +104,10 @@ class ZeroEngine : public ParamSource, public GradSink {
 
   // The whole model in layout order on every rank (collective): master weights (the compute weights of
   // frozen parameters), or the step's reduced (and clipped) gradient (zero for frozen parameters).
-  std::vector<float> gather_master();
-  std::vector<float> gather_trainable();  // master weights of the trainable parameters only (others 0)
+  // keep false: a rank that only takes part in the collectives gets an empty vector and never holds a
+  // copy of the model (the export's other ranks: only the writer holds one, as FSDP's rank0_only).
+  std::vector<float> gather_master(bool keep = true);
+  std::vector<float> gather_trainable(bool keep = true);  // the trainable parameters' only (others 0)
   std::vector<float> gather_grads();
 
   // Checkpointing (the trainable parameters): what this rank owns, in layout coordinates (the offset of an element in
@@ -161,7 +163,7 @@ class ZeroEngine : public ParamSource, public GradSink {
   void drain_gathers();
   void apply_pending_clip() { optimizer_->apply_pending_clip(reducer_->owned()); }
   int first_nonfinite_in(View1<float> owned) const;
-  std::vector<float> owned_to_layout(View1<float> owned);  // collective where sharded
+  std::vector<float> owned_to_layout(View1<float> owned, bool keep = true);  // collective where sharded
 
   const ParamLayout& layout_;
   ZeroConfig cfg_;

@@ -22,11 +22,11 @@ namespace {
 
 std::string model_path(const std::string& output_dir) { return output_dir + "/model.safetensors"; }
 
-// Collective: every rank gathers, rank 0 writes. With LoRA: the base with the adapters merged (an HF
+// Collective: every rank takes part in the gathers, and only rank 0, which writes, holds the model. With LoRA: the base with the adapters merged (an HF
 // model that evaluates as base + adapter), and the adapter itself next to it.
 // The adapter goes to output_dir, its adapter_config.json naming model_name_or_path as its base.
 void save_model(Trainer& tr, const std::string& output_dir, const std::string& model_name_or_path, bool writer) {
-  std::vector<float> full = tr.engine().gather_master();
+  std::vector<float> full = tr.engine().gather_master(writer);
   if (!writer) return;
   const ParamLayout& layout = tr.model().layout();
   if (layout.has_frozen()) {

@@ -96,7 +96,8 @@ void FrozenStore::fill_layout(std::vector<float>& out) {
   for (int p = 0; p < static_cast<int>(layout_.params().size()); ++p) {
     if (!nf4_->holds(p)) continue;
     View1<float> d("zero_nf4_read", layout_.params()[p].numel());
-    nf4_->read(p, d);
+    nf4_->read(p, d);  // collective at stage 3: every rank reads, the ranks that keep a copy copy
+    if (out.empty()) continue;
     auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
     std::copy_n(host.data(), host.extent(0), out.begin() + layout_.offset(p));
   }

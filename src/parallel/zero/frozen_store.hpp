@@ -43,7 +43,7 @@ class FrozenStore {
   Unmanaged1<const bf16> weight_bf16(int param);
 
   // The frozen parameters' compute weights (NF4: dequantized) as fp32 into `out` (the whole model in
-  // layout order). Collective where sharded.
+  // layout order). Collective where sharded; an empty `out` (a rank that keeps no copy) only takes part.
   void fill_layout(std::vector<float>& out);
   // Adds its bytes to a report of the trainable parts (its peaks may come at other times: the sum
   // bounds the true peak).

@@ -39,35 +39,32 @@ std::vector<FlatRun> OwnedRegion::compute_runs(bool compute_in_full_buffer) cons
 void OwnedRegion::fill_layout(View1<float> owned, Communicator& group, std::vector<float>& out) const {
   using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   auto slice = [](const View1<float>& v, std::int64_t off, std::int64_t n) { return Unmanaged1<float>(v.data() + off, n); };
-  std::vector<float> host(static_cast<std::size_t>(part_.full_numel()), 0.f);
-  if (!sharded_) {
-    for (const OwnedSegment& o : segments_) {
-      Kokkos::deep_copy(HostSlice(host.data() + o.full_offset, o.length), slice(owned, o.owned_offset, o.length));
-    }
-    fill_layout_from_full(host.data(), out);
-    return;
-  }
   std::int64_t largest = 0;
   for (const FlatUnit& u : part_.units()) largest = std::max(largest, u.padded);
-  View1<float> unit("zero_export_unit", static_cast<std::size_t>(largest));
+  View1<float> unit("zero_export_unit", static_cast<std::size_t>(sharded_ ? largest : 0));
+  std::vector<float> host(static_cast<std::size_t>(out.empty() ? 0 : largest));
   for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
     const FlatUnit& u = part_.units()[ui];
     if (u.padded == 0) continue;
-    const OwnedSegment& o = segments_[ui];  // this rank's shard of the unit
-    Kokkos::deep_copy(slice(unit, o.full_offset - u.full_offset, o.length), slice(owned, o.owned_offset, o.length));
-    group.all_gather(unit.data() + rank_ * u.shard, unit.data(), static_cast<std::size_t>(u.shard), DType::f32);
-    Kokkos::deep_copy(HostSlice(host.data() + u.full_offset, u.padded), slice(unit, 0, u.padded));
+    const OwnedSegment& o = segments_[ui];  // this rank's shard of the unit, or all of it
+    Unmanaged1<float> whole = slice(owned, o.owned_offset, o.length);
+    if (sharded_) {
+      Kokkos::deep_copy(slice(unit, o.full_offset - u.full_offset, o.length), whole);
+      group.all_gather(unit.data() + rank_ * u.shard, unit.data(), static_cast<std::size_t>(u.shard), DType::f32);
+      whole = slice(unit, 0, u.padded);
+    }
+    if (out.empty()) continue;
+    Kokkos::deep_copy(HostSlice(host.data(), u.padded), whole);
+    unit_to_layout(ui, host.data(), out);
   }
-  fill_layout_from_full(host.data(), out);
 }
 
-void OwnedRegion::fill_layout_from_full(const float* full, std::vector<float>& out) const {
+void OwnedRegion::unit_to_layout(std::size_t unit, const float* values, std::vector<float>& out) const {
   const ParamLayout& layout = part_.layout();
-  for (const FlatUnit& u : part_.units()) {
-    for (std::size_t k = 0; k < u.params.size(); ++k) {
-      const int p = u.params[k];
-      std::copy_n(full + u.full_offset + u.param_offset[k], part_.numel_of(p), out.begin() + layout.offset(p));
-    }
+  const FlatUnit& u = part_.units()[unit];
+  for (std::size_t k = 0; k < u.params.size(); ++k) {
+    const int p = u.params[k];
+    std::copy_n(values + u.param_offset[k], part_.numel_of(p), out.begin() + layout.offset(p));
   }
 }
 

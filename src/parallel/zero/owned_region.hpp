@@ -40,11 +40,11 @@ class OwnedRegion {
   OwnedRegion only_unit(std::size_t unit) const;
   // The owned region's values (a buffer laid out as the region) written into `out` (the whole model in
   // layout order) at the partition's parameters, on every rank; collective over `group` when sharded.
-  // Through the host unit by unit: the device holds no second copy of the model, only, sharded, the one
-  // unit being gathered.
+  // Unit by unit through the host: besides `out`, the device and the host hold one unit. An empty `out`
+  // (a rank that keeps no copy) takes part in the gathers and copies nothing.
   void fill_layout(View1<float> owned, Communicator& group, std::vector<float>& out) const;
-  // A buffer laid out as the partition's full units (on the host) into `out` at the partition's parameters.
-  void fill_layout_from_full(const float* full, std::vector<float>& out) const;
+  // One unit's values (on the host, laid out as the whole unit) into `out` at the unit's parameters.
+  void unit_to_layout(std::size_t unit, const float* values, std::vector<float>& out) const;
 
  private:
   const FlatPartition& part_;

@@ -3,9 +3,12 @@
 // place in that buffer) and gathers the others' in place afterwards, with up to
 // allgather_bucket_elements in flight at once (DeepSpeed's allgather_bucket_size: it bounds the
 // gathers' transient buffers). Nothing is gathered per block: acquire and release have nothing to do.
+#include <algorithm>
 #include <deque>
 #include <string>
+#include <vector>
 
+#include "kernels/elementwise.hpp"
 #include "parallel/zero/weight_store_variants.hpp"
 
 namespace shardft {
@@ -27,11 +30,7 @@ class ReplicatedWeights : public WeightStore {
 
   bool is_copy() const override { return !aliased_; }
   void share() override;
-  void fill_layout(Communicator&, std::vector<float>& out) const override {
-    const View1<float> w = full_.widened();
-    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
-    owned_.fill_layout_from_full(host.data(), out);
-  }
+  void fill_layout(Communicator&, std::vector<float>& out) const override;
   std::int64_t bytes() const override { return aliased_ ? 0 : full_.bytes(); }  // aliased: counted as optimizer state
 
  protected:
@@ -70,6 +69,31 @@ void ReplicatedWeights::share() {
     }
   }
   for (auto& r : inflight) r->wait();
+}
+
+// Unit by unit: one unit widened on the device and copied to the host, not the whole model at once.
+// Nothing here is collective, so a rank that keeps no copy (an empty `out`) does nothing.
+void ReplicatedWeights::fill_layout(Communicator&, std::vector<float>& out) const {
+  if (out.empty()) return;
+  using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  std::int64_t largest = 0;
+  for (const FlatUnit& u : part_.units()) largest = std::max(largest, u.padded);
+  const bool bf16 = full_.storage() == WeightStorage::bf16;
+  View1<float> widened("zero_export_unit", static_cast<std::size_t>(bf16 ? largest : 0));
+  std::vector<float> host(static_cast<std::size_t>(largest));
+  for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
+    const FlatUnit& u = part_.units()[ui];
+    if (u.padded == 0) continue;
+    const HostSlice dst(host.data(), u.padded);
+    if (bf16) {
+      const Unmanaged1<float> w(widened.data(), u.padded);
+      to_f32(full_.bf16s(u.full_offset, u.padded), w);
+      Kokkos::deep_copy(dst, w);
+    } else {
+      Kokkos::deep_copy(dst, full_.f32(u.full_offset, u.padded));
+    }
+    owned_.unit_to_layout(ui, host.data(), out);
+  }
 }
 
 }  // namespace
