@@ -2,8 +2,8 @@
 // MemAvailable and cgroup limits, and a run that cannot fit is refused before its state is allocated.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -114,8 +114,9 @@ TEST(MemoryPreflight, PretrainedLoraBaseIsStagedOneBlockAtATime) {
       reset_device_peak();
       const std::int64_t before = device_live_bytes();
       Trainer tr(cfg, 10, self());
-      const double transient = static_cast<double>(device_peak_bytes() - before - tr.engine().memory().weights -
-                                                   tr.engine().memory().grads - tr.engine().memory().optimizer);
+      const MemoryReport state = tr.engine().memory();
+      const double transient =
+          static_cast<double>(device_peak_bytes() - before - state.weights - state.grads - state.optimizer);
       const ParamLayout& layout = tr.model().layout();
       double largest_block = 0, whole_base = 0;  // frozen values, fp32 bytes
       for (const ParamBlock& b : layout.blocks()) {
