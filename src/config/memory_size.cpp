@@ -38,6 +38,13 @@ std::string canonical_memory_size_text(const std::string& text) {
   return text;
 }
 
+std::string canonical_shard_size_text(const std::string& text) {
+  if (parse_memory_size(text) < 1) {
+    throw std::invalid_argument("expects a size of at least one byte such as 5GB or 500MB, got '" + text + "'");
+  }
+  return text;
+}
+
 double memory_limit_bytes(const std::string& max_memory_per_rank) {
   if (max_memory_per_rank == "auto") return -1;
   if (max_memory_per_rank == "none") return 0;

@@ -14,6 +14,9 @@ double parse_memory_size(const std::string& text);
 // std::invalid_argument with the reason.
 std::string canonical_memory_size_text(const std::string& text);
 
+// max_shard_size: a size of at least one byte, as written (validated). Throws std::invalid_argument.
+std::string canonical_shard_size_text(const std::string& text);
+
 // max_memory_per_rank: < 0 for auto, 0 for none, else bytes.
 double memory_limit_bytes(const std::string& max_memory_per_rank);
 

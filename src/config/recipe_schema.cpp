@@ -235,6 +235,14 @@ std::vector<RecipeKey> build_recipe_keys() {
           .one_of({"steps", "epoch", "best", "no"}),
       train_key("save_steps", &T::save_steps, "checkpoint every this many steps; 0: only at the end").in(at_least(0)),
       train_key("save_total_limit", &T::save_total_limit, "keep the newest N checkpoints; 0: all").in(at_least(0)),
+      train_key("export_dtype", &T::export_dtype,
+                "dtype of the final model's weight files: auto (model_name_or_path's torch_dtype, as transformers "
+                "saves a model in the dtype it loaded; fp32 for a model defined here), fp32, bf16, fp16")
+          .one_of({"auto", "fp32", "bf16", "fp16"}),
+      train_key("max_shard_size", &T::max_shard_size,
+                "save_pretrained's: past this size the final model is numbered shards plus "
+                "model.safetensors.index.json (5GB, 500MB, 2GiB; a tensor larger than it gets a shard of its own)")
+          .structured(canonical_shard_size_text),
       train_key("resume_from_checkpoint", &T::resume_from_checkpoint,
                 "continue from a checkpoint directory, or true for the newest good one in output_dir"),
       train_key("output_dir", &T::output_dir, "where checkpoints and metrics go").non_empty(),

@@ -4,6 +4,7 @@
 
 #include "config/data_keys.hpp"
 #include "config/lr_scheduler_kwargs.hpp"
+#include "config/memory_size.hpp"
 #include "config/zero_buckets.hpp"
 
 namespace shardft {
@@ -137,6 +138,15 @@ CheckpointConfig checkpoint_config(const TrainConfig& cfg) {
   c.model = cfg.model;
   c.dtype = compute_dtype(cfg);
   c.recipe_yaml = to_yaml(cfg);
+  return c;
+}
+
+ModelExportConfig model_export_config(const TrainConfig& cfg) {
+  ModelExportConfig c;
+  c.output_dir = cfg.output_dir;
+  c.model_name_or_path = cfg.model_name_or_path;
+  c.export_dtype = cfg.export_dtype;
+  c.max_shard_bytes = static_cast<std::uint64_t>(parse_memory_size(cfg.max_shard_size));
   return c;
 }
 

@@ -31,6 +31,7 @@ ActivationShape activation_shape(const TrainConfig& cfg);
 
 LossScalerConfig loss_scaler_config(const TrainConfig& cfg);
 CheckpointConfig checkpoint_config(const TrainConfig& cfg);
+ModelExportConfig model_export_config(const TrainConfig& cfg);
 // The run's schedule from the recipe's keys (and lr_scheduler_kwargs), for a run of total_steps optimizer
 // steps. ConfigError where warmup_stable_decay's warm-up and decay do not fit in the run.
 LrScheduleConfig lr_schedule_config(const TrainConfig& cfg, long total_steps);

@@ -83,6 +83,10 @@ struct TrainConfig {
   int save_steps = 0;                        // checkpoint every this many steps; 0: only at the end
   int save_total_limit = 0;                  // keep the newest N checkpoints; 0: all
   std::string resume_from_checkpoint;        // "": fresh start; "true": the newest good one; or a path
+  // The final model's weight files: their dtype (auto: model_name_or_path's torch_dtype, else fp32 |
+  // fp32 | bf16 | fp16) and save_pretrained's shard size (config/memory_size.hpp)
+  std::string export_dtype = "auto";
+  std::string max_shard_size = "5GB";
   std::string output_dir = "runs/default";
   bool overwrite_output_dir = false;         // HF's key: a fresh run may clear an earlier run's checkpoints and metrics
   std::uint64_t seed = 42;

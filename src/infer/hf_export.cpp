@@ -72,6 +72,7 @@ nlohmann::json hf_config_json(const nlohmann::json& model, const nlohmann::json&
   if (source.is_object()) {
     nlohmann::json c = source;
     c["torch_dtype"] = torch_dtype(dtype);
+    if (c.contains("dtype")) c["dtype"] = torch_dtype(dtype);  // transformers 5's name for it
     c.erase("quantization_config");  // a 4-bit base is written dequantized: full-precision weights
     return c;
   }

@@ -163,9 +163,12 @@ void ZeroEngine::block_done(int block) {
 // ---- inspection ------------------------------------------------------------------------------------
 
 std::vector<float> ZeroEngine::gather_master(bool keep) {
-  std::vector<float> out = gather_trainable(keep);
-  frozen_->fill_layout(out);
-  return out;
+  optimizer_->wait_for_update();
+  LayoutWindow out = whole_layout_window(layout_, keep);
+  const std::size_t units = part_.units().size();
+  owned_.fill_layout(optimizer_->master(), group_, out, 0, units);
+  frozen_->fill_layout(out, 0, units);
+  return std::move(out.values);
 }
 
 std::vector<float> ZeroEngine::gather_trainable(bool keep) {
@@ -178,10 +181,20 @@ std::vector<float> ZeroEngine::gather_grads() {
   return owned_to_layout(reducer_->owned());
 }
 
+void ZeroEngine::for_each_master_block(bool keep, const std::function<void(int block, LayoutWindow& values)>& fn) {
+  optimizer_->wait_for_update();
+  for (std::size_t block = 0; block < part_.units().size(); ++block) {
+    LayoutWindow values = block_layout_window(layout_, static_cast<int>(block), keep);
+    owned_.fill_layout(optimizer_->master(), group_, values, block, block + 1);
+    frozen_->fill_layout(values, block, block + 1);
+    if (keep) fn(static_cast<int>(block), values);
+  }
+}
+
 std::vector<float> ZeroEngine::owned_to_layout(View1<float> owned, bool keep) {
-  std::vector<float> out(keep ? static_cast<std::size_t>(layout_.total_numel()) : 0, 0.f);
-  owned_.fill_layout(owned, group_, out);
-  return out;
+  LayoutWindow out = whole_layout_window(layout_, keep);
+  owned_.fill_layout(owned, group_, out, 0, part_.units().size());
+  return std::move(out.values);
 }
 
 std::vector<ZeroEngine::OwnedSlice> ZeroEngine::owned_slices() const {

@@ -109,6 +109,11 @@ class ZeroEngine : public ParamSource, public GradSink {
   std::vector<float> gather_master(bool keep = true);
   std::vector<float> gather_trainable(bool keep = true);  // the trainable parameters' only (others 0)
   std::vector<float> gather_grads();
+  // The master weights (frozen parameters: their compute weights, NF4 dequantized) one block at a time,
+  // blocks in order (collective): fn(block, window) with the block's own parameters
+  // (model/layout_window.hpp) on a rank that keeps them; the others take part and hold nothing. Memory
+  // holds one block, never the model: what the final export streams to disk.
+  void for_each_master_block(bool keep, const std::function<void(int block, LayoutWindow& values)>& fn);
 
   // Checkpointing (the trainable parameters): what this rank owns, in layout coordinates (the offset of an element in
   // ParamLayout order, independent of world size and padding), and the state itself.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.hpp"
+#include "io/safetensors_shards.hpp"
 
 namespace shardft {
 
@@ -22,22 +23,15 @@ struct ConsolidateOptions {
   std::uint64_t max_shard_bytes = 5000000000ull;  // HF's default "5GB"
 };
 
-struct ConsolidateReport {
-  int files = 0;
-  std::uint64_t bytes = 0;
-  std::int64_t largest_tensor = 0;  // elements
-  std::int64_t tensors = 0;
-  // Weight files of an earlier export in the folder that this one did not write (shards, an index),
-  // removed as HF's save_pretrained removes them: a loader would otherwise prefer the stale index or
-  // mix stale shards in.
-  std::vector<std::string> removed;
-};
+using ConsolidateReport = SafetensorsShardsReport;
 
 // Writes `tensors` in order as model.safetensors, or numbered shards under opt.max_shard_bytes plus
 // model.safetensors.index.json, in opt.dtype; fill(i, out) puts tensor i's fp32 values in `out`.
-ConsolidateReport write_safetensors_shards(const std::string& output_dir, const std::vector<TensorEntry>& tensors,
-                                           const ConsolidateOptions& opt,
-                                           const std::function<void(std::size_t, float*)>& fill);
+inline ConsolidateReport write_safetensors_shards(const std::string& output_dir, const std::vector<TensorEntry>& tensors,
+                                                  const ConsolidateOptions& opt,
+                                                  const std::function<void(std::size_t, float*)>& fill) {
+  return write_safetensors_shards(output_dir, tensors, opt.dtype, opt.max_shard_bytes, fill);
+}
 
 // Verifies the whole checkpoint first (verify_checkpoint_for_reading): a damaged one exports nothing.
 // A LoRA checkpoint holds no base weights: FormatError pointing at --merge_adapters (tools/merge_adapters.hpp).

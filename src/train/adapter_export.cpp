@@ -1,6 +1,6 @@
 #include "train/adapter_export.hpp"
 
-#include <map>
+#include <cstdint>
 
 namespace shardft {
 namespace {
@@ -11,10 +11,40 @@ std::string base_weight_of(const ParamSpec& p) {
   return p.name.substr(0, p.name.size() - tail) + ".weight";
 }
 
-TensorF32 tensor_of(const ParamLayout& layout, int param, const std::vector<float>& values) {
-  const ParamSpec& p = layout.params()[param];
-  const auto first = values.begin() + layout.offset(param);
-  return TensorF32{p.shape, std::vector<float>(first, first + p.numel())};
+// Layout elements [begin, begin + size) at `data`: a whole-model vector or a block's window.
+struct LayoutSpan {
+  std::int64_t begin;
+  const float* data;
+  std::int64_t size;
+  bool holds(const ParamLayout& layout, int param) const {
+    const std::int64_t at = layout.offset(param) - begin;
+    return at >= 0 && at + layout.params()[param].numel() <= size;
+  }
+  const float* at(const ParamLayout& layout, int param) const { return data + (layout.offset(param) - begin); }
+};
+
+void add_lora_tensors_in(const ParamLayout& layout, const LayoutSpan& span, LoraTensors& out) {
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    const ParamSpec& spec = layout.params()[p];
+    if (!spec.is_lora() || !span.holds(layout, static_cast<int>(p))) continue;
+    const float* first = span.at(layout, static_cast<int>(p));
+    LoraFactors& f = out[base_weight_of(spec)];
+    (spec.kind == ParamKind::lora_a ? f.A : f.B) = TensorF32{spec.shape, std::vector<float>(first, first + spec.numel())};
+  }
+}
+
+void merge_lora_terms_in(const ParamLayout& layout, std::int64_t begin, float* data, std::int64_t size) {
+  const LayoutSpan span{begin, data, size};
+  auto at = [&](int param) { return data + (layout.offset(param) - begin); };
+  const double scale = layout.lora().scale();
+  for (std::size_t p = 0; p < layout.params().size(); ++p) {
+    const ParamSpec& a = layout.params()[p];
+    if (a.kind != ParamKind::lora_a || !span.holds(layout, static_cast<int>(p))) continue;
+    const std::string stem = a.name.substr(0, a.name.size() - std::string("lora_A.weight").size());
+    const int b = layout.index(stem + "lora_B.weight"), w = layout.index(base_weight_of(a));
+    const ParamSpec& ws = layout.params()[w];
+    merge_lora_into(at(w), ws.shape[0], ws.shape[1], at(static_cast<int>(p)), at(b), a.shape[0], scale);
+  }
 }
 
 }  // namespace
@@ -32,28 +62,21 @@ LoraAdapterConfig adapter_config_of(const LoraSpec& spec, const std::string& bas
 
 LoraTensors lora_tensors_of(const ParamLayout& layout, const std::vector<float>& values) {
   LoraTensors out;
-  for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    const ParamSpec& spec = layout.params()[p];
-    if (!spec.is_lora()) continue;
-    LoraFactors& f = out[base_weight_of(spec)];
-    (spec.kind == ParamKind::lora_a ? f.A : f.B) = tensor_of(layout, static_cast<int>(p), values);
-  }
+  add_lora_tensors_in(layout, {0, values.data(), static_cast<std::int64_t>(values.size())}, out);
   return out;
 }
 
+void add_lora_tensors(const ParamLayout& layout, const LayoutWindow& window, LoraTensors& out) {
+  add_lora_tensors_in(layout, {window.begin, window.values.data(), static_cast<std::int64_t>(window.values.size())},
+                      out);
+}
+
 void merge_lora_terms(const ParamLayout& layout, std::vector<float>& values) {
-  std::map<std::string, int> by_name;
-  for (std::size_t p = 0; p < layout.params().size(); ++p) by_name[layout.params()[p].name] = static_cast<int>(p);
-  const double scale = layout.lora().scale();
-  for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    const ParamSpec& a = layout.params()[p];
-    if (a.kind != ParamKind::lora_a) continue;
-    const std::string stem = a.name.substr(0, a.name.size() - std::string("lora_A.weight").size());
-    const int b = by_name.at(stem + "lora_B.weight"), w = by_name.at(base_weight_of(a));
-    const ParamSpec& ws = layout.params()[w];
-    merge_lora_into(values.data() + layout.offset(w), ws.shape[0], ws.shape[1], values.data() + layout.offset(static_cast<int>(p)),
-                    values.data() + layout.offset(b), a.shape[0], scale);
-  }
+  merge_lora_terms_in(layout, 0, values.data(), static_cast<std::int64_t>(values.size()));
+}
+
+void merge_lora_terms(const ParamLayout& layout, LayoutWindow& window) {
+  merge_lora_terms_in(layout, window.begin, window.values.data(), static_cast<std::int64_t>(window.values.size()));
 }
 
 }  // namespace shardft

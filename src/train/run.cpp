@@ -22,6 +22,8 @@
 #include "train/step_logger.hpp"
 #include "train/stop_check.hpp"
 #include "train/stop_signal.hpp"
+#include "infer/hf_export.hpp"
+#include "train/model_export.hpp"
 #include "train/trainer.hpp"
 #include "train/training_eval.hpp"
 #include "train/training_step.hpp"
@@ -40,6 +42,10 @@ RunSummary run_training(const TrainConfig& cfg, const ParallelPlan& parallel, st
   std::ostream null_stream(nullptr);
   std::ostream& log = writer ? log_stream : null_stream;
   for (const std::string& w : ineffective_keys(cfg)) log << "warning: " << w << std::endl;
+  // The export's dtype now: a source config naming one it cannot write stops the run before training.
+  const TensorDtype export_dtype = resolve_export_dtype(cfg.export_dtype, read_source_config(cfg.model_name_or_path));
+  log << "final model: " << export_dtype_name(export_dtype) << " (export_dtype " << cfg.export_dtype
+      << "), one file up to max_shard_size " << cfg.max_shard_size << ", shards past it" << std::endl;
   RunData data = read_run_data(cfg, writer, log);
   const ChatEncoder& encoder = *data.text.encoder;
   TrainingEvaluator evaluator(data.eval, std::move(data.eval_set), encoder);

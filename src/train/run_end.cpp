@@ -6,12 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/peft_adapter.hpp"
+#include "config/recipe_sections.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/memory_capacity.hpp"
-#include "train/adapter_export.hpp"
 #include "train/checkpoint.hpp"
+#include "train/model_export.hpp"
 #include "infer/hf_export.hpp"
 #include "train/process_memory.hpp"
 #include "train/step_kernels_report.hpp"
@@ -19,28 +19,6 @@
 namespace shardft {
 
 namespace {
-
-std::string model_path(const std::string& output_dir) { return output_dir + "/model.safetensors"; }
-
-// Collective: every rank takes part in the gathers, and only rank 0, which writes, holds the model. With LoRA: the base with the adapters merged (an HF
-// model that evaluates as base + adapter), and the adapter itself next to it.
-// The adapter goes to output_dir, its adapter_config.json naming model_name_or_path as its base.
-void save_model(Trainer& tr, const std::string& output_dir, const std::string& model_name_or_path, bool writer) {
-  std::vector<float> full = tr.engine().gather_master(writer);
-  if (!writer) return;
-  const ParamLayout& layout = tr.model().layout();
-  if (layout.has_frozen()) {
-    write_peft_adapter(output_dir, adapter_config_of(layout.lora(), model_name_or_path),
-                       lora_tensors_of(layout, full));
-    merge_lora_terms(layout, full);
-  }
-  std::vector<NamedTensorRef> refs;
-  for (std::size_t p = 0; p < layout.params().size(); ++p) {
-    if (layout.params()[p].is_lora()) continue;
-    refs.push_back({layout.params()[p].name, layout.params()[p].shape, full.data() + layout.offset(static_cast<int>(p))});
-  }
-  write_safetensors_f32(model_path(output_dir), refs);
-}
 
 // Test hook: SHARDFT_FAULT="RANK:end:stop" stops that rank (SIGSTOP, as a hung process) once the run's
 // last collective is behind it, before the end-of-run barrier.
@@ -141,14 +119,23 @@ void report_resources(const FinishedRun& r, std::ostream& log) {
 void export_model(const FinishedRun& r, std::ostream& log) {
   const bool writer = r.parallel.world().rank() == 0;
   if (r.cfg.load_best_model_at_end) load_best_model(r.cfg.output_dir, r.tr, r.evaluator.tracker(), r.last_step, log);
-  save_model(r.tr, r.cfg.output_dir, r.cfg.model_name_or_path, writer);
-  if (writer) {
-    write_hf_config(r.cfg.output_dir, model_meta_json(r.cfg.model), read_source_config(r.cfg.model_name_or_path),
-                    TensorDtype::F32);
-    write_tokenizer_export(r.tokenizer_files, r.cfg.output_dir);
-  }
-  log << "saved " << model_path(r.cfg.output_dir) << " with config.json, generation_config.json"
-      << (r.tokenizer_files.tokenizer_config.is_null() ? "" : " and the tokenizer with its chat template") << std::endl;
+  const ModelExportConfig cfg = model_export_config(r.cfg);
+  const nlohmann::json source = read_source_config(cfg.model_name_or_path);
+  const TensorDtype dtype = resolve_export_dtype(cfg.export_dtype, source);
+  const SafetensorsShardsReport rep = save_model(r.tr.engine(), r.tr.model().layout(), cfg, dtype, writer);
+  if (!writer) return;
+  write_hf_config(cfg.output_dir, model_meta_json(r.cfg.model), source, dtype);
+  write_tokenizer_export(r.tokenizer_files, cfg.output_dir);
+  log << "saved the model to " << cfg.output_dir << " in " << export_dtype_name(dtype)
+      << (cfg.export_dtype == "auto" ? (source.is_object() ? " (export_dtype auto: model_name_or_path's dtype)"
+                                                            : " (export_dtype auto: a model defined here)")
+                                     : "")
+      << ": " << (rep.files == 1 ? std::string("model.safetensors")
+                                 : std::to_string(rep.files) + " shards with model.safetensors.index.json")
+      << " (" << rep.bytes << " B), config.json, generation_config.json"
+      << (r.tokenizer_files.tokenizer_config.is_null() ? "" : " and the tokenizer with its chat template")
+      << (r.tr.model().layout().has_frozen() ? "; the LoRA adapter beside it" : "") << std::endl;
+  for (const std::string& f : rep.removed) log << "removed " << f << ", an earlier export's weight file" << std::endl;
 }
 
 // metrics.jsonl's closing record, but for do_eval's fields. device_peak: the training's, before the export.

@@ -56,6 +56,12 @@ expect_error collectives-nccl "collectives: nccl" --collectives nccl
 expect_error collectives-unknown "key 'collectives' must be one of" --collectives gloo
 expect_error collective-timeout "collective_timeout_s" --collective_timeout_s 0
 expect_error memory-size "key 'max_memory_per_rank' expects auto, none or a size" --max_memory_per_rank lots
+expect_error shard-size "key 'max_shard_size' expects a size" --max_shard_size 5XB
+expect_error export-dtype "export_dtype" --export_dtype float8
+cp -r tests/reference/hf/tiny_llama "$tmp/fp8-model"
+sed -i 's/"torch_dtype": "bfloat16"/"torch_dtype": "float8_e4m3fn"/' "$tmp/fp8-model/config.json"
+expect_error source-dtype "torch_dtype 'float8_e4m3fn' is none of float32, bfloat16, float16; set export_dtype" \
+  --model_name_or_path "$tmp/fp8-model"
 # Qwen2-1.5B's shape in a 1 GB budget: refused before the 23 GiB of model state is allocated.
 expect_error memory-preflight "max_memory_per_rank: rank 0 needs about" --vocab_size 151936 --hidden_size 1536 \
   --num_hidden_layers 28 --num_attention_heads 12 --num_key_value_heads 2 --intermediate_size 8960 --max_memory_per_rank 1GB

@@ -4,7 +4,8 @@
 # (ZeRO-3, chatml / llama3 templates with their BPE tokenizers), consolidate a checkpoint, and load
 # the export in transformers: its loss on held-out text equals shardft's eval_loss of the same files
 # to 1e-4, and differs from the untrained model's (the weights really moved). The end-of-run
-# output_dir is an HF directory too (config.json + tokenizer files), and a bf16 export loads as well.
+# output_dir is an HF directory too (config.json + tokenizer files, the weights in the source's dtype,
+# sharded with an index past max_shard_size), and a bf16 export loads as well.
 # Both carry tokenizer_config.json with the run's chat template and generation_config.json: AutoTokenizer's
 # apply_chat_template gives the ids the run trained on, and generation stops at the template's end of turn.
 # Usage: hf_finetune_export.sh SHARDFT_BINARY SOURCE_DIR
@@ -39,27 +40,59 @@ hf_loss() {
 hf_field() { "$py" -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$tmp/hf.json" "$1"; }
 rel() { "$py" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(abs(a - b) / abs(b))" "$1" "$2"; }
 
-# model, chat template, end / begin token, the architecture transformers must load, learning rate
-for case in "tiny_qwen2 chatml <|endoftext|> - Qwen2ForCausalLM 3e-3" \
-            "tiny_llama llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-3" \
-            "tiny_qwen3 chatml <|endoftext|> - Qwen3ForCausalLM 1e-2" \
-            "tiny_llama32 llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-2" \
-            "tiny_qwen2_yarn chatml <|endoftext|> - Qwen2ForCausalLM 1e-2" \
-            "tiny_headdim plain <|endoftext|> - MistralForCausalLM 1e-2"; do
+# The end-of-run export's weight files (the index's, or model.safetensors): "FILES DTYPES TORCH_DTYPE"
+export_files() {
+  "$py" - "$1" <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+index = os.path.join(d, "model.safetensors.index.json")
+files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
+dtypes = set()
+for name in files:
+    with open(os.path.join(d, name), "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    header.pop("__metadata__", None)
+    dtypes |= {v["dtype"] for v in header.values()}
+print(len(files), ",".join(sorted(dtypes)), json.load(open(os.path.join(d, "config.json")))["torch_dtype"])
+PY
+}
+
+# model, chat template, end / begin token, the architecture transformers must load, learning rate, the
+# end-of-run export's shard size
+for case in "tiny_qwen2 chatml <|endoftext|> - Qwen2ForCausalLM 3e-3 5GB" \
+            "tiny_llama llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-3 5GB" \
+            "tiny_qwen3 chatml <|endoftext|> - Qwen3ForCausalLM 1e-2 5GB" \
+            "tiny_llama32 llama3 <|end_of_text|> <|begin_of_text|> LlamaForCausalLM 3e-2 100KB" \
+            "tiny_qwen2_yarn chatml <|endoftext|> - Qwen2ForCausalLM 1e-2 5GB" \
+            "tiny_headdim plain <|endoftext|> - MistralForCausalLM 1e-2 5GB"; do
   set -- $case
-  model=$1 tmpl=$2 end=$3 begin=$4 arch=$5 lr=$6
+  model=$1 tmpl=$2 end=$3 begin=$4 arch=$5 lr=$6 shard=$7
   [ "$begin" = "-" ] && begin=""
   out="$tmp/$model"
   timeout 300 mpirun -np 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "$bin" train \
     --model_name_or_path "tests/reference/hf/$model" --chat_template "$tmpl" --dataset_path "$tmp/train.jsonl" \
     --max_seq_length 128 --per_device_train_batch_size 4 --max_steps 4 --save_steps 3 --learning_rate "$lr" \
     --lr_scheduler_type constant --logging_steps 1 --zero_stage 3 --do_eval false --output_dir "$out" \
-    > "$tmp/$model.train.log" 2>&1 || { cat "$tmp/$model.train.log"; fail "training $model at 2 ranks"; }
+    --max_shard_size "$shard" > "$tmp/$model.train.log" 2>&1 || { cat "$tmp/$model.train.log"; fail "training $model at 2 ranks"; }
   "$bin" consolidate "$out/checkpoint-3" --output "$tmp/$model.export" > /dev/null || fail "consolidate $model"
-  for f in config.json tokenizer.json tokenizer_config.json generation_config.json model.safetensors; do
+  for f in config.json tokenizer.json tokenizer_config.json generation_config.json; do
     [ -f "$tmp/$model.export/$f" ] || fail "$model export lacks $f"
     [ -f "$out/$f" ] || fail "$model output_dir lacks $f"
   done
+  [ -f "$tmp/$model.export/model.safetensors" ] || fail "$model export lacks model.safetensors"
+  # The end of the run exports in the source's dtype (export_dtype auto), sharded past max_shard_size.
+  source_dtype=$("$py" -c "import json, sys; print(json.load(open(sys.argv[1]))['torch_dtype'])" \
+    "tests/reference/hf/$model/config.json")
+  case $source_dtype in float32) tag=F32 ;; bfloat16) tag=BF16 ;; *) fail "$model: unexpected dtype $source_dtype" ;; esac
+  read -r files dtypes written < <(export_files "$out") || fail "$model: output_dir's weight files unreadable"
+  [ "$dtypes" = "$tag" ] && [ "$written" = "$source_dtype" ] \
+    || fail "$model output_dir: weights $dtypes, config.json $written; the source is $source_dtype"
+  if [ "$shard" = 5GB ]; then
+    [ "$files" = 1 ] && [ -f "$out/model.safetensors" ] || fail "$model output_dir: $files weight files, expected one"
+  else
+    [ "$files" -gt 1 ] && [ ! -f "$out/model.safetensors" ] || fail "$model output_dir: $files weight files under $shard"
+  fi
+  echo "ok   $model output_dir: $files weight file(s) in $dtypes, config.json torch_dtype $written"
   # transformers' AutoTokenizer on both: apply_chat_template gives the ids the run trained on.
   cache=$(grep -oE "tokenized dataset (cached in|from cache) [^ ]+\.h5" "$tmp/$model.train.log" | awk '{print $NF}')
   [ -f "$cache" ] || { cat "$tmp/$model.train.log"; fail "$model: no tokenized-set cache named in the log"; }

@@ -31,14 +31,15 @@ for f in adapter_config.json adapter_model.safetensors model.safetensors config.
   [ -s "$tmp/bnb4/$f" ] || fail "no $f in output_dir"
 done
 ! grep -q quantization_config "$tmp/bnb4/config.json" || fail "the merged (full-precision) model's config.json keeps quantization_config"
-"$bin" consolidate "$tmp/bnb4/checkpoint-6" --merge_adapters --output "$tmp/merged" > "$tmp/merge.log" 2>&1 \
+"$bin" consolidate "$tmp/bnb4/checkpoint-6" --merge_adapters --dtype bf16 --output "$tmp/merged" > "$tmp/merge.log" 2>&1 \
   || { cat "$tmp/merge.log"; fail "consolidate --merge_adapters over the 4-bit base"; }
 [ -s "$tmp/merged/model.safetensors" ] && ! grep -q quantization_config "$tmp/merged/config.json" \
   || fail "consolidate --merge_adapters over the 4-bit base: no full-precision model"
 # Merging a QLoRA checkpoint's adapter gives the model the run trained and evaluated: the base as its
 # model read it (NF4 dequantized), so the final checkpoint merges to the run's own model.safetensors, for
-# a 4-bit save and for a base quantized at load alike (the full-precision base would differ by ~1e-2).
-"$bin" consolidate "$tmp/plain/checkpoint-6" --merge_adapters --output "$tmp/merged_plain" > "$tmp/merge_plain.log" 2>&1 \
+# a 4-bit save and for a base quantized at load alike (the full-precision base would differ by ~1e-2). Both
+# bases are bf16, so the runs export bf16 (export_dtype auto), and consolidate is asked for the same.
+"$bin" consolidate "$tmp/plain/checkpoint-6" --merge_adapters --dtype bf16 --output "$tmp/merged_plain" > "$tmp/merge_plain.log" 2>&1 \
   || { cat "$tmp/merge_plain.log"; fail "consolidate --merge_adapters of the QLoRA checkpoint"; }
 same_tensors() {  # A.safetensors B.safetensors: the same names, dtypes, shapes and bytes (in any order)
   python3 - "$1" "$2" <<'PY'

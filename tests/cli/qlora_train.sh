@@ -28,8 +28,10 @@ losses() { tail -n 1 "$tmp/$1/metrics.jsonl" | grep -o '"\(train\|eval\)_loss":[
 
 train qlora "$base" --load_in_4bit true
 train lora "$base"
+# In fp32: the dequantized NF4 values are exact there (the base's own bf16 would round them).
 "$bin" train --model_name_or_path "$base" --chat_template llama3 --dataset_path "$tmp/train.jsonl" --max_seq_length 128 \
   --per_device_train_batch_size 4 --max_steps 1 --learning_rate 1e-30 --do_eval false --output_dir "$tmp/roundtrip" \
+  --export_dtype fp32 \
   --use_peft true --lora_dropout 0 --lora_target_modules all-linear --load_in_4bit true > "$tmp/roundtrip.log" 2>&1 \
   || { tail -20 "$tmp/roundtrip.log"; fail "writing the round-tripped base"; }
 train lora_on_roundtrip "$tmp/roundtrip"

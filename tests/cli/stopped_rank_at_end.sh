@@ -19,7 +19,7 @@ took=$(( $(date +%s) - start ))
 echo "job ended with exit $code after ${took}s"
 [ "$code" -ne 124 ] || fail "the job was still running after 120 s: rank 0 waited for the stopped rank"
 [ "$code" -ne 0 ] || fail "the job exited 0 although a rank never reached the end"
-grep -qF "saved $tmp/out/model.safetensors" "$tmp/run.log" || fail "the run did not get to its end"
+grep -qF "saved the model to $tmp/out in fp32" "$tmp/run.log" || fail "the run did not get to its end"
 grep -E "collective timeout: rank 0 waited [0-9.]+ s for barrier on group 'world' \(rank 0 of 2, mpi\), past collective_timeout_s 10" \
   "$tmp/run.log" || fail "no message naming the end-of-run barrier"
 echo "stopped_rank_at_end: ok"

@@ -90,16 +90,18 @@ Unmanaged1<const bf16> FrozenStore::weight_bf16(int param) {
   return weights_->weight_bf16(param);
 }
 
-void FrozenStore::fill_layout(std::vector<float>& out) {
-  weights_->fill_layout(group_, out);
+void FrozenStore::fill_layout(LayoutWindow& out, std::size_t first, std::size_t last) {
+  weights_->fill_layout(group_, out, first, last);
   if (!nf4_) return;
-  for (int p = 0; p < static_cast<int>(layout_.params().size()); ++p) {
-    if (!nf4_->holds(p)) continue;
-    View1<float> d("zero_nf4_read", layout_.params()[p].numel());
-    nf4_->read(p, d);  // collective at stage 3: every rank reads, the ranks that keep a copy copy
-    if (out.empty()) continue;
-    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
-    std::copy_n(host.data(), host.extent(0), out.begin() + layout_.offset(p));
+  for (std::size_t block = first; block < last; ++block) {
+    for (int p : block_own_params(layout_, static_cast<int>(block))) {
+      if (!nf4_->holds(p)) continue;
+      View1<float> d("zero_nf4_read", layout_.params()[p].numel());
+      nf4_->read(p, d);  // collective at stage 3: every rank reads, the ranks that keep a copy copy
+      if (!out.keeps()) continue;
+      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
+      std::copy_n(host.data(), host.extent(0), out.at(layout_, p));
+    }
   }
 }
 

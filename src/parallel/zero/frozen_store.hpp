@@ -42,9 +42,10 @@ class FrozenStore {
   Unmanaged1<const float> weight(int param);
   Unmanaged1<const bf16> weight_bf16(int param);
 
-  // The frozen parameters' compute weights (NF4: dequantized) as fp32 into `out` (the whole model in
-  // layout order). Collective where sharded; an empty `out` (a rank that keeps no copy) only takes part.
-  void fill_layout(std::vector<float>& out);
+  // The frozen parameters' compute weights (NF4: dequantized) of blocks [first, last) as fp32 into `out`
+  // (a window covering them). Collective where sharded; a window without values (a rank that keeps no
+  // copy) only takes part.
+  void fill_layout(LayoutWindow& out, std::size_t first, std::size_t last);
   // Adds its bytes to a report of the trainable parts (its peaks may come at other times: the sum
   // bounds the true peak).
   void add_to(MemoryReport& m) const;

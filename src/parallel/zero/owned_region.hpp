@@ -10,6 +10,7 @@
 #include "config/model_config.hpp"
 #include "kernels/flat_runs.hpp"
 #include "kernels/types.hpp"
+#include "model/layout_window.hpp"
 #include "model/param_layout.hpp"
 #include "parallel/flat_partition.hpp"
 
@@ -38,13 +39,15 @@ class OwnedRegion {
   // This region cut to unit `unit` alone, packed from offset 0 (the other units own nothing in it):
   // what a buffer holding one unit at a time is laid out as.
   OwnedRegion only_unit(std::size_t unit) const;
-  // The owned region's values (a buffer laid out as the region) written into `out` (the whole model in
-  // layout order) at the partition's parameters, on every rank; collective over `group` when sharded.
-  // Unit by unit through the host: besides `out`, the device and the host hold one unit. An empty `out`
-  // (a rank that keeps no copy) takes part in the gathers and copies nothing.
-  void fill_layout(View1<float> owned, Communicator& group, std::vector<float>& out) const;
+  // The owned region's values (a buffer laid out as the region) of units [first, last) written into
+  // `out` at the partition's parameters, on every rank; collective over `group` when sharded. The
+  // window must cover those units' parameters (the whole model, or the block of a one-unit range).
+  // Unit by unit through the host: besides `out`, the device and the host hold one unit. A window
+  // without values (a rank that keeps no copy) takes part in the gathers and copies nothing.
+  void fill_layout(View1<float> owned, Communicator& group, LayoutWindow& out, std::size_t first,
+                   std::size_t last) const;
   // One unit's values (on the host, laid out as the whole unit) into `out` at the unit's parameters.
-  void unit_to_layout(std::size_t unit, const float* values, std::vector<float>& out) const;
+  void unit_to_layout(std::size_t unit, const float* values, LayoutWindow& out) const;
 
  private:
   const FlatPartition& part_;

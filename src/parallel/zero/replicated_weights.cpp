@@ -30,7 +30,7 @@ class ReplicatedWeights : public WeightStore {
 
   bool is_copy() const override { return !aliased_; }
   void share() override;
-  void fill_layout(Communicator&, std::vector<float>& out) const override;
+  void fill_layout(Communicator&, LayoutWindow& out, std::size_t first, std::size_t last) const override;
   std::int64_t bytes() const override { return aliased_ ? 0 : full_.bytes(); }  // aliased: counted as optimizer state
 
  protected:
@@ -73,15 +73,15 @@ void ReplicatedWeights::share() {
 
 // Unit by unit: one unit widened on the device and copied to the host, not the whole model at once.
 // Nothing here is collective, so a rank that keeps no copy (an empty `out`) does nothing.
-void ReplicatedWeights::fill_layout(Communicator&, std::vector<float>& out) const {
-  if (out.empty()) return;
+void ReplicatedWeights::fill_layout(Communicator&, LayoutWindow& out, std::size_t first, std::size_t last) const {
+  if (!out.keeps()) return;
   using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   std::int64_t largest = 0;
-  for (const FlatUnit& u : part_.units()) largest = std::max(largest, u.padded);
+  for (std::size_t ui = first; ui < last; ++ui) largest = std::max(largest, part_.units()[ui].padded);
   const bool bf16 = full_.storage() == WeightStorage::bf16;
   View1<float> widened("zero_export_unit", static_cast<std::size_t>(bf16 ? largest : 0));
   std::vector<float> host(static_cast<std::size_t>(largest));
-  for (std::size_t ui = 0; ui < part_.units().size(); ++ui) {
+  for (std::size_t ui = first; ui < last; ++ui) {
     const FlatUnit& u = part_.units()[ui];
     if (u.padded == 0) continue;
     const HostSlice dst(host.data(), u.padded);

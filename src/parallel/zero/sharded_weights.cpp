@@ -28,8 +28,8 @@ class ShardedWeights : public WeightStore {
   void progress() override;
   void drain() override;
   void set_nonfinite_counter(Unmanaged1<double> counter) override { nonfinite_ = counter; }
-  void fill_layout(Communicator& group, std::vector<float>& out) const override {
-    owned_.fill_layout(shard_.widened(), group, out);
+  void fill_layout(Communicator& group, LayoutWindow& out, std::size_t first, std::size_t last) const override {
+    owned_.fill_layout(shard_.widened(), group, out, first, last);
   }
   std::int64_t bytes() const override { return shard_.bytes(); }
   std::int64_t peak_gathered_bytes() const override { return peak_; }

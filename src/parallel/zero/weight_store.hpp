@@ -60,10 +60,10 @@ class WeightStore {
   // The same as bf16 storage; empty where the storage is fp32.
   Unmanaged1<const bf16> weight_bf16(int param);
 
-  // The compute weights as fp32 into `out` (the whole model in layout order) at the partition's
-  // parameters, on every rank (collective where sharded), unit by unit; an empty `out` (a rank that keeps
-  // no copy) only takes part in the collectives.
-  virtual void fill_layout(Communicator& group, std::vector<float>& out) const = 0;
+  // The compute weights of units [first, last) as fp32 into `out` (a window covering them) at the
+  // partition's parameters, on every rank (collective where sharded), unit by unit; a window without
+  // values (a rank that keeps no copy) only takes part in the collectives.
+  virtual void fill_layout(Communicator& group, LayoutWindow& out, std::size_t first, std::size_t last) const = 0;
   virtual std::int64_t bytes() const = 0;
   virtual std::int64_t peak_gathered_bytes() const { return 0; }
 
