@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "data/packing.hpp"
 #include "kernels/attention_fused.hpp"
 #include "kernels/attention_lse.hpp"
@@ -18,11 +18,6 @@
 namespace shardft {
 namespace {
 using testing_util::rel_diff;
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

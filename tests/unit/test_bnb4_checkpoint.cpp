@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "io/hf_weights.hpp"
 #include "kernels/nf4_quantize.hpp"
 #include "tests/common/peft_fixture_run.hpp"
@@ -25,11 +25,6 @@ namespace fs = std::filesystem;
 
 const std::string kBnb4 = std::string(SHARDFT_REFERENCE_DIR) + "/hf/tiny_llama_bnb4";
 const std::string kPlain = std::string(SHARDFT_REFERENCE_DIR) + "/hf/tiny_llama";
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 template <typename T>
 std::vector<T> host_copy(const View1<T>& v) {

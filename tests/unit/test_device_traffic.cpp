@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "data/sft_data.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/elementwise.hpp"
@@ -20,11 +20,6 @@
 
 namespace shardft {
 namespace {
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 TrainConfig tiny_config() {
   TrainConfig c;

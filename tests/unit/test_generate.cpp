@@ -10,7 +10,7 @@
 #include <set>
 
 #include "config/recipe_sections.hpp"
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "data/datasets.hpp"
 #include "io/safetensors.hpp"
 #include "train/checkpoint.hpp"
@@ -334,11 +334,6 @@ struct TempDir {
   }
   ~TempDir() { fs::remove_all(path); }
 };
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 std::vector<float> host_weights(const LocalParams& p) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.weights());

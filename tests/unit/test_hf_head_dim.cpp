@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "config/hf_model_config.hpp"
 #include "tests/common/hf_fixture_batch.hpp"
 #include "tests/common/hf_fixture_grads.hpp"
@@ -18,11 +18,6 @@ namespace {
 
 const std::string& kHfDir = testing_util::hf_fixture_dir();
 const char* const kModels[] = {"tiny_qwen3", "tiny_llama32", "tiny_qwen2_yarn", "tiny_headdim"};
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 struct StepResult {
   double loss = 0;

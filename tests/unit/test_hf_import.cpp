@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "config/hf_model_config.hpp"
 #include "tests/common/hf_fixture_batch.hpp"
 #include "io/hf_weights.hpp"
@@ -29,11 +29,6 @@ namespace fs = std::filesystem;
 double rel_diff(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
 const std::string& kHfDir = testing_util::hf_fixture_dir();
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 nlohmann::json fixture_batch(const std::string& model) { return testing_util::hf_fixture(model); }
 using testing_util::hf_fixture_batch;

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "tests/common/peft_fixture_run.hpp"
 #include "config/adapter_lora_keys.hpp"
 #include "train/lora_adapter_init.hpp"
@@ -12,11 +12,6 @@
 namespace shardft {
 namespace {
 using namespace testing_util;
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 const std::string kBase = "--model_name_or_path=" + hf_fixture_dir() + "/tiny_llama";
 const std::string kAdapter = peft_fixture_dir("llama_rslora_qv") + "/adapter_init";  // r 4, alpha 8, rsLoRA, q/v

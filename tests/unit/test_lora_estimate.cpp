@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "config/lora_config.hpp"
 #include "kernels/nf4_quantize.hpp"
 #include "parallel/flat_partition.hpp"
@@ -17,11 +17,6 @@
 
 namespace shardft {
 namespace {
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 // testing_util::small_model: d 64, 4 heads of 16 (q 64), 2 KV heads (k/v 32), I 96, 3 layers, vocab 300.
 TrainConfig lora_model(int stage, bool bf16, const std::string& targets) {

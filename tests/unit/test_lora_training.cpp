@@ -7,18 +7,13 @@
 
 #include <cstring>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "tests/common/peft_fixture_run.hpp"
 #include "train/adapter_export.hpp"
 
 namespace shardft {
 namespace {
 using namespace testing_util;
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 double ex_loss_after(const std::string& name) { return peft_expected(name).at("loss_after").get<double>(); }
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "tests/common/device_build.hpp"
 #include "config/memory_size.hpp"
 #include "config/train_config.hpp"
@@ -22,11 +22,6 @@
 
 namespace shardft {
 namespace {
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 using testing_util::small_model;
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/recipe_sections.hpp"
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "finite_difference.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/bias.hpp"
@@ -25,11 +25,6 @@
 namespace shardft {
 namespace {
 using namespace kernel_test;
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 ModelConfig biased_model(bool qkv, bool o) {
   ModelConfig m;

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "io/hf_weights.hpp"
 #include "io/peft_adapter.hpp"
 #include "kernels/bf16.hpp"
@@ -20,11 +20,6 @@
 namespace shardft {
 namespace {
 using namespace testing_util;
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 TEST(ModelExport, AutoTakesTheSourceDtypeAndAnExplicitDtypeWins) {
   using J = nlohmann::json;

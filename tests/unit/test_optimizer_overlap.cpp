@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "data/sft_data.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/side_queue.hpp"
@@ -16,11 +16,6 @@
 
 namespace shardft {
 namespace {
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 TrainConfig tiny_config() {
   TrainConfig c;

@@ -7,18 +7,13 @@
 
 #include <cstring>
 
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "kernels/nf4_quantize.hpp"
 #include "tests/common/peft_fixture_run.hpp"
 
 namespace shardft {
 namespace {
 using namespace testing_util;
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
-}
 
 std::string config_error(const std::vector<std::string>& flags) {
   try {

@@ -8,7 +8,7 @@
 
 #include "tests/common/device_build.hpp"
 #include "tests/common/relative_difference.hpp"
-#include "comm/self_communicator.hpp"
+#include "tests/common/self_communicator.hpp"
 #include "config/recipe_sections.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/trainer.hpp"
@@ -41,11 +41,6 @@ std::vector<TokenizedSample> four_samples() {
   std::vector<TokenizedSample> s;
   for (int i = 0; i < 4; ++i) s.push_back(apply_chat_template(tok, {{"user", q[i]}, {"assistant", a[i]}}, 64));
   return s;
-}
-
-SelfCommunicator& self() {
-  static SelfCommunicator c;
-  return c;
 }
 
 // The compute-precision weights the model reads, in layout order.
