@@ -27,7 +27,7 @@ struct CheckpointConfig {
   std::string recipe_yaml;              // the whole recipe (config/train_config.hpp to_yaml)
 };
 
-// The final model's export (train/model_export.hpp): an HF model directory in output_dir.
+// The final model's export (infer/model_export.hpp): an HF model directory in output_dir.
 struct ModelExportConfig {
   std::string output_dir;
   std::string model_name_or_path;   // its config.json is the export's; its torch_dtype decides auto

@@ -15,7 +15,7 @@
 #include "io/hdf5_shard.hpp"
 #include "comm/collective_error.hpp"
 #include "infer/hf_export.hpp"
-#include "train/adapter_export.hpp"
+#include "infer/adapter_export.hpp"
 #include "infer/qlora_base.hpp"
 #include "config/config_error.hpp"
 

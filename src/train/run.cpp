@@ -23,7 +23,7 @@
 #include "train/stop_check.hpp"
 #include "train/stop_signal.hpp"
 #include "infer/hf_export.hpp"
-#include "train/model_export.hpp"
+#include "infer/model_export.hpp"
 #include "train/trainer.hpp"
 #include "train/training_eval.hpp"
 #include "train/training_step.hpp"

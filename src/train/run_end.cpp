@@ -11,7 +11,7 @@
 #include "kernels/device_traffic.hpp"
 #include "kernels/memory_capacity.hpp"
 #include "train/checkpoint.hpp"
-#include "train/model_export.hpp"
+#include "infer/model_export.hpp"
 #include "infer/hf_export.hpp"
 #include "train/process_memory.hpp"
 #include "train/step_kernels_report.hpp"

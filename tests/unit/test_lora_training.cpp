@@ -9,7 +9,7 @@
 
 #include "tests/common/self_communicator.hpp"
 #include "tests/common/peft_fixture_run.hpp"
-#include "train/adapter_export.hpp"
+#include "infer/adapter_export.hpp"
 
 namespace shardft {
 namespace {

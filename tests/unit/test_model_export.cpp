@@ -1,4 +1,4 @@
-// The end-of-run export (train/model_export.hpp): the dtype export_dtype picks, and the files save_model
+// The end-of-run export (infer/model_export.hpp): the dtype export_dtype picks, and the files save_model
 // streams from the engine's blocks: an HF model (one file, or shards with an index past max_shard_size)
 // whose every tensor is the gathered master weight rounded to the export dtype, with LoRA merged into
 // the base and the adapter beside it.
@@ -14,8 +14,8 @@
 #include "kernels/bf16.hpp"
 #include "kernels/fp16.hpp"
 #include "tests/common/peft_fixture_run.hpp"
-#include "train/adapter_export.hpp"
-#include "train/model_export.hpp"
+#include "infer/adapter_export.hpp"
+#include "infer/model_export.hpp"
 
 namespace shardft {
 namespace {

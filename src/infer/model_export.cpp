@@ -1,4 +1,4 @@
-#include "train/model_export.hpp"
+#include "infer/model_export.hpp"
 
 #include <exception>
 #include <optional>
@@ -6,7 +6,7 @@
 
 #include "io/peft_adapter.hpp"
 #include "model/layout_window.hpp"
-#include "train/adapter_export.hpp"
+#include "infer/adapter_export.hpp"
 
 namespace shardft {
 

@@ -1,4 +1,4 @@
-#include "train/adapter_export.hpp"
+#include "infer/adapter_export.hpp"
 
 #include <cstdint>
 
