@@ -38,12 +38,10 @@ std::vector<FlatRun> OwnedRegion::compute_runs(bool compute_in_full_buffer) cons
 
 void OwnedRegion::fill_layout(View1<float> owned, Communicator& group, LayoutWindow& out, std::size_t first,
                               std::size_t last) const {
-  using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   auto slice = [](const View1<float>& v, std::int64_t off, std::int64_t n) { return Unmanaged1<float>(v.data() + off, n); };
   std::int64_t largest = 0;
   for (std::size_t ui = first; ui < last; ++ui) largest = std::max(largest, part_.units()[ui].padded);
   View1<float> unit("zero_export_unit", static_cast<std::size_t>(sharded_ ? largest : 0));
-  std::vector<float> host(static_cast<std::size_t>(out.keeps() ? largest : 0));
   for (std::size_t ui = first; ui < last; ++ui) {
     const FlatUnit& u = part_.units()[ui];
     if (u.padded == 0) continue;
@@ -54,18 +52,18 @@ void OwnedRegion::fill_layout(View1<float> owned, Communicator& group, LayoutWin
       group.all_gather(unit.data() + rank_ * u.shard, unit.data(), static_cast<std::size_t>(u.shard), DType::f32);
       whole = slice(unit, 0, u.padded);
     }
-    if (!out.keeps()) continue;
-    Kokkos::deep_copy(HostSlice(host.data(), u.padded), whole);
-    unit_to_layout(ui, host.data(), out);
+    if (out.keeps()) unit_to_layout(ui, whole, out);
   }
 }
 
-void OwnedRegion::unit_to_layout(std::size_t unit, const float* values, LayoutWindow& out) const {
+void OwnedRegion::unit_to_layout(std::size_t unit, Unmanaged1<const float> values, LayoutWindow& out) const {
+  using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   const ParamLayout& layout = part_.layout();
   const FlatUnit& u = part_.units()[unit];
   for (std::size_t k = 0; k < u.params.size(); ++k) {
     const int p = u.params[k];
-    std::copy_n(values + u.param_offset[k], part_.numel_of(p), out.at(layout, p));
+    const std::int64_t n = part_.numel_of(p);
+    Kokkos::deep_copy(HostSlice(out.at(layout, p), n), Unmanaged1<const float>(values.data() + u.param_offset[k], n));
   }
 }
 

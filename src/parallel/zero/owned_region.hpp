@@ -42,12 +42,13 @@ class OwnedRegion {
   // The owned region's values (a buffer laid out as the region) of units [first, last) written into
   // `out` at the partition's parameters, on every rank; collective over `group` when sharded. The
   // window must cover those units' parameters (the whole model, or the block of a one-unit range).
-  // Unit by unit through the host: besides `out`, the device and the host hold one unit. A window
-  // without values (a rank that keeps no copy) takes part in the gathers and copies nothing.
+  // Unit by unit: besides `out`, only a sharded region's gathered unit is held, each parameter copied
+  // from it into the window. A window without values (a rank that keeps no copy) takes part in the
+  // gathers and copies nothing.
   void fill_layout(View1<float> owned, Communicator& group, LayoutWindow& out, std::size_t first,
                    std::size_t last) const;
-  // One unit's values (on the host, laid out as the whole unit) into `out` at the unit's parameters.
-  void unit_to_layout(std::size_t unit, const float* values, LayoutWindow& out) const;
+  // One unit's values (in the compute space, laid out as the whole unit) into `out` at its parameters.
+  void unit_to_layout(std::size_t unit, Unmanaged1<const float> values, LayoutWindow& out) const;
 
  private:
   const FlatPartition& part_;

@@ -71,28 +71,25 @@ void ReplicatedWeights::share() {
   for (auto& r : inflight) r->wait();
 }
 
-// Unit by unit: one unit widened on the device and copied to the host, not the whole model at once.
-// Nothing here is collective, so a rank that keeps no copy (an empty `out`) does nothing.
+// Unit by unit, each parameter copied into the window: a bf16 store widens one unit at a time, not the
+// whole model. Nothing here is collective, so a rank that keeps no copy (a window without values) does
+// nothing.
 void ReplicatedWeights::fill_layout(Communicator&, LayoutWindow& out, std::size_t first, std::size_t last) const {
   if (!out.keeps()) return;
-  using HostSlice = Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const bool bf16 = full_.storage() == WeightStorage::bf16;
   std::int64_t largest = 0;
   for (std::size_t ui = first; ui < last; ++ui) largest = std::max(largest, part_.units()[ui].padded);
-  const bool bf16 = full_.storage() == WeightStorage::bf16;
   View1<float> widened("zero_export_unit", static_cast<std::size_t>(bf16 ? largest : 0));
-  std::vector<float> host(static_cast<std::size_t>(largest));
   for (std::size_t ui = first; ui < last; ++ui) {
     const FlatUnit& u = part_.units()[ui];
     if (u.padded == 0) continue;
-    const HostSlice dst(host.data(), u.padded);
     if (bf16) {
       const Unmanaged1<float> w(widened.data(), u.padded);
       to_f32(full_.bf16s(u.full_offset, u.padded), w);
-      Kokkos::deep_copy(dst, w);
+      owned_.unit_to_layout(ui, w, out);
     } else {
-      Kokkos::deep_copy(dst, full_.f32(u.full_offset, u.padded));
+      owned_.unit_to_layout(ui, full_.f32(u.full_offset, u.padded), out);
     }
-    owned_.unit_to_layout(ui, host.data(), out);
   }
 }
 
