@@ -82,7 +82,7 @@ void SafetensorsShardsWriter::write_next(const float* values) {
   rep_.bytes += file_->data_bytes();
   ++rep_.files;
   file_.reset();
-  written_.push_back(name);
+  written_.insert(name);
   ++shard_;
 }
 
@@ -90,13 +90,12 @@ SafetensorsShardsReport SafetensorsShardsWriter::finish() {
   if (next_ != tensors_.size()) {
     throw FormatError(dir_ + ": " + std::to_string(tensors_.size() - next_) + " tensors not written");
   }
-  std::set<std::string> written(written_.begin(), written_.end());
   if (shards_.size() > 1) {
     std::ofstream(dir_ + "/model.safetensors.index.json")
         << nlohmann::json{{"metadata", {{"total_size", rep_.bytes}}}, {"weight_map", weight_map_}}.dump(2) << "\n";
-    written.insert("model.safetensors.index.json");
+    written_.insert("model.safetensors.index.json");
   }
-  rep_.removed = remove_stale_weight_files(dir_, written);
+  rep_.removed = remove_stale_weight_files(dir_, written_);
   return rep_;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +48,7 @@ class SafetensorsShardsWriter {
   std::vector<std::pair<std::size_t, std::size_t>> shards_;  // [first, last) tensor of each file
   std::size_t next_ = 0, shard_ = 0;
   std::unique_ptr<SafetensorsStreamWriter> file_;
-  std::vector<std::string> written_;
+  std::set<std::string> written_;
   nlohmann::json weight_map_ = nlohmann::json::object();
   SafetensorsShardsReport rep_;
 };

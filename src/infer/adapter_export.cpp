@@ -12,18 +12,19 @@ std::string base_weight_of(const ParamSpec& p) {
 }
 
 // Layout elements [begin, begin + size) at `data`: a whole-model vector or a block's window.
+template <class T>
 struct LayoutSpan {
   std::int64_t begin;
-  const float* data;
+  T* data;
   std::int64_t size;
   bool holds(const ParamLayout& layout, int param) const {
     const std::int64_t at = layout.offset(param) - begin;
     return at >= 0 && at + layout.params()[param].numel() <= size;
   }
-  const float* at(const ParamLayout& layout, int param) const { return data + (layout.offset(param) - begin); }
+  T* at(const ParamLayout& layout, int param) const { return data + (layout.offset(param) - begin); }
 };
 
-void add_lora_tensors_in(const ParamLayout& layout, const LayoutSpan& span, LoraTensors& out) {
+void add_lora_tensors_in(const ParamLayout& layout, const LayoutSpan<const float>& span, LoraTensors& out) {
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
     const ParamSpec& spec = layout.params()[p];
     if (!spec.is_lora() || !span.holds(layout, static_cast<int>(p))) continue;
@@ -33,9 +34,7 @@ void add_lora_tensors_in(const ParamLayout& layout, const LayoutSpan& span, Lora
   }
 }
 
-void merge_lora_terms_in(const ParamLayout& layout, std::int64_t begin, float* data, std::int64_t size) {
-  const LayoutSpan span{begin, data, size};
-  auto at = [&](int param) { return data + (layout.offset(param) - begin); };
+void merge_lora_terms_in(const ParamLayout& layout, const LayoutSpan<float>& span) {
   const double scale = layout.lora().scale();
   for (std::size_t p = 0; p < layout.params().size(); ++p) {
     const ParamSpec& a = layout.params()[p];
@@ -43,7 +42,8 @@ void merge_lora_terms_in(const ParamLayout& layout, std::int64_t begin, float* d
     const std::string stem = a.name.substr(0, a.name.size() - std::string("lora_A.weight").size());
     const int b = layout.index(stem + "lora_B.weight"), w = layout.index(base_weight_of(a));
     const ParamSpec& ws = layout.params()[w];
-    merge_lora_into(at(w), ws.shape[0], ws.shape[1], at(static_cast<int>(p)), at(b), a.shape[0], scale);
+    merge_lora_into(span.at(layout, w), ws.shape[0], ws.shape[1], span.at(layout, static_cast<int>(p)),
+                    span.at(layout, b), a.shape[0], scale);
   }
 }
 
@@ -62,21 +62,23 @@ LoraAdapterConfig adapter_config_of(const LoraSpec& spec, const std::string& bas
 
 LoraTensors lora_tensors_of(const ParamLayout& layout, const std::vector<float>& values) {
   LoraTensors out;
-  add_lora_tensors_in(layout, {0, values.data(), static_cast<std::int64_t>(values.size())}, out);
+  add_lora_tensors_in(layout, LayoutSpan<const float>{0, values.data(), static_cast<std::int64_t>(values.size())}, out);
   return out;
 }
 
 void add_lora_tensors(const ParamLayout& layout, const LayoutWindow& window, LoraTensors& out) {
-  add_lora_tensors_in(layout, {window.begin, window.values.data(), static_cast<std::int64_t>(window.values.size())},
-                      out);
+  add_lora_tensors_in(
+      layout, LayoutSpan<const float>{window.begin, window.values.data(), static_cast<std::int64_t>(window.values.size())},
+      out);
 }
 
 void merge_lora_terms(const ParamLayout& layout, std::vector<float>& values) {
-  merge_lora_terms_in(layout, 0, values.data(), static_cast<std::int64_t>(values.size()));
+  merge_lora_terms_in(layout, LayoutSpan<float>{0, values.data(), static_cast<std::int64_t>(values.size())});
 }
 
 void merge_lora_terms(const ParamLayout& layout, LayoutWindow& window) {
-  merge_lora_terms_in(layout, window.begin, window.values.data(), static_cast<std::int64_t>(window.values.size()));
+  merge_lora_terms_in(layout, LayoutSpan<float>{window.begin, window.values.data(),
+                                                static_cast<std::int64_t>(window.values.size())});
 }
 
 }  // namespace shardft

@@ -163,11 +163,8 @@ void ZeroEngine::block_done(int block) {
 // ---- inspection ------------------------------------------------------------------------------------
 
 std::vector<float> ZeroEngine::gather_master(bool keep) {
-  optimizer_->wait_for_update();
-  LayoutWindow out = whole_layout_window(layout_, keep);
-  const std::size_t units = part_.units().size();
-  owned_.fill_layout(optimizer_->master(), group_, out, 0, units);
-  frozen_->fill_layout(out, 0, units);
+  LayoutWindow out{0, gather_trainable(keep)};
+  frozen_->fill_layout(out, 0, part_.units().size());
   return std::move(out.values);
 }
 
