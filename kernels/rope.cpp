@@ -97,41 +97,39 @@ int rope_lanes(int half) {
 }
 }  // namespace
 
-// One team per token: its threads over the q and k heads, each head's hd/2 pairs over the vector lanes.
-// cos / sin come from the table (L1-resident: one row per token) for every head instead of being staged
-// in per-thread arrays, so any head_dim works; positions beyond the table compute their angle per head.
-// With plain RoPE's table, the same float operations as rope_forward / rope_backward, so the two paths
-// agree bit for bit.
 namespace {
-// A GPU, where every row and the table allow it: each lane rotates W = 4 consecutive pairs of a head,
-// its x1, x2, cos and sin read in packs (8-byte bf16, 16-byte fp32 accesses), a quarter of the memory
-// instructions; the same float operations per pair, positions beyond the table included. One team per
-// token with a thread per head (up to the kernel's largest team).
-constexpr int kRopePack = 4;
+// A thread per pack of W pairs of one head of one token (W = 16 bytes of T: 8 bf16 or 4 fp32 pairs):
+// N x heads x hd / (2 W) independent threads, each loading its x1, x2 and its cos / sin (the token's row
+// of the table, which the token's heads share in cache) before it stores anything. A warp then has all
+// its loads in flight at once: a team per token whose threads looped over the heads ordered each head's
+// loads after the previous head's stores and ran at a fifth of the DRAM's bandwidth. The same float
+// operations per pair as the other forms; positions beyond the table compute their angle per pair.
+template <class T>
+constexpr int rope_pack_width() {
+  return static_cast<int>(16 / sizeof(T));
+}
 template <class T>
 void rope_rotate_packed(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
                         const RopeTable& table, bool inverse) {
-  constexpr int W = kRopePack;
+  constexpr int W = rope_pack_width<T>();
   const int hd = table.head_dim, half = hd / 2, groups = half / W;
   const int q_heads = static_cast<int>(q.extent(1)) / hd, heads = q_heads + static_cast<int>(k.extent(1)) / hd;
+  const std::int64_t per_token = static_cast<std::int64_t>(heads) * groups;
   const float sign = inverse ? -1.f : 1.f;
   const double scale = table.attention_scaling;
   const std::int64_t positions = static_cast<std::int64_t>(table.cos.extent(0));
   auto ct = table.cos, st = table.sin;
   auto f = table.inv_freq;
-  const auto body = KOKKOS_LAMBDA(const Member& m) {
-    const int n = m.league_rank();
-    const std::int64_t p = pos(n);
-    const bool in_table = p >= 0 && p < positions;
-    const float* c_row = in_table ? &ct(p, 0) : nullptr;
-    const float* s_row = in_table ? &st(p, 0) : nullptr;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, heads), [&](const int h) {
-      T* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
-      Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, groups), [=](const int g) {
+  Kokkos::parallel_for(
+      name, Range(0, static_cast<std::int64_t>(q.extent(0)) * per_token), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t n = i / per_token;
+        const int r = static_cast<int>(i - n * per_token), h = r / groups, g = r - h * groups;
+        const std::int64_t p = pos(n);
+        T* v = h < q_heads ? &q(n, h * hd) : &k(n, (h - q_heads) * hd);
         float c[W], s[W], x1[W], x2[W];
-        if (c_row != nullptr) {
-          load_floats<W>(c_row + g * W, c);
-          load_floats<W>(s_row + g * W, s);
+        if (p >= 0 && p < positions) {
+          load_floats<W>(&ct(p, g * W), c);
+          load_floats<W>(&st(p, g * W), s);
         } else {  // beyond the table: the angle per pair, as the general kernel computes it
           for (int e = 0; e < W; ++e) {
             const double a = static_cast<double>(p) * f(g * W + e);
@@ -150,24 +148,17 @@ void rope_rotate_packed(const char* name, Strided2<T> q, Strided2<T> k, Unmanage
         store_floats<W>(v + g * W, y1);
         store_floats<W>(v + half + g * W, y2);
       });
-    });
-  };
-  // A thread per head where the team allows it: a thread looping over heads orders each head's loads
-  // after the previous head's stores, one head's pairs in flight at a time.
-  const int lanes = rope_lanes(groups), rows = static_cast<int>(q.extent(0));
-  const int most = Team(rows, Kokkos::AUTO, lanes).team_size_max(body, Kokkos::ParallelForTag());
-  Kokkos::parallel_for(name, Team(rows, heads < most ? heads : most, lanes), body);
 }
 
-// Whether rope_rotate_packed applies: a GPU, heads of a multiple of 2 W pairs, and every row and table
-// row aligned to W elements.
+// Whether rope_rotate_packed applies: heads of a multiple of W pairs, and every row of q, k and the
+// table aligned to W elements.
 template <class T>
 bool rope_packs_fit(Strided2<T> q, Strided2<T> k, const RopeTable& table) {
-  if (Kokkos::SpaceAccessibility<HostSpace, MemSpace>::accessible) return false;
+  constexpr int W = rope_pack_width<T>();
   const int half = table.head_dim / 2;
-  return half % kRopePack == 0 && q.stride_0() % kRopePack == 0 && k.stride_0() % kRopePack == 0 &&
-         packs_fit<kRopePack>(half, {{q.data(), static_cast<int>(sizeof(T))}, {k.data(), static_cast<int>(sizeof(T))},
-                                     {table.cos.data(), 4}, {table.sin.data(), 4}});
+  return half % W == 0 && q.stride_0() % W == 0 && k.stride_0() % W == 0 &&
+         packs_fit<W>(half, {{q.data(), static_cast<int>(sizeof(T))}, {k.data(), static_cast<int>(sizeof(T))},
+                             {table.cos.data(), 4}, {table.sin.data(), 4}});
 }
 
 // One head's pairs on the host: x1 = lo[i], x2 = hi[i]. Restrict pointers, so the compiler vectorises the
@@ -222,31 +213,17 @@ void rope_rotate_on_host(const char* name, Strided2<T> q, Strided2<T> k, Unmanag
   });
 }
 
-// q and k in fp32 or bf16 (a bf16 step's kept q and k): each pair read into fp32, rotated with the same
-// float operations either way, and stored (rounded once in bf16).
+// Where packs do not fit (a head of fewer than W pairs, unaligned rows) on a GPU: one team per token, its
+// threads over the q and k heads, each head's hd/2 pairs over the vector lanes. cos / sin come from the
+// table (L1-resident: one row per token) for every head, so any head_dim works; positions beyond the
+// table compute their angle per head. With plain RoPE's table, the same float operations as rope_forward /
+// rope_backward, so the two paths agree bit for bit.
 template <class T>
-void rope_rotate_qk_of(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
+void rope_rotate_teams(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
                        const RopeTable& table, bool inverse) {
   const int hd = table.head_dim, half = hd / 2;
-  if (q.stride_1() != 1 || k.stride_1() != 1) {
-    throw std::invalid_argument(std::string(name) + ": each row of q and k must be contiguous");
-  }
-  if (hd < 2 || hd % 2 != 0) throw std::invalid_argument(std::string(name) + ": head_dim must be even and positive");
-  if (q.extent(1) % hd != 0 || k.extent(1) % hd != 0 || k.extent(0) != q.extent(0) || pos.extent(0) != q.extent(0)) {
-    throw std::invalid_argument(std::string(name) + ": q, k must be [N, heads * " + std::to_string(hd) + "], pos [N]");
-  }
-  if (table.cos.extent(0) > 0 && static_cast<int>(table.cos.extent(1)) != half) {
-    throw std::invalid_argument(std::string(name) + ": table built for another head_dim");
-  }
   const int q_heads = static_cast<int>(q.extent(1)) / hd, heads = q_heads + static_cast<int>(k.extent(1)) / hd;
   const std::int64_t positions = static_cast<std::int64_t>(table.cos.extent(0));
-  if (static_cast<int>(table.inv_freq.extent(0)) != half) {
-    throw std::invalid_argument(std::string(name) + ": table without head_dim / 2 frequencies");
-  }
-  if constexpr (!kComputeOnDevice) {
-    return rope_rotate_on_host(name, q, k, pos, table, inverse);
-  }
-  if (rope_packs_fit(q, k, table)) return rope_rotate_packed(name, q, k, pos, table, inverse);
   const float sign = inverse ? -1.f : 1.f;
   const double scale = table.attention_scaling;
   auto ct = table.cos, st = table.sin;
@@ -287,6 +264,39 @@ void rope_rotate_qk_of(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged
       });
 }
 
+// rope_rotate_qk's shapes: std::invalid_argument naming `name` where they do not fit.
+template <class T>
+void check_rope_qk(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
+                   const RopeTable& table) {
+  const int hd = table.head_dim, half = hd / 2;
+  if (q.stride_1() != 1 || k.stride_1() != 1) {
+    throw std::invalid_argument(std::string(name) + ": each row of q and k must be contiguous");
+  }
+  if (hd < 2 || hd % 2 != 0) throw std::invalid_argument(std::string(name) + ": head_dim must be even and positive");
+  if (q.extent(1) % hd != 0 || k.extent(1) % hd != 0 || k.extent(0) != q.extent(0) || pos.extent(0) != q.extent(0)) {
+    throw std::invalid_argument(std::string(name) + ": q, k must be [N, heads * " + std::to_string(hd) + "], pos [N]");
+  }
+  if (table.cos.extent(0) > 0 && static_cast<int>(table.cos.extent(1)) != half) {
+    throw std::invalid_argument(std::string(name) + ": table built for another head_dim");
+  }
+  if (static_cast<int>(table.inv_freq.extent(0)) != half) {
+    throw std::invalid_argument(std::string(name) + ": table without head_dim / 2 frequencies");
+  }
+}
+
+// q and k in fp32 or bf16 (a bf16 step's kept q and k): each pair read into fp32, rotated with the same
+// float operations either way, and stored (rounded once in bf16).
+template <class T>
+void rope_rotate_qk_of(const char* name, Strided2<T> q, Strided2<T> k, Unmanaged1<const std::int32_t> pos,
+                       const RopeTable& table, bool inverse) {
+  check_rope_qk(name, q, k, pos, table);
+  if constexpr (!kComputeOnDevice) {
+    return rope_rotate_on_host(name, q, k, pos, table, inverse);
+  }
+  if (rope_packs_fit(q, k, table)) return rope_rotate_packed(name, q, k, pos, table, inverse);
+  rope_rotate_teams(name, q, k, pos, table, inverse);
+}
+
 }  // namespace
 
 void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const std::int32_t> pos,
@@ -297,6 +307,15 @@ void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const s
 void rope_rotate_qk(Strided2<bf16> q, Strided2<bf16> k, Unmanaged1<const std::int32_t> pos,
                     const RopeTable& table, bool inverse) {
   rope_rotate_qk_of<bf16>("rope_rotate_qk_bf16", q, k, pos, table, inverse);
+}
+
+void rope_rotate_qk_packed(Strided2<bf16> q, Strided2<bf16> k, Unmanaged1<const std::int32_t> pos,
+                           const RopeTable& table, bool inverse) {
+  check_rope_qk("rope_rotate_qk_packed", q, k, pos, table);
+  if (!rope_packs_fit(q, k, table)) {
+    throw std::invalid_argument("rope_rotate_qk_packed: heads of a multiple of 8 pairs and 16-byte aligned rows needed");
+  }
+  rope_rotate_packed("rope_rotate_qk_bf16", q, k, pos, table, inverse);
 }
 
 }  // namespace shardft

@@ -46,5 +46,10 @@ void rope_rotate_qk(Unmanaged2<float> q, Unmanaged2<float> k, Unmanaged1<const s
 // (the [q | k | v] output of one projection GEMM); each row must be contiguous.
 void rope_rotate_qk(Strided2<bf16> q, Strided2<bf16> k, Unmanaged1<const std::int32_t> pos,
                     const RopeTable& table, bool inverse);
+// The form a GPU runs where every row of q, k and the table allows 16-byte packs (head_dim a multiple of
+// 16): a thread per eight pairs of a head of a token. Callable on any backend, so that CPU tests hold it
+// to the host's loops bit for bit; std::invalid_argument where the packs do not fit.
+void rope_rotate_qk_packed(Strided2<bf16> q, Strided2<bf16> k, Unmanaged1<const std::int32_t> pos,
+                           const RopeTable& table, bool inverse);
 
 }  // namespace shardft

@@ -186,6 +186,40 @@ TEST(KernelBf16Outputs, RopeOnColumnBlocksIsTheDenseRotation) {
   }
 }
 
+// The GPU's form (a thread per eight pairs of a head) against the loops this backend runs, on the stacked
+// projection's column blocks, a position beyond the table included: the same bits, v untouched. Heads of
+// fewer than eight pairs, or rows that do not keep 16-byte alignment, are refused.
+TEST(KernelBf16Outputs, RopePackedFormIsTheRotationBitForBit) {
+  for (const int hd : {16, 64, 128}) {
+    SCOPED_TRACE(hd);
+    const int q_heads = 4, k_heads = 2;
+    const std::vector<std::int32_t> pos = {0, 1, 2, 0, 255, 300, 17};
+    const std::size_t rows = pos.size(), qd = q_heads * hd, kvd = k_heads * hd, width = qd + 2 * kvd;
+    const auto all0 = rounded_to_bf16(random_vector(rows * width, 426 + hd));
+    const RopeTable table = make_rope_table(256, hd, 10000.0);
+    auto pd = to_device(pos, "pos");
+    for (const bool inverse : {false, true}) {
+      SCOPED_TRACE(inverse ? "inverse" : "forward");
+      auto a = to_device_bf16(all0, rows, width, "a"), b = to_device_bf16(all0, rows, width, "b");
+      const Unmanaged2<bf16> ua(a), ub(b);
+      rope_rotate_qk(columns_of(ua, 0, qd), columns_of(ua, qd, kvd), pd, table, inverse);
+      rope_rotate_qk_packed(columns_of(ub, 0, qd), columns_of(ub, qd, kvd), pd, table, inverse);
+      const auto packed = widened(b);
+      EXPECT_EQ(packed, widened(a));
+      EXPECT_NE(packed, all0) << "nothing was rotated";
+      EXPECT_EQ(column_block(packed, width, qd + kvd, kvd), column_block(all0, width, qd + kvd, kvd));
+    }
+  }
+  const std::vector<std::int32_t> pos = {0, 1};
+  auto pd = to_device(pos, "pos");
+  View2<bf16> narrow("narrow", 2, 4 * 8), odd("odd", 2, 3 * 64 + 8);
+  EXPECT_THROW(rope_rotate_qk_packed(narrow, narrow, pd, make_rope_table(16, 8, 10000.0), false), std::invalid_argument);
+  const Unmanaged2<bf16> uo(odd);
+  EXPECT_THROW(rope_rotate_qk_packed(columns_of(uo, 4, 128), columns_of(uo, 132, 64), pd, make_rope_table(16, 64, 10000.0),
+                                     false),
+               std::invalid_argument);
+}
+
 // Backward in place over gu, with ds in bf16: [dg | du] as the fp32 packed kernel gives them from the same
 // inputs, rounded; s as forward wrote it, bit for bit (the same expression, the same inputs), and as the
 // fp32 forward gives it, rounded. At 37 columns every row is read element by element; at 40 in packs of 8
