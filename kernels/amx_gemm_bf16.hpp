@@ -17,8 +17,8 @@ std::string describe();
 // Turns the AMX path off (or back on, where available): tests compare it with the widened path.
 void set_enabled(bool on);
 
-// C = alpha op(A) op(B) + beta C with bf16 operands (their bits) and fp32 C, or, where c_bf16 is set, C
-// written to c_bf16 rounded to nearest even (c and beta unused). lda / ldb / ldc are row strides in elements.
+// C = alpha op(A) op(B) + beta C with bf16 operands (their bits) and fp32 C, or, where c_bf16 is set, that
+// sum (C read as bf16 where beta is not 0) in fp32, written to c_bf16 rounded to nearest even (c unused). lda / ldb / ldc are row strides in elements.
 // Host memory, the calling thread; requires available().
 void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const std::uint16_t* a, int lda,
                const std::uint16_t* b, int ldb, float beta, float* c, std::uint16_t* c_bf16, int ldc);

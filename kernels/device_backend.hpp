@@ -31,7 +31,7 @@ void sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
 void gemm_bf16_f32(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const std::uint16_t* a,
                    int lda, const std::uint16_t* b, int ldb, float beta, float* c, int ldc);
 void gemm_bf16_bf16(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const std::uint16_t* a,
-                    int lda, const std::uint16_t* b, int ldb, std::uint16_t* c, int ldc);
+                    int lda, const std::uint16_t* b, int ldb, float beta, std::uint16_t* c, int ldc);
 std::string gemm_library();  // "cuBLAS (device views)"; "" on the host
 
 // Marks on the compute queue, for timing kernels without a fence (kernels/kernel_timer.cpp): elapsed

@@ -185,11 +185,12 @@ void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, 
   tiled_product_rows(op_a, op_b, alpha, a, b, beta, c, s, 0, s.m);
 }
 
-// C = alpha op(A) op(B) in bf16 without cuBLAS: blocks of C's rows in fp32 scratch of at most a tile
-// (at least one row), each rounded once into C: the values cuBLAS's bf16 output has, without an fp32
-// copy of all of C. One launch, as the GPU path counts it.
-void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, bf16* c,
-                                const MixedShape& s) {
+// C = alpha op(A) op(B) + beta C in bf16 without cuBLAS: blocks of C's rows in fp32 scratch of at most a
+// tile (at least one row; C's values widened there first where beta is not 0), each rounded once into C:
+// the values cuBLAS's bf16 output has, without an fp32 copy of all of C. One launch, as the GPU path
+// counts it.
+void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                                bf16* c, const MixedShape& s) {
   const VendorKernel launch("gemm -> bf16 (host: widened tiles)");
   std::optional<UncountedLaunches> uncounted;
   if (!kGemmOnDevice) uncounted.emplace();
@@ -197,14 +198,16 @@ void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand
   const auto c32 = kernel_scratch<float>("gemm_bf16_out_f32", std::min(block, s.m) * s.n);
   for (std::int64_t m0 = 0; m0 < s.m; m0 += block) {
     const std::int64_t rows = std::min(block, s.m - m0);
-    tiled_product_rows(op_a, op_b, alpha, a, b, 0.f, c32.data(), s, m0, m0 + rows);
+    const Unmanaged1<float> block_f32(c32.data(), rows * s.n);
+    if (beta != 0.f) to_f32(Unmanaged1<const bf16>(c + m0 * s.n, rows * s.n), block_f32);
+    tiled_product_rows(op_a, op_b, alpha, a, b, beta, c32.data(), s, m0, m0 + rows);
     to_bf16(Unmanaged1<const float>(c32.data(), rows * s.n), Unmanaged1<bf16>(c + m0 * s.n, rows * s.n));
   }
 }
 
 const std::uint16_t* bits(const bf16* p) { return reinterpret_cast<const std::uint16_t*>(p); }
 
-// Both operands bf16, on cuBLAS's tensor cores: C fp32 (beta as given) or bf16 (C = the product, rounded).
+// Both operands bf16, on cuBLAS's tensor cores: C fp32 or bf16 (beta as given; bf16: rounded once).
 // The timer's name for a GEMM: with its transposes and m x n x k while kernels are timed, so the report
 // gives each shape's time (and from it the shape's FLOP rate) instead of one line for all GEMMs.
 std::string timed_gemm_name(const char* kind, Op op_a, Op op_b, const MixedShape& s) {
@@ -220,7 +223,7 @@ void device_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
   const int lda = static_cast<int>(a.extent(1)), ldb = static_cast<int>(b.extent(1));
   if (c_bf16) {
     device_backend::gemm_bf16_bf16(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda,
-                                   bits(b.b16.data()), ldb, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
+                                   bits(b.b16.data()), ldb, beta, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
   } else {
     device_backend::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda,
                                   bits(b.b16.data()), ldb, beta, c_f32, ldc);
@@ -269,12 +272,12 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
 }
 
 void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b,
-                         Unmanaged2<bf16> c) {
+                         Unmanaged2<bf16> c, float beta) {
   const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
   if (s.m == 0 || s.n == 0) return;
   count_gemm(a.is_bf16, b.is_bf16, s.m, s.n, s.k);
-  if (on_tensor_cores(op_a, op_b, alpha, a, b, 0.f, nullptr, c.data(), static_cast<int>(c.extent(1)), s)) return;
-  widened_tiles_product_bf16(op_a, op_b, alpha, a, b, c.data(), s);
+  if (on_tensor_cores(op_a, op_b, alpha, a, b, beta, nullptr, c.data(), static_cast<int>(c.extent(1)), s)) return;
+  widened_tiles_product_bf16(op_a, op_b, alpha, a, b, beta, c.data(), s);
 }
 
 void gemm_set_bf16_tile_elements(std::int64_t n) { g_tile_elements = std::max<std::int64_t>(1, n); }

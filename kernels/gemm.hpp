@@ -42,11 +42,13 @@ struct GemmOperand {
 // tile of C is one sgemm over all of K. Widening is exact, so the products are those of the bf16 values.
 void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                 Unmanaged2<float> c);
-// The same product written in bf16 (C is not read): each element the fp32 accumulator rounded to nearest
-// even, as rounding an fp32 C would. Both bf16 on the GPU: cuBLAS's bf16 output (cuda::gemm_bf16_bf16);
-// on AMX, each 32 x 32 block rounded from its tiles; otherwise the fp32 product in scratch, then rounded.
+// The same product written in bf16: each element alpha times the fp32 accumulator, plus beta times C's
+// value where beta is not 0 (C read; a residual branch added into a bf16 stream), in fp32, rounded once to
+// nearest even, as rounding an fp32 C would. Both bf16 on the GPU: cuBLAS's bf16 output
+// (cuda::gemm_bf16_bf16); on AMX, each 32 x 32 block rounded from its tiles; otherwise the fp32 product in
+// scratch, then rounded.
 void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b,
-                         Unmanaged2<bf16> c);
+                         Unmanaged2<bf16> c, float beta = 0.f);
 // The widening scratch: elements per operand tile (default 1M, 4 MB of fp32; at least one row or column
 // of K is always taken). Held from the first mixed GEMM until Kokkos::finalize.
 void gemm_set_bf16_tile_elements(std::int64_t n);

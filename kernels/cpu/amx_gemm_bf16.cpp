@@ -70,8 +70,11 @@ SHARDFT_AMX_TARGET void write_block(const float* acc, int i0, int j0, int m, int
     for (int r = 0; r < rows; ++r) {
       const __m512 v = _mm512_mul_ps(va, _mm512_load_ps(acc + r * 32 + 16 * h));
       const std::size_t at = static_cast<std::size_t>(i0 + r) * ldc + j0 + 16 * h;
-      if (c_bf16) {
+      if (c_bf16 && beta == 0.f) {
         _mm256_mask_storeu_epi16(c_bf16 + at, mask, round_to_bf16(v));
+      } else if (c_bf16) {  // beta C + v in fp32 (as an fp32 C's fmadd below), rounded once
+        const __m512 old = widen_bf16(_mm256_maskz_loadu_epi16(mask, c_bf16 + at));
+        _mm256_mask_storeu_epi16(c_bf16 + at, mask, round_to_bf16(_mm512_fmadd_ps(vb, old, v)));
       } else if (beta == 0.f) {
         _mm512_mask_storeu_ps(c + at, mask, v);
       } else {

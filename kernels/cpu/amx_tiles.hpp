@@ -142,4 +142,9 @@ SHARDFT_AMX_TARGET inline __m256i round_to_bf16(__m512 v) {
   return _mm512_cvtepi32_epi16(r);
 }
 
+// bf16 bits -> fp32 on 16 lanes (exact).
+SHARDFT_AMX_TARGET inline __m512 widen_bf16(__m256i bits) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
 }  // namespace shardft::amx::tiles

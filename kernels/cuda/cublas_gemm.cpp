@@ -50,8 +50,9 @@ void gemm_ex(bool ta, bool tb, int m, int n, int k, float alpha, const void* a, 
              cudaDataType_t in_type, float beta, void* c, cudaDataType_t out_type, int ldc, const char* what) {
   if (m < 0 || n < 0 || k < 0) throw std::invalid_argument(std::string(what) + ": negative dimension");
   if (m == 0 || n == 0) return;
-  if (k == 0 && out_type != CUDA_R_32F) {  // bf16 C: only C = 0 (beta 0) is asked for
-    if (beta != 0.f) throw std::invalid_argument(std::string(what) + ": k = 0 with beta != 0 on a bf16 C");
+  if (k == 0 && out_type != CUDA_R_32F) {  // bf16 C: C = 0 (beta 0) or C unchanged (beta 1) is asked for
+    if (beta == 1.f) return;
+    if (beta != 0.f) throw std::invalid_argument(std::string(what) + ": k = 0 with beta other than 0 or 1 on a bf16 C");
     check_cuda(cudaMemset2DAsync(c, static_cast<std::size_t>(ldc) * 2, 0, n * 2, m, compute_stream()),
                "cudaMemset2DAsync");
     return;

@@ -52,9 +52,9 @@ void gemm_bf16_f32(bool transpose_a, bool transpose_b, int m, int n, int k, floa
 }
 
 void gemm_bf16_bf16(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const std::uint16_t* a,
-                    int lda, const std::uint16_t* b, int ldb, std::uint16_t* c, int ldc) {
+                    int lda, const std::uint16_t* b, int ldb, float beta, std::uint16_t* c, int ldc) {
   bind_cublas_stream();
-  cuda::gemm_bf16_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc);
+  cuda::gemm_bf16_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 std::string gemm_library() { return "cuBLAS (device views)"; }

@@ -24,7 +24,7 @@ void gemm_bf16_f32(bool, bool, int, int, int, float, const std::uint16_t*, int, 
                    float*, int) {
   no_device("device_backend::gemm_bf16_f32");
 }
-void gemm_bf16_bf16(bool, bool, int, int, int, float, const std::uint16_t*, int, const std::uint16_t*, int,
+void gemm_bf16_bf16(bool, bool, int, int, int, float, const std::uint16_t*, int, const std::uint16_t*, int, float,
                     std::uint16_t*, int) {
   no_device("device_backend::gemm_bf16_bf16");
 }

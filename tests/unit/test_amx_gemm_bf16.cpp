@@ -18,6 +18,7 @@
 #include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/gemm.hpp"
+#include "tests/common/scoped_amx.hpp"
 #include "tests/common/bf16_values.hpp"
 
 namespace shardft {
@@ -25,12 +26,6 @@ namespace {
 
 using namespace kernel_test;
 using namespace testing_util;
-
-// Turns the AMX path off for a scope (and back on however the test ends).
-struct ScopedAmxOff {
-  ScopedAmxOff() { amx::set_enabled(false); }
-  ~ScopedAmxOff() { amx::set_enabled(true); }
-};
 
 std::vector<std::uint16_t> bf16_bits(const std::vector<float>& v) {
   std::vector<std::uint16_t> out(v.size());
@@ -113,7 +108,7 @@ TEST(AmxGemmBf16, TheModelsBf16ProductsTakeAmxAndMatchTheWidenedPath) {
       gemm_mixed(op_a, op_b, 0.5f, ga, gb, 0.25f, on_amx);
       gemm_mixed_bf16_out(op_a, op_b, 0.5f, ga, gb, on_amx16);
       {
-        ScopedAmxOff off;
+        const ScopedAmx off(false);
         EXPECT_FALSE(amx::available());
         gemm_mixed(op_a, op_b, 0.5f, ga, gb, 0.25f, by_widening);
         gemm_mixed_bf16_out(op_a, op_b, 0.5f, ga, gb, by_widening16);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "tests/common/scoped_amx.hpp"
 #include "tests/common/bf16_values.hpp"
 #include "kernels/amx_attention_bf16.hpp"
 #include "kernels/amx_gemm_bf16.hpp"
@@ -92,15 +93,9 @@ Pair run_both(const AttentionShape& s) {
   return r;
 }
 
-// Turns the AMX path off for a scope (and back on however the test ends).
-struct ScopedAmxOff {
-  ScopedAmxOff() { amx::set_enabled(false); }
-  ~ScopedAmxOff() { amx::set_enabled(true); }
-};
-
 // Without AMX tiles (a CPU without them, or turned off) every product is sgemm's on the widened values.
 TEST(KernelAttentionLseBf16, IsTheFp32KernelOnTheSameValuesRoundedOnce) {
-  const ScopedAmxOff sgemm_only;
+  const ScopedAmx sgemm_only(false);
   for_each_shape([](const AttentionShape& s) {
     const Pair r = run_both(s);
     expect_same_bits("o", r.bf16.o, r.fp32.o);

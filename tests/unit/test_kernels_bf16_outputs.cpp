@@ -13,6 +13,7 @@
 
 #include "finite_difference.hpp"
 #include "tests/common/bf16_values.hpp"
+#include "tests/common/scoped_amx.hpp"
 #include "tests/common/device_build.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/elementwise.hpp"
@@ -57,6 +58,35 @@ TEST(KernelBf16Outputs, GemmWithBf16OutputIsTheFp32ProductRoundedForEveryTile) {
         View2<bf16> c("c", m, n);
         gemm_mixed_bf16_out(op_a, op_b, 0.75f, Unmanaged2<const bf16>(a16), Unmanaged2<const bf16>(b16), c);
         expect_rounded(name, widened(c), to_host(ref));
+      }
+    }
+  }
+}
+
+// beta 1 (a residual branch added into a bf16 stream): C's bf16 values plus the product, in fp32, rounded
+// once: what the fp32 GEMM with beta 1 over the same values gives, rounded. On AMX tiles and by widening
+// (in tiles of one row, of rows that do not divide C, and of all of C) where this CPU has AMX.
+TEST(KernelBf16Outputs, GemmAddingIntoABf16OutputRoundsTheFp32SumOnce) {
+  const int m = 37, n = 33, k = 40;
+  const auto a = rounded_to_bf16(random_vector(m * k, 403)), b = rounded_to_bf16(random_vector(k * n, 404));
+  const auto c0 = rounded_to_bf16(random_vector(m * n, 405, -4.f, 4.f));
+  for (const bool amx_on : {true, false}) {
+    const ScopedAmx amx_scope(amx_on);
+    for (const std::int64_t tile : {std::int64_t{1}, std::int64_t{2 * n + 1}, std::int64_t{1} << 20}) {
+      ScopedGemmTile scoped(tile);
+      for (const Op op_a : {Op::N, Op::T}) {
+        const std::string name = std::string(amx_on ? "amx " : "widened ") + "tile " + std::to_string(tile) +
+                                 " op " + (op_a == Op::N ? "NT" : "TT");
+        auto a16 = op_a == Op::N ? to_device_bf16(a, m, k, "a16") : to_device_bf16(a, k, m, "a16");
+        auto b16 = to_device_bf16(b, n, k, "b16");
+        auto ref = to_device(c0, m, n, "ref");
+        gemm_mixed(op_a, Op::T, 1.f, Unmanaged2<const bf16>(a16), Unmanaged2<const bf16>(b16), 1.f, ref);
+        auto c = to_device_bf16(c0, m, n, "c");
+        gemm_mixed_bf16_out(op_a, Op::T, 1.f, Unmanaged2<const bf16>(a16), Unmanaged2<const bf16>(b16), c, 1.f);
+        expect_rounded(name, widened(c), to_host(ref));
+        std::vector<float> product_only = widened(c);
+        gemm_mixed_bf16_out(op_a, Op::T, 1.f, Unmanaged2<const bf16>(a16), Unmanaged2<const bf16>(b16), c);
+        EXPECT_NE(widened(c), product_only) << name << ": beta 1 must add C";
       }
     }
   }
