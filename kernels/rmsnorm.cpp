@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/bf16_pack.hpp"
 #include "kernels/column_sum_tickets.hpp"
@@ -86,9 +87,10 @@ constexpr int kPack = 4, kWarpRows = 8, kLanes = 32;
 // stream and its bf16 copy, then y, are loops the compiler vectorises; between them the sums of squares,
 // one fp32 chain per row in column order (the order Serial's one-thread team has always summed in), the
 // block's chains interleaved. forward_packed_rows' team body, with its row pointers and per-element
-// branches, runs scalar on the host at several times this cost.
-template <class Out, class WT, bool Keep>
-void forward_rows_on_host(const char* name, Unmanaged2<const float> x, Unmanaged1<const WT> w, float eps,
+// branches, runs scalar on the host at several times this cost. X: the stream's storage, fp32 (Keep rounds
+// it in place) or bf16 (already rounded: Keep only copies it), read into the same fp32 values.
+template <class X, class Out, class WT, bool Keep>
+void forward_rows_on_host(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w, float eps,
                           Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round, bf16* x_kept) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
@@ -97,7 +99,7 @@ void forward_rows_on_host(const char* name, Unmanaged2<const float> x, Unmanaged
       name, Range(0, (rows + kForwardRows - 1) / kForwardRows), KOKKOS_LAMBDA(const std::int64_t blk) {
         const std::int64_t n0 = blk * kForwardRows;
         const int nr = rows - n0 < kForwardRows ? static_cast<int>(rows - n0) : kForwardRows;
-        const float* xr[kForwardRows];
+        const X* xr[kForwardRows];
         for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
         // Keep's outputs, named before the constexpr branch (nvcc's extended lambdas cannot first capture
         // a variable inside one)
@@ -106,26 +108,33 @@ void forward_rows_on_host(const char* name, Unmanaged2<const float> x, Unmanaged
         const int cols = d;
         if constexpr (Keep) {
           for (int k = 0; k < nr; ++k) {
-            float* __restrict__ xk = round_out + (n0 + k) * cols;
-            for (int j = 0; j < cols; ++j) xk[j] = round_to_bf16(xk[j]);
-            if (kept_out == nullptr) continue;
-            bf16* __restrict__ kept = kept_out + (n0 + k) * cols;
-            for (int j = 0; j < cols; ++j) kept[j] = bf16(xk[j]);
+            bf16* __restrict__ kept = kept_out != nullptr ? kept_out + (n0 + k) * cols : nullptr;
+            if constexpr (std::is_same_v<X, float>) {
+              float* __restrict__ xk = round_out + (n0 + k) * cols;
+              for (int j = 0; j < cols; ++j) xk[j] = round_to_bf16(xk[j]);
+              if (kept == nullptr) continue;
+              for (int j = 0; j < cols; ++j) kept[j] = bf16(xk[j]);
+            } else {
+              if (kept != nullptr) std::copy(xr[k], xr[k] + cols, kept);
+            }
           }
         }
         float p[kForwardRows] = {0.f, 0.f, 0.f, 0.f};
         for (int j = 0; j < d; ++j) {
-          for (int k = 0; k < kForwardRows; ++k) p[k] += xr[k][j] * xr[k][j];
+          for (int k = 0; k < kForwardRows; ++k) {
+            const float v = static_cast<float>(xr[k][j]);
+            p[k] += v * v;
+          }
         }
         for (int k = 0; k < nr; ++k) {
           const float r = 1.f / kmath::sqrt(p[k] / d + eps);
           rstd(n0 + k) = r;
-          const float* __restrict__ xn = xr[k];
+          const X* __restrict__ xn = xr[k];
           Out* __restrict__ yn = &y(n0 + k, 0);
           for (int j = 0; j < d; ++j) {
             float v, wv;
             load_floats<1>(wp + j, &wv);
-            v = wv * (xn[j] * r);
+            v = wv * (static_cast<float>(xn[j]) * r);
             store_floats<1>(yn + j, &v);
           }
         }
@@ -134,15 +143,16 @@ void forward_rows_on_host(const char* name, Unmanaged2<const float> x, Unmanaged
 
 // Forward: one team per block of kForwardRows rows, each thread over packs of W columns of every row of
 // the block. A last block of fewer rows reads its last row again in the missing slots (and stores
-// nothing for them): no branch in the loop. Keep: x is first rounded to bf16 (the residual stream's
-// keep): the first pass writes the rounded values back into x (x_round) and into x_kept, and both passes
-// use the rounded values (the second rounds what it reads again, which changes nothing once rounded).
-template <class Out, class WT, int W, bool Keep = false>
-void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const WT> w, float eps,
+// nothing for them): no branch in the loop. Keep: an fp32 x is first rounded to bf16 (the residual
+// stream's keep): the first pass writes the rounded values back into x (x_round) and into x_kept, and both
+// passes use the rounded values (the second rounds what it reads again, which changes nothing once
+// rounded); a bf16 x is copied into x_kept.
+template <class X, class Out, class WT, int W, bool Keep = false>
+void forward_packed_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w, float eps,
                          Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round = nullptr,
                          bf16* x_kept = nullptr) {
   if constexpr (!kComputeOnDevice && W == 1) {
-    forward_rows_on_host<Out, WT, Keep>(name, x, w, eps, y, rstd, x_round, x_kept);
+    forward_rows_on_host<X, Out, WT, Keep>(name, x, w, eps, y, rstd, x_round, x_kept);
     return;
   }
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
@@ -152,7 +162,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
   const auto body = KOKKOS_LAMBDA(const Member& m) {
     const std::int64_t n0 = static_cast<std::int64_t>(m.league_rank()) * kForwardRows;
     const int nr = rows - n0 < kForwardRows ? static_cast<int>(rows - n0) : kForwardRows;
-    const float* xr[kForwardRows];
+    const X* xr[kForwardRows];
     for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
     const int threads = m.team_size();
     // Keep's outputs, named before the constexpr branch (nvcc's extended lambdas cannot first capture
@@ -173,7 +183,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
                 for (int e = 0; e < W; ++e) v[e] = round_to_bf16(v[e]);
                 if (k < nr) {
                   const std::int64_t at = (n0 + k) * cols + g * W;
-                  store_floats<W>(round_out + at, v);
+                  if constexpr (std::is_same_v<X, float>) store_floats<W>(round_out + at, v);
                   if (kept_out != nullptr) store_floats<W>(kept_out + at, v);
                 }
               }
@@ -186,7 +196,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const float> x, Unmanaged1
     for (int k = 0; k < nr; ++k) {
       const float r = 1.f / kmath::sqrt(sums.v[k] / d + eps);
       Kokkos::single(Kokkos::PerTeam(m), [&] { rstd(n0 + k) = r; });
-      const float* xn = xr[k];
+      const X* xn = xr[k];
       Out* yn = &y(n0 + k, 0);
       Kokkos::parallel_for(Kokkos::TeamThreadRange(m, groups), [&](const int g) {
         float v[W], wv[W];
@@ -225,8 +235,8 @@ constexpr int kForwardBatch = 8, kBackwardBatch = 4;
 // forward_packed_rows kept every thread of a block waiting for the slowest row. The second pass reads
 // the row again from cache. Keep: as forward_packed_rows (the rounded x written back and kept, both
 // passes on the rounded values; a lane rereads what it wrote, and rounding again changes nothing).
-template <class Out, class WT, int W, bool Keep = false>
-void forward_warp_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<const WT> w, float eps,
+template <class X, class Out, class WT, int W, bool Keep = false>
+void forward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w, float eps,
                        Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round = nullptr, bf16* x_kept = nullptr) {
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
@@ -241,7 +251,7 @@ void forward_warp_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<c
         const std::int64_t cols = d;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, nr), [&](const int k) {
           const std::int64_t n = n0 + k;
-          const float* xn = &x(n, 0);
+          const X* xn = &x(n, 0);
           float ss = 0.f;
           Kokkos::parallel_reduce(
               Kokkos::ThreadVectorRange(m, kLanes),
@@ -252,7 +262,7 @@ void forward_warp_rows(const char* name, Unmanaged2<const float> x, Unmanaged1<c
                     [&](int b, int g) {
                       if constexpr (Keep) {
                         for (int e = 0; e < W; ++e) v[b][e] = round_to_bf16(v[b][e]);
-                        store_floats<W>(round_out + n * cols + g * W, v[b]);
+                        if constexpr (std::is_same_v<X, float>) store_floats<W>(round_out + n * cols + g * W, v[b]);
                         if (kept_out != nullptr) store_floats<W>(kept_out + n * cols + g * W, v[b]);
                       }
                       for (int e = 0; e < W; ++e) acc += v[b][e] * v[b][e];
@@ -389,15 +399,16 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
                                                     {{x.data(), 4}, {w.data(), static_cast<int>(sizeof(WT))},
                                                      {y.data(), static_cast<int>(sizeof(Out))}});
   if (packed) {
-    forward_warp_rows<Out, WT, kPack>(name, x, w, eps, y, rstd);
+    forward_warp_rows<float, Out, WT, kPack>(name, x, w, eps, y, rstd);
   } else {
-    forward_packed_rows<Out, WT, 1>(name, x, w, eps, y, rstd);
+    forward_packed_rows<float, Out, WT, 1>(name, x, w, eps, y, rstd);
   }
 }
 
-template <class WT>
-void forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, Unmanaged1<const WT> w, float eps,
-                     Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
+// X float: x rounded in place (x_round = x) and copied into x_kept; X bf16: x (already rounded) copied.
+template <class X, class WT>
+void forward_keeping(Unmanaged2<const X> x, float* x_round, Unmanaged2<bf16> x_kept, Unmanaged1<const WT> w,
+                     float eps, Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   if (w.extent(0) != x.extent(1) || y.extent(0) != x.extent(0) || y.extent(1) != x.extent(1) ||
@@ -406,21 +417,27 @@ void forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, Unmanaged1<co
     throw std::invalid_argument("rmsnorm_forward_keeping: shapes do not match");
   }
   if (rows == 0) return;
-  const Unmanaged2<const float> xc = x;
   const bool packed = kComputeOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d),
-                                                    {{x.data(), 4}, {w.data(), static_cast<int>(sizeof(WT))},
+                                                    {{x.data(), static_cast<int>(sizeof(X))},
+                                                     {w.data(), static_cast<int>(sizeof(WT))},
                                                      {y.data(), 2}, {x_kept.data(), 2}});
+  const char* name = std::is_same_v<X, float> ? "rmsnorm_forward_keeping" : "rmsnorm_forward_keeping_bf16";
   if (packed) {
-    forward_warp_rows<bf16, WT, kPack, true>("rmsnorm_forward_keeping", xc, w, eps, y, rstd, x.data(), x_kept.data());
+    forward_warp_rows<X, bf16, WT, kPack, true>(name, x, w, eps, y, rstd, x_round, x_kept.data());
   } else {
-    forward_packed_rows<bf16, WT, 1, true>("rmsnorm_forward_keeping", xc, w, eps, y, rstd, x.data(), x_kept.data());
+    forward_packed_rows<X, bf16, WT, 1, true>(name, x, w, eps, y, rstd, x_round, x_kept.data());
   }
 }
 }  // namespace
 
 void rmsnorm_forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
                              Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
-  w.visit([&](auto wv) { forward_keeping(x, x_kept, wv, eps, y, rstd); });
+  w.visit([&](auto wv) { forward_keeping(Unmanaged2<const float>(x), x.data(), x_kept, wv, eps, y, rstd); });
+}
+
+void rmsnorm_forward_keeping(Unmanaged2<const bf16> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
+                             Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
+  w.visit([&](auto wv) { forward_keeping(x, nullptr, x_kept, wv, eps, y, rstd); });
 }
 
 void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, Unmanaged2<float> y,

@@ -52,6 +52,11 @@ void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, 
 // x is only rounded in place (the final norm, whose input backward reads from x itself).
 void rmsnorm_forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
                              Unmanaged2<bf16> y, Unmanaged1<float> rstd);
+// The same on a stream held in bf16 (a bf16 step's, which the residual GEMMs write rounded): x is read,
+// not written, and copied into x_kept where that is not empty; y and rstd are what the fp32 form gives on
+// x's widening, bit for bit on the host.
+void rmsnorm_forward_keeping(Unmanaged2<const bf16> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
+                             Unmanaged2<bf16> y, Unmanaged1<float> rstd);
 
 // Adds into dx (the residual stream's gradient arrives there first) and into dw (overwrite_dw: writes
 // dw, its old values unread: a gradient buffer not yet written in this sum); an empty dw (a frozen norm

@@ -350,8 +350,8 @@ AttentionGrads attention_grads_of(GradSink& grads, const ParamLayout& layout, co
   return g;
 }
 
-void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                             AttentionActivations& a, Unmanaged2<float> out, ActivationScratch& scratch,
+void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, const Residual& x,
+                             AttentionActivations& a, const Residual& out, ActivationScratch& scratch,
                              const LayerKvCache* cache, const StreamKeep& keep_x) {
   const std::int64_t N = t.num_tokens();
   const std::int64_t qd = w.q.out_features(), kvd = w.k.out_features();
@@ -360,7 +360,7 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
   const GemmOperand h = a.h.keep_rmsnorm(keep_x, x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
   if (cache == nullptr && packed_qkv(w, how, t)) {
     project_qkv_packed(w, t, a, h, N, qd, kvd);
-    if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
+    copy_stream(x, out);
     attend_packed(t, a, qd, kvd);
     w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out);
     return;
@@ -370,7 +370,7 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
     scatter_rows(qkv.k, cache->dest, cache->k);
     scatter_rows(qkv.v, cache->dest, cache->v);
   }
-  if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
+  copy_stream(x, out);
   if (t.fused && cache == nullptr) {
     attend_fused(t, qkv, a, how, qd, kvd);
     w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out);

@@ -90,11 +90,12 @@ struct AttentionGradBuffers {
   GrowingBuffer qkv_dw{"qkv_dw"};  // stacked q/k/v whose weight gradients are not back to back: dW first
 };
 
-// out = x + Attention(RMSNorm(x)); out may be x's own buffer. With a cache, the step's keys and values
-// are appended to it first (rounded as q, k, v are kept, into the fp32 cache). scratch: shared by the
-// layers, here and in backward. keep_x: x is kept for backward first, by the norm (model/linear.hpp).
-void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                             AttentionActivations& a, Unmanaged2<float> out, ActivationScratch& scratch,
+// out = x + Attention(RMSNorm(x)); out may be x's own buffer (x and out both fp32 or both bf16). With a
+// cache, the step's keys and values are appended to it first (rounded as q, k, v are kept, into the fp32
+// cache). scratch: shared by the layers, here and in backward. keep_x: x is kept for backward first, by the
+// norm (model/linear.hpp).
+void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t, const Residual& x,
+                             AttentionActivations& a, const Residual& out, ActivationScratch& scratch,
                              const LayerKvCache* cache = nullptr, const StreamKeep& keep_x = {});
 
 // dx holds d loss / d out on entry and d loss / d x on return (the residual passes dx through and the

@@ -136,10 +136,12 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   const std::int64_t N = t.num_tokens(), d = cfg_.hidden_size;
   const int L = cfg_.num_hidden_layers, head = layout_.head_block();
   Activations& A = *acts_;
-  // Where layer l's input is written: its own buffer, or, kept as bf16, the scratch where every layer
-  // updates the residual stream in place.
+  // Where layer l's input is written: its own buffer, or, kept as bf16, the bf16 stream every layer updates
+  // in place (each layer's first norm keeps a copy); the embedding is written into fp32 scratch first.
   const Kept inputs_as = kept_as(dtype_, true);
   auto input_of = [&](int l) { return A.inputs[l].staging(N, d, inputs_as, A.staging.input); };
+  const bool bf16_stream = inputs_as == Kept::bf16;
+  auto stream_of = [&](int l) { return bf16_stream ? Residual(A.staging.stream.mat(N, d)) : Residual(input_of(l)); };
   auto saved_of = [&](int l) -> LayerActivations& { return checkpointing_ ? A.recompute : A.saved[l]; };
   Unmanaged1<const std::uint64_t> row_key;
   if (lora_dropout_ > 0.f || neftune_alpha_ > 0.f) {
@@ -167,21 +169,22 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
     add_uniform_noise(input_of(0), magnitude, dropout_stream(neftune_seed_, dropout_step_, kNeftuneStreamLayer, 0),
                       row_key);
   }
+  if (bf16_stream) to_bf16(flat(Unmanaged2<const float>(input_of(0))), flat(stream_of(0).b16));
   std::int64_t launches_before = kernel_launches();
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1, Pass::forward);
     // Each layer's input is kept by the layer's first norm as it reads it; the last layer's output goes
     // to the LM head, rounded by the layer or (bf16) by the final norm as it reads it.
     const bool kept = l + 1 < L || final_norm_rounds_its_input(dtype_);
-    decoder_layer_forward(weights_of(l), t, input_of(l), saved_of(l), input_of(l + 1), A.staging, nullptr, kept,
-                          StreamKeep{&A.inputs[l], input_of(l), inputs_as});
+    decoder_layer_forward(weights_of(l), t, stream_of(l), saved_of(l), stream_of(l + 1), A.staging, nullptr, kept,
+                          StreamKeep{&A.inputs[l], stream_of(l), inputs_as});
     params.release(l + 1, Pass::forward);
   }
   layer_launches_ += kernel_launches() - launches_before;
 
   const auto dx = A.dx.mat(N, d);
   params.acquire(head, Pass::backward);  // the loss and its gradient: backward starts here
-  head_loss_backward(head_weights_of(params, layout_, cfg_, dtype_), head_grads_of(grads, layout_), input_of(L),
+  head_loss_backward(head_weights_of(params, layout_, cfg_, dtype_), head_grads_of(grads, layout_), stream_of(L),
                      in.targets, logits_chunk_, static_cast<float>(1.0 / loss_normalizer), A.head,
                      A.grad_buffers.dh.mat(N, d), dx,
                      dtype_ == ComputeDtype::bf16 ? A.grad_buffers.dx_rounded.mat(N, d) : Unmanaged2<bf16>(), loss_sum);

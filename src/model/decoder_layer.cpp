@@ -40,23 +40,31 @@ LayerActivations::LayerActivations(bool every_layer_in) : every_layer(every_laye
   mlp.every_layer = every_layer;
 }
 
-void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                           LayerActivations& a, Unmanaged2<float> out, LayerStaging& s, const LayerKvCache* cache,
+void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, const Residual& x,
+                           LayerActivations& a, const Residual& out, LayerStaging& s, const LayerKvCache* cache,
                            bool out_kept, const StreamKeep& keep_x) {
-  const std::int64_t N = x.extent(0), d = x.extent(1);
   const ComputeDtype dt = w.attention.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
+  if (x.is_bf16) {  // updated in place (or rebuilt: empty out), x_mid kept as the MLP's norm reads it
+    if (how != Kept::bf16 || (!out.empty() && out.data() != x.data())) {
+      throw std::logic_error("decoder_layer_forward: a bf16 stream is updated in place by layers keeping bf16");
+    }
+    attention_block_forward(w.attention, t, x, a.attention, x, s.blocks, cache, keep_x);
+    mlp_block_forward(w.mlp, x, a.mlp, out, s.blocks, StreamKeep{&a.x_mid, x, how});
+    return;
+  }
+  const std::int64_t N = x.rows(), d = x.cols();
   const bool in_place = out.data() != nullptr && out.data() == x.data();
   const bool keep_x_mid = !in_place || how == Kept::bf16;
   // In place with x_mid kept as bf16, the stream buffer holds x_mid too: backward reads x and x_mid from
   // their bf16 copies, so x's fp32 values are not needed once the attention block has read them.
   const Unmanaged2<float> x_mid =
-      keep_x_mid && !(in_place && how == Kept::bf16) ? a.x_mid.staging(N, d, how, s.x_mid) : out;
+      keep_x_mid && !(in_place && how == Kept::bf16) ? a.x_mid.staging(N, d, how, s.x_mid) : out.f32;
   attention_block_forward(w.attention, t, x, a.attention, x_mid, s.blocks, cache, keep_x);
   if (!keep_x_mid) round_activation(x_mid, dt);
   // x_mid kept by the MLP's norm as it reads it
   mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.blocks, keep_x_mid ? StreamKeep{&a.x_mid, x_mid, how} : StreamKeep{});
-  if (out.extent(0) > 0 && !out_kept) round_activation(out, dt);
+  if (!out.empty() && !out_kept) round_activation(out.f32, dt);
 }
 
 void decoder_layer_recompute(const LayerWeights& w, const AttentionTokens& t, KeptActivation& input, Kept input_as,
@@ -67,10 +75,11 @@ void decoder_layer_recompute(const LayerWeights& w, const AttentionTokens& t, Ke
     decoder_layer_forward(w, t, input.values(N, d, input_as, s.input), a, {}, s);
     return;
   }
-  const Unmanaged2<float> x_mid = a.x_mid.staging(N, d, how, s.x_mid);
-  to_f32(flat(Unmanaged2<const bf16>(input.kept_bf16(N, d))), flat(x_mid));
-  attention_block_forward(w.attention, t, x_mid, a.attention, x_mid, s.blocks, nullptr, {});
-  mlp_block_forward(w.mlp, x_mid, a.mlp, {}, s.blocks, StreamKeep{&a.x_mid, x_mid, how});
+  // The kept input copied into the stream's buffer (free in backward), where the attention block adds its
+  // output in place, as forward did.
+  const Unmanaged2<bf16> x_mid = s.stream.mat(N, d);
+  Kokkos::deep_copy(ExecSpace(), x_mid, input.kept_bf16(N, d));
+  decoder_layer_forward(w, t, x_mid, a, {}, s);
 }
 
 void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const AttentionTokens& t,

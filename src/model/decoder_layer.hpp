@@ -48,6 +48,8 @@ struct LayerActivations {
 struct LayerStaging {
   ActivationScratch blocks;
   GrowingBuffer x_mid{"x_mid_staging"}, input{"layer_input_staging"};
+  // A bf16 step's residual stream, updated in place by every layer (forward, and checkpointing's rebuild)
+  GrowingBufferBf16 stream{"residual_stream_bf16"};
 };
 
 // Backward's scratch, shared by every layer.
@@ -65,9 +67,10 @@ struct LayerGradBuffers {
 // keep_x does). keep_x: x is kept for backward by the layer's first norm as it reads it (model/linear.hpp). out may be x's own
 // buffer: the residual stream is then updated in place, and x_mid is not kept unless a holds every
 // layer's as bf16 (with fp32 buffers, in place means that no backward follows: forward-only runs,
-// checkpointing's forward). An empty out rebuilds only what backward needs (checkpointing).
-void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, Unmanaged2<const float> x,
-                           LayerActivations& a, Unmanaged2<float> out, LayerStaging& s,
+// checkpointing's forward). An empty out rebuilds only what backward needs (checkpointing). A bf16 stream
+// (Residual) is updated in place, in a holding every layer's activations as bf16, and is rounded already.
+void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, const Residual& x,
+                           LayerActivations& a, const Residual& out, LayerStaging& s,
                            const LayerKvCache* cache = nullptr, bool out_kept = false,
                            const StreamKeep& keep_x = {});
 

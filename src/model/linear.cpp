@@ -146,6 +146,18 @@ void Linear::forward_add(const GemmOperand& x, Unmanaged2<float> y) const {
   lora_forward(x, y);
 }
 
+void Linear::forward_add(const GemmOperand& x, const Residual& y) const {
+  if (!y.is_bf16) return forward_add(x, y.f32);
+  if (plain()) {
+    gemm_mixed_bf16_out(Op::N, Op::T, 1.f, x, weight_, y.b16, 1.f);
+    return;
+  }
+  const auto wide = kernel_scratch<float>("residual_stream_f32", y.rows(), y.cols());
+  to_f32(flat(Unmanaged2<const bf16>(y.b16)), flat(wide));
+  forward_add(x, wide);
+  to_bf16(flat(Unmanaged2<const float>(wide)), flat(y.b16));
+}
+
 LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, const char* scratch_name) const {
   if (dtype_ != ComputeDtype::bf16) return {dy, dy};
   const auto rounded = kernel_scratch<bf16>(scratch_name, dy.extent(0), dy.extent(1));
@@ -238,18 +250,28 @@ GemmOperand LinearInput::keep_rmsnorm(Unmanaged2<const float> x, const NormWeigh
   return keep(staged, dtype);
 }
 
-GemmOperand LinearInput::keep_rmsnorm(const StreamKeep& keep, Unmanaged2<const float> x, const NormWeight& w,
-                                      float eps, Unmanaged1<float> rstd, ComputeDtype dtype, GrowingBuffer& scratch) {
-  if (keep.kept == nullptr) return keep_rmsnorm(x, w, eps, rstd, dtype, scratch);
-  if (keep.stream.data() != x.data()) throw std::logic_error("keep_rmsnorm: the stream to keep is not the norm's input");
-  if (dtype == ComputeDtype::bf16 && keep.how == Kept::bf16) {
-    const std::int64_t rows = static_cast<std::int64_t>(x.extent(0)), cols = static_cast<std::int64_t>(x.extent(1));
+GemmOperand LinearInput::keep_rmsnorm(const StreamKeep& keep, const Residual& x, const NormWeight& w, float eps,
+                                      Unmanaged1<float> rstd, ComputeDtype dtype, GrowingBuffer& scratch) {
+  const std::int64_t rows = x.rows(), cols = x.cols();
+  if (x.is_bf16) {  // a bf16 stream (bf16 compute): read as it is, copied into the kept buffer if asked
+    if (dtype != ComputeDtype::bf16 || (keep.kept != nullptr && keep.how != Kept::bf16)) {
+      throw std::logic_error("keep_rmsnorm: a bf16 residual stream outside a bf16 step that keeps it as bf16");
+    }
     const auto h = bf16_.mat(rows, cols);
-    rmsnorm_forward_keeping(keep.stream, keep.kept->bf16_output(rows, cols), w, eps, h, rstd);
+    rmsnorm_forward_keeping(Unmanaged2<const bf16>(x.b16),
+                            keep.kept != nullptr ? keep.kept->bf16_output(rows, cols) : Unmanaged2<bf16>(), w, eps, h,
+                            rstd);
     return Unmanaged2<const bf16>(h);
   }
-  keep.kept->keep(keep.stream, keep.how);
-  return keep_rmsnorm(x, w, eps, rstd, dtype, scratch);
+  if (keep.kept == nullptr) return keep_rmsnorm(x.f32, w, eps, rstd, dtype, scratch);
+  if (keep.stream.data() != x.data()) throw std::logic_error("keep_rmsnorm: the stream to keep is not the norm's input");
+  if (dtype == ComputeDtype::bf16 && keep.how == Kept::bf16) {
+    const auto h = bf16_.mat(rows, cols);
+    rmsnorm_forward_keeping(keep.stream.f32, keep.kept->bf16_output(rows, cols), w, eps, h, rstd);
+    return Unmanaged2<const bf16>(h);
+  }
+  keep.kept->keep(keep.stream.f32, keep.how);
+  return keep_rmsnorm(x.f32, w, eps, rstd, dtype, scratch);
 }
 
 GemmOperand LinearInput::kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype) {
@@ -303,6 +325,16 @@ Unmanaged2<float> KeptActivation::values(std::int64_t rows, std::int64_t cols, K
   const auto out = scratch.mat_at(offset, rows, cols);
   to_f32(flat(Unmanaged2<const bf16>(bf16_.mat(rows, cols))), flat(out));
   return out;
+}
+
+void copy_stream(const Residual& x, const Residual& out) {
+  if (out.data() == x.data()) return;
+  if (x.is_bf16 != out.is_bf16) throw std::logic_error("copy_stream: an fp32 and a bf16 residual stream");
+  if (x.is_bf16) {
+    Kokkos::deep_copy(ExecSpace(), out.b16, x.b16);
+  } else {
+    Kokkos::deep_copy(ExecSpace(), out.f32, x.f32);
+  }
 }
 
 void round_activation(Unmanaged2<float> x, ComputeDtype dtype) {

@@ -30,6 +30,24 @@
 namespace shardft {
 
 
+// The residual stream [tokens, hidden] as the blocks read and update it: fp32 (rounded in place by the norm
+// that reads it, where the compute dtype rounds), or in a bf16 step that keeps every layer bf16 itself:
+// the residual GEMMs add their branch into it in fp32 and round the sum once (gemm_mixed_bf16_out, beta
+// 1), the values the norm's rounding of an fp32 stream gives, in half the bytes.
+struct Residual {
+  Residual() = default;
+  Residual(Unmanaged2<float> v) : f32(v) {}                   // NOLINT: implicit, like the view
+  Residual(Unmanaged2<bf16> v) : b16(v), is_bf16(true) {}    // NOLINT
+  std::int64_t rows() const { return static_cast<std::int64_t>(is_bf16 ? b16.extent(0) : f32.extent(0)); }
+  std::int64_t cols() const { return static_cast<std::int64_t>(is_bf16 ? b16.extent(1) : f32.extent(1)); }
+  const void* data() const { return is_bf16 ? static_cast<const void*>(b16.data()) : f32.data(); }
+  bool empty() const { return rows() == 0; }
+
+  Unmanaged2<float> f32;
+  Unmanaged2<bf16> b16;
+  bool is_bf16 = false;
+};
+
 // LoRA's term (PEFT's lora_A / lora_B) on the output columns [col0, col0 + out) of a linear layer:
 //   y[:, cols] += s * (x A^T) B^T,  A [r, in], B [out, r], s = lora_alpha / r (or / sqrt(r), rsLoRA)
 // Backward adds dB += s dy^T u and dA += du^T x, and dx += du A, where du = s dy B and u = x A^T is
@@ -85,8 +103,10 @@ class Linear {
   void forward(Unmanaged2<float> x, Unmanaged2<float> y) const;
   // y = x W^T + b on an input as LinearInput::keep made it (already in compute precision)
   void forward(const GemmOperand& x, Unmanaged2<float> y) const;
-  // y += x W^T + b: a residual branch added into the stream
+  // y += x W^T + b: a residual branch added into the stream. A bf16 stream: the sum in fp32, rounded once
+  // (one GEMM with beta 1 for a plain layer; a bias or LoRA term adds in fp32 scratch first).
   void forward_add(const GemmOperand& x, Unmanaged2<float> y) const;
+  void forward_add(const GemmOperand& x, const Residual& y) const;
   // y = x W^T written in bf16 (each element the fp32 accumulator rounded once: what forward() and a
   // rounding keep() give), for a layer without bias and LoRA terms (plain()); throws otherwise.
   void forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const;
@@ -163,7 +183,7 @@ class LinearInput {
   // The same from the residual stream x that `keep` says to keep first (KeptActivation::keep): in a bf16
   // step (Kept::bf16) the norm rounds the stream in place and writes its kept copy in the same pass
   // (kernels/rmsnorm.hpp rmsnorm_forward_keeping); otherwise keep(), then the norm.
-  GemmOperand keep_rmsnorm(const StreamKeep& keep, Unmanaged2<const float> x, const NormWeight& w, float eps,
+  GemmOperand keep_rmsnorm(const StreamKeep& keep, const Residual& x, const NormWeight& w, float eps,
                            Unmanaged1<float> rstd, ComputeDtype dtype, GrowingBuffer& scratch);
   // The kept input again (backward): rows x cols as forward kept it.
   GemmOperand kept(std::int64_t rows, std::int64_t cols, ComputeDtype dtype);
@@ -230,12 +250,15 @@ class KeptActivation {
   GrowingBufferBf16 bf16_;
 };
 
+// out = x where out is another buffer (both fp32 or both bf16); nothing where it is x's own.
+void copy_stream(const Residual& x, const Residual& out);
+
 // The residual stream a block reads and the activation that keeps it for backward, when the block is to
 // keep it before reading it (its norm then does both in one pass, LinearInput::keep_rmsnorm). `stream` is
 // the block's input itself; an empty `kept`: the caller keeps it, or nothing does.
 struct StreamKeep {
   KeptActivation* kept = nullptr;
-  Unmanaged2<float> stream;
+  Residual stream;
   Kept how = Kept::fp32;
 };
 

@@ -49,9 +49,9 @@ bool final_norm_rounds_its_input(ComputeDtype dtype);
 
 // The same loss, added into loss_sum(0) on the device (nothing is read back), and the backward of
 // grad_scale * loss: the weights' gradients added into g, dx overwritten by d (grad_scale * loss) / d x,
-// and a non-empty dx_rounded by dx rounded to bf16. dh is [tokens, hidden] scratch. x is rounded in place
-// where final_norm_rounds_its_input says so.
-void head_loss_backward(const HeadWeights& w, const HeadGrads& g, Unmanaged2<float> x,
+// and a non-empty dx_rounded by dx rounded to bf16. dh is [tokens, hidden] scratch. An fp32 x is rounded in
+// place where final_norm_rounds_its_input says so; a bf16 one (a bf16 step's stream) is read as it is.
+void head_loss_backward(const HeadWeights& w, const HeadGrads& g, const Residual& x,
                         Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
                         Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
                         Unmanaged1<double> loss_sum);

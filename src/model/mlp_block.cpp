@@ -105,9 +105,9 @@ MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerPar
   return g;
 }
 
-void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
+void mlp_block_forward(const MlpWeights& w, const Residual& x, MlpActivations& a, const Residual& out,
                        ActivationScratch& scratch, const StreamKeep& keep_x) {
-  const std::int64_t N = x.extent(0), I = w.down.in_features();
+  const std::int64_t N = x.rows(), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const Kept how = kept_as(dt, a.every_layer);
   const GemmOperand h = a.h.keep_rmsnorm(keep_x, x, w.norm, w.norm_eps, a.rstd.vec(N), dt, scratch.gemm_input);
@@ -115,7 +115,7 @@ void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActiva
   if (bf16_activations(w, a)) {
     const auto gu = a.gu.bf16_output(N, 2 * I);
     w.gate_up.forward_bf16(h, gu);
-    if (out.extent(0) == 0) return;  // a rebuild for backward, which recomputes s from the kept gu itself
+    if (out.empty()) return;  // a rebuild for backward, which recomputes s from the kept gu itself
     const auto s16 = s_scratch(N, I);
     swiglu_forward_packed_bf16(gu, s16);
     s = Unmanaged2<const bf16>(s16);
@@ -127,8 +127,8 @@ void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActiva
     swiglu_forward_packed(gu, s_staged);
     s = a.s.keep(s_staged, dt);
   }
-  if (out.extent(0) == 0) return;
-  if (out.data() != x.data()) Kokkos::deep_copy(ExecSpace(), out, x);
+  if (out.empty()) return;
+  copy_stream(x, out);
   w.down.forward_add(s, out);
 }
 

@@ -52,10 +52,11 @@ MlpWeights mlp_weights_of(ParamSource& params, const ParamLayout& layout, const 
                           ComputeDtype dtype, GateUpCopy& gate_up_copy);
 MlpGrads mlp_grads_of(GradSink& grads, const ParamLayout& layout, const LayerParams& P);
 
-// out = x + MLP(RMSNorm(x)); out may be x's own buffer. An empty out (recomputing for backward) stops
-// before the down projection, whose output backward does not need. scratch: shared by the layers, here
-// and in backward. keep_x: x is kept for backward first, by the norm (model/linear.hpp).
-void mlp_block_forward(const MlpWeights& w, Unmanaged2<const float> x, MlpActivations& a, Unmanaged2<float> out,
+// out = x + MLP(RMSNorm(x)); out may be x's own buffer (x and out both fp32 or both bf16). An empty out
+// (recomputing for backward) stops before the down projection, whose output backward does not need.
+// scratch: shared by the layers, here and in backward. keep_x: x is kept for backward first, by the norm
+// (model/linear.hpp).
+void mlp_block_forward(const MlpWeights& w, const Residual& x, MlpActivations& a, const Residual& out,
                        ActivationScratch& scratch, const StreamKeep& keep_x = {});
 
 // dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.

@@ -126,6 +126,31 @@ TEST(KernelBf16Outputs, RmsNormKeepingTheStreamIsKeepThenNorm) {
   }
 }
 
+// The stream held in bf16 (already rounded): the fp32 form's kept copy, rstd and y on its widening, bit for
+// bit (within a bf16 ulp on a GPU), x untouched; an empty kept copy is not written.
+TEST(KernelBf16Outputs, RmsNormKeepingABf16StreamIsTheFp32StreamsKeep) {
+  for (const int d : {37, 96, 2052}) {
+    SCOPED_TRACE(d);
+    const int rows = 11;
+    const auto x = rounded_to_bf16(random_vector(rows * d, 415, -3.f, 3.f));
+    const auto w = random_vector(d, 416, 0.5f, 1.5f);
+    auto x32 = to_device(x, rows, d, "x32");
+    auto x16 = to_device_bf16(x, rows, d, "x16");
+    View2<bf16> kept32("kept32", rows, d), kept16("kept16", rows, d), y32("y32", rows, d), y16("y16", rows, d);
+    View1<float> r32("r32", rows), r16("r16", rows);
+    rmsnorm_forward_keeping(x32, kept32, to_device(w, "w"), 1e-5f, y32, r32);
+    rmsnorm_forward_keeping(Unmanaged2<const bf16>(x16), kept16, to_device(w, "w"), 1e-5f, y16, r16);
+    EXPECT_EQ(widened(x16), x);
+    EXPECT_EQ(widened(kept16), x);
+    expect_all_near("rstd", to_host(r16), to_host(r32), testing_util::host_or_device_tol(0.0, 1e-6), 0.0);
+    expect_rounded("y", widened(y16), widened(y32));
+    View2<bf16> y_alone("y_alone", rows, d);
+    View1<float> r_alone("r_alone", rows);
+    rmsnorm_forward_keeping(Unmanaged2<const bf16>(x16), View2<bf16>(), to_device(w, "w"), 1e-5f, y_alone, r_alone);
+    EXPECT_EQ(widened(y_alone), widened(y16));
+  }
+}
+
 // A norm weight held in bf16 (a bf16 step's compute copy, NormWeight) gives, forward and backward, what its
 // fp32 widening gives, bit for bit: the kernels widen it in registers instead of a widened copy.
 TEST(KernelBf16Outputs, RmsNormReadsBf16WeightsAsTheirWidening) {
