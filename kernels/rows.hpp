@@ -12,6 +12,8 @@ namespace shardft {
 void gather_rows(Unmanaged2<const float> src, Unmanaged1<const std::int32_t> rows, Unmanaged2<float> dst);
 // The same from bf16 rows, widened to fp32 (exact): an embedding lookup in a bf16 table.
 void gather_rows(Unmanaged2<const bf16> src, Unmanaged1<const std::int32_t> rows, Unmanaged2<float> dst);
+// The same from bf16 rows into bf16 rows, copied as they are: an embedding lookup into a bf16 stream.
+void gather_rows(Unmanaged2<const bf16> src, Unmanaged1<const std::int32_t> rows, Unmanaged2<bf16> dst);
 
 void scatter_rows(Unmanaged2<const float> src, Unmanaged1<const std::int64_t> dest, Unmanaged2<float> dst);
 

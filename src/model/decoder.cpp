@@ -9,6 +9,7 @@
 #include "kernels/attention_fused.hpp"
 #include "kernels/dropout_mask.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/kernel_scratch.hpp"
 #include "kernels/kernel_timer.hpp"
 #include "kernels/rows.hpp"
 #include "kernels/uniform_noise.hpp"
@@ -121,6 +122,19 @@ void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float
   params.release(0, Pass::forward);
 }
 
+void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<bf16> x) const {
+  params.acquire(0, Pass::forward);
+  const Unmanaged2<const bf16> table16 = weight_matrix_bf16(params, layout_, layout_.embed_tokens());
+  if (table16.extent(0) > 0) {
+    gather_rows(table16, in.input_ids, x);  // the bf16 table's rows as they are
+  } else {  // bf16 values in an fp32 table: gathered in fp32, rounded (exactly) into the stream
+    const auto wide = kernel_scratch<float>("embedding_f32", x.extent(0), x.extent(1));
+    embedding_forward(in.input_ids, weight_matrix(params, layout_, layout_.embed_tokens()), wide);
+    to_bf16(flat(Unmanaged2<const float>(wide)), flat(x));
+  }
+  params.release(0, Pass::forward);
+}
+
 LossSums Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradSink& grads,
                                    double loss_normalizer) {
   const auto sum = acts_->loss_sum.vec(1);
@@ -162,14 +176,18 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
     return w;
   };
 
-  embed(in, params, input_of(0));
-  if (neftune_alpha_ > 0.f) {
-    // HF: alpha / sqrt(output.size(1) * output.size(2)), the batch's padded length times the width.
-    const float magnitude = neftune_alpha_ / std::sqrt(static_cast<float>(in.seq) * static_cast<float>(d));
-    add_uniform_noise(input_of(0), magnitude, dropout_stream(neftune_seed_, dropout_step_, kNeftuneStreamLayer, 0),
-                      row_key);
+  if (bf16_stream && !(neftune_alpha_ > 0.f)) {
+    embed(in, params, stream_of(0).b16);
+  } else {
+    embed(in, params, input_of(0));
+    if (neftune_alpha_ > 0.f) {
+      // HF: alpha / sqrt(output.size(1) * output.size(2)), the batch's padded length times the width.
+      const float magnitude = neftune_alpha_ / std::sqrt(static_cast<float>(in.seq) * static_cast<float>(d));
+      add_uniform_noise(input_of(0), magnitude, dropout_stream(neftune_seed_, dropout_step_, kNeftuneStreamLayer, 0),
+                        row_key);
+    }
+    if (bf16_stream) to_bf16(flat(Unmanaged2<const float>(input_of(0))), flat(stream_of(0).b16));  // NEFTune's sum
   }
-  if (bf16_stream) to_bf16(flat(Unmanaged2<const float>(input_of(0))), flat(stream_of(0).b16));
   std::int64_t launches_before = kernel_launches();
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1, Pass::forward);

@@ -166,6 +166,7 @@ class Decoder {
   // The inputs checked and seen as attention sees them; the RoPE table made for them.
   AttentionTokens attention_tokens(const ModelInputs& in);
   void embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float> x) const;
+  void embed(const ModelInputs& in, ParamSource& params, Unmanaged2<bf16> x) const;  // a bf16 stream
   // Forward only, through the last layer: its output, with nothing kept for backward.
   Unmanaged2<const float> forward_layers(const ModelInputs& in, ParamSource& params);
 
