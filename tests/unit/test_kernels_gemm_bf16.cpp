@@ -72,7 +72,7 @@ TEST(KernelBf16, ConversionsRoundAndWidenExactly) {
   for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], round_to_bf16(x[i])) << i;
 }
 
-TEST(KernelRows, GatherRowsFromBf16WidensTheChosenRows) {
+TEST(KernelRows, GatherRowsFromBf16WidensOrCopiesTheChosenRows) {
   const int rows = 6, cols = 5;
   const auto table = rounded_to_bf16(random_vector(rows * cols, 95));
   auto t16 = to_device_bf16(table, rows, cols, "table");
@@ -84,6 +84,9 @@ TEST(KernelRows, GatherRowsFromBf16WidensTheChosenRows) {
   for (std::size_t r = 0; r < pick.size(); ++r) {
     for (int j = 0; j < cols; ++j) EXPECT_EQ(got[r * cols + j], table[pick[r] * cols + j]);
   }
+  View2<bf16> out16("out16", pick.size(), cols);  // into bf16 rows (a bf16 stream): the same values
+  gather_rows(Unmanaged2<const bf16>(t16), Unmanaged1<const std::int32_t>(picked), Unmanaged2<bf16>(out16));
+  EXPECT_EQ(widened(out16), got);
 }
 
 }  // namespace
