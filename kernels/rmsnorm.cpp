@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "kernels/bf16_pack.hpp"
 #include "kernels/column_sum_tickets.hpp"
@@ -83,15 +82,15 @@ namespace {
 // pointer allows (packs_fit), else W = 1: the memory-level parallelism one access per element lacks.
 constexpr int kPack = 4, kWarpRows = 8, kLanes = 32;
 
-// On the host (W = 1): a block of kForwardRows rows in three plain loops per row. Keep's rounding of the
-// stream and its bf16 copy, then y, are loops the compiler vectorises; between them the sums of squares,
-// one fp32 chain per row in column order (the order Serial's one-thread team has always summed in), the
-// block's chains interleaved. forward_packed_rows' team body, with its row pointers and per-element
-// branches, runs scalar on the host at several times this cost. X: the stream's storage, fp32 (Keep rounds
-// it in place) or bf16 (already rounded: Keep only copies it), read into the same fp32 values.
+// On the host (W = 1): a block of kForwardRows rows in three plain loops per row. Keep's copy of the
+// stream, then y, are loops the compiler vectorises; between them the sums of squares, one fp32 chain per
+// row in column order (the order Serial's one-thread team has always summed in), the block's chains
+// interleaved. forward_packed_rows' team body, with its row pointers and per-element branches, runs scalar
+// on the host at several times this cost. X: fp32, or bf16 (a bf16 step's stream, which Keep copies into
+// x_kept), read into fp32.
 template <class X, class Out, class WT, bool Keep>
 void forward_rows_on_host(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w, float eps,
-                          Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round, bf16* x_kept) {
+                          Unmanaged2<Out> y, Unmanaged1<float> rstd, bf16* x_kept) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const WT* wp = w.data();
@@ -101,23 +100,10 @@ void forward_rows_on_host(const char* name, Unmanaged2<const X> x, Unmanaged1<co
         const int nr = rows - n0 < kForwardRows ? static_cast<int>(rows - n0) : kForwardRows;
         const X* xr[kForwardRows];
         for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
-        // Keep's outputs, named before the constexpr branch (nvcc's extended lambdas cannot first capture
-        // a variable inside one)
-        float* const round_out = x_round;
-        bf16* const kept_out = x_kept;
+        bf16* const kept_out = x_kept;  // named before the constexpr branch (nvcc's extended lambdas)
         const int cols = d;
         if constexpr (Keep) {
-          for (int k = 0; k < nr; ++k) {
-            bf16* __restrict__ kept = kept_out != nullptr ? kept_out + (n0 + k) * cols : nullptr;
-            if constexpr (std::is_same_v<X, float>) {
-              float* __restrict__ xk = round_out + (n0 + k) * cols;
-              for (int j = 0; j < cols; ++j) xk[j] = round_to_bf16(xk[j]);
-              if (kept == nullptr) continue;
-              for (int j = 0; j < cols; ++j) kept[j] = bf16(xk[j]);
-            } else {
-              if (kept != nullptr) std::copy(xr[k], xr[k] + cols, kept);
-            }
-          }
+          for (int k = 0; k < nr && kept_out != nullptr; ++k) std::copy(xr[k], xr[k] + cols, kept_out + (n0 + k) * cols);
         }
         float p[kForwardRows] = {0.f, 0.f, 0.f, 0.f};
         for (int j = 0; j < d; ++j) {
@@ -143,16 +129,12 @@ void forward_rows_on_host(const char* name, Unmanaged2<const X> x, Unmanaged1<co
 
 // Forward: one team per block of kForwardRows rows, each thread over packs of W columns of every row of
 // the block. A last block of fewer rows reads its last row again in the missing slots (and stores
-// nothing for them): no branch in the loop. Keep: an fp32 x is first rounded to bf16 (the residual
-// stream's keep): the first pass writes the rounded values back into x (x_round) and into x_kept, and both
-// passes use the rounded values (the second rounds what it reads again, which changes nothing once
-// rounded); a bf16 x is copied into x_kept.
+// nothing for them): no branch in the loop. Keep: the first pass copies x (a bf16 stream) into x_kept.
 template <class X, class Out, class WT, int W, bool Keep = false>
 void forward_packed_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w, float eps,
-                         Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round = nullptr,
-                         bf16* x_kept = nullptr) {
+                         Unmanaged2<Out> y, Unmanaged1<float> rstd, bf16* x_kept = nullptr) {
   if constexpr (!kComputeOnDevice && W == 1) {
-    forward_rows_on_host<X, Out, WT, Keep>(name, x, w, eps, y, rstd, x_round, x_kept);
+    forward_rows_on_host<X, Out, WT, Keep>(name, x, w, eps, y, rstd, x_kept);
     return;
   }
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
@@ -165,10 +147,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<con
     const X* xr[kForwardRows];
     for (int k = 0; k < kForwardRows; ++k) xr[k] = &x(n0 + (k < nr ? k : nr - 1), 0);
     const int threads = m.team_size();
-    // Keep's outputs, named before the constexpr branch (nvcc's extended lambdas cannot first capture
-    // a variable inside one)
-    float* const round_out = x_round;
-    bf16* const kept_out = x_kept;
+    bf16* const kept_out = x_kept;  // named before the constexpr branch (nvcc's extended lambdas)
     const std::int64_t cols = d;
     RowSums sums;
     Kokkos::parallel_reduce(
@@ -180,12 +159,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<con
               float v[W];
               load_floats<W>(xr[k] + g * W, v);
               if constexpr (Keep) {
-                for (int e = 0; e < W; ++e) v[e] = round_to_bf16(v[e]);
-                if (k < nr) {
-                  const std::int64_t at = (n0 + k) * cols + g * W;
-                  if constexpr (std::is_same_v<X, float>) store_floats<W>(round_out + at, v);
-                  if (kept_out != nullptr) store_floats<W>(kept_out + at, v);
-                }
+                if (k < nr && kept_out != nullptr) store_floats<W>(kept_out + (n0 + k) * cols + g * W, v);
               }
               for (int e = 0; e < W; ++e) p[k] += v[e] * v[e];
             }
@@ -202,7 +176,7 @@ void forward_packed_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<con
         float v[W], wv[W];
         load_floats<W>(xn + g * W, v);
         load_floats<W>(wp + g * W, wv);
-        for (int e = 0; e < W; ++e) v[e] = wv[e] * ((Keep ? round_to_bf16(v[e]) : v[e]) * r);
+        for (int e = 0; e < W; ++e) v[e] = wv[e] * (v[e] * r);
         store_floats<W>(yn + g * W, v);
       });
     }
@@ -233,11 +207,10 @@ constexpr int kForwardBatch = 8, kBackwardBatch = 4;
 // rows per team, like the backward below. The row's sum of squares is a warp reduction (shuffles), so no
 // warp waits for a team barrier, and a team's rows go independently: the team-wide reduction of
 // forward_packed_rows kept every thread of a block waiting for the slowest row. The second pass reads
-// the row again from cache. Keep: as forward_packed_rows (the rounded x written back and kept, both
-// passes on the rounded values; a lane rereads what it wrote, and rounding again changes nothing).
+// the row again from cache. Keep: as forward_packed_rows (x copied into x_kept by the first pass).
 template <class X, class Out, class WT, int W, bool Keep = false>
 void forward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w, float eps,
-                       Unmanaged2<Out> y, Unmanaged1<float> rstd, float* x_round = nullptr, bf16* x_kept = nullptr) {
+                       Unmanaged2<Out> y, Unmanaged1<float> rstd, bf16* x_kept = nullptr) {
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const int teams = static_cast<int>((rows + kWarpRows - 1) / kWarpRows);
@@ -246,8 +219,7 @@ void forward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const
       name, Team(teams, kWarpRows, kLanes), KOKKOS_LAMBDA(const Member& m) {
         const std::int64_t n0 = static_cast<std::int64_t>(m.league_rank()) * kWarpRows;
         const int nr = rows - n0 < kWarpRows ? static_cast<int>(rows - n0) : kWarpRows;
-        float* const round_out = x_round;  // named before the constexpr branches (nvcc's extended lambdas)
-        bf16* const kept_out = x_kept;
+        bf16* const kept_out = x_kept;  // named before the constexpr branch (nvcc's extended lambdas)
         const std::int64_t cols = d;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, nr), [&](const int k) {
           const std::int64_t n = n0 + k;
@@ -261,8 +233,6 @@ void forward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const
                     lane, groups, [&](int b, int g) { load_floats<W>(xn + g * W, v[b]); },
                     [&](int b, int g) {
                       if constexpr (Keep) {
-                        for (int e = 0; e < W; ++e) v[b][e] = round_to_bf16(v[b][e]);
-                        if constexpr (std::is_same_v<X, float>) store_floats<W>(round_out + n * cols + g * W, v[b]);
                         if (kept_out != nullptr) store_floats<W>(kept_out + n * cols + g * W, v[b]);
                       }
                       for (int e = 0; e < W; ++e) acc += v[b][e] * v[b][e];
@@ -282,7 +252,7 @@ void forward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const
                 },
                 [&](int b, int g) {
                   float out[W];
-                  for (int e = 0; e < W; ++e) out[e] = wv[b][e] * ((Keep ? round_to_bf16(v[b][e]) : v[b][e]) * r);
+                  for (int e = 0; e < W; ++e) out[e] = wv[b][e] * (v[b][e] * r);
                   store_floats<W>(yn + g * W, out);
                 });
           });
@@ -405,10 +375,9 @@ void rmsnorm_forward_rows(const char* name, Unmanaged2<const float> x, Unmanaged
   }
 }
 
-// X float: x rounded in place (x_round = x) and copied into x_kept; X bf16: x (already rounded) copied.
-template <class X, class WT>
-void forward_keeping(Unmanaged2<const X> x, float* x_round, Unmanaged2<bf16> x_kept, Unmanaged1<const WT> w,
-                     float eps, Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
+template <class WT>
+void forward_keeping(Unmanaged2<const bf16> x, Unmanaged2<bf16> x_kept, Unmanaged1<const WT> w, float eps,
+                     Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   if (w.extent(0) != x.extent(1) || y.extent(0) != x.extent(0) || y.extent(1) != x.extent(1) ||
@@ -418,26 +387,19 @@ void forward_keeping(Unmanaged2<const X> x, float* x_round, Unmanaged2<bf16> x_k
   }
   if (rows == 0) return;
   const bool packed = kComputeOnDevice && packs_fit<kPack>(static_cast<std::int64_t>(d),
-                                                    {{x.data(), static_cast<int>(sizeof(X))},
-                                                     {w.data(), static_cast<int>(sizeof(WT))},
+                                                    {{x.data(), 2}, {w.data(), static_cast<int>(sizeof(WT))},
                                                      {y.data(), 2}, {x_kept.data(), 2}});
-  const char* name = std::is_same_v<X, float> ? "rmsnorm_forward_keeping" : "rmsnorm_forward_keeping_bf16";
   if (packed) {
-    forward_warp_rows<X, bf16, WT, kPack, true>(name, x, w, eps, y, rstd, x_round, x_kept.data());
+    forward_warp_rows<bf16, bf16, WT, kPack, true>("rmsnorm_forward_keeping_bf16", x, w, eps, y, rstd, x_kept.data());
   } else {
-    forward_packed_rows<X, bf16, WT, 1, true>(name, x, w, eps, y, rstd, x_round, x_kept.data());
+    forward_packed_rows<bf16, bf16, WT, 1, true>("rmsnorm_forward_keeping_bf16", x, w, eps, y, rstd, x_kept.data());
   }
 }
 }  // namespace
 
-void rmsnorm_forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
-                             Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
-  w.visit([&](auto wv) { forward_keeping(Unmanaged2<const float>(x), x.data(), x_kept, wv, eps, y, rstd); });
-}
-
 void rmsnorm_forward_keeping(Unmanaged2<const bf16> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
                              Unmanaged2<bf16> y, Unmanaged1<float> rstd) {
-  w.visit([&](auto wv) { forward_keeping(x, nullptr, x_kept, wv, eps, y, rstd); });
+  w.visit([&](auto wv) { forward_keeping(x, x_kept, wv, eps, y, rstd); });
 }
 
 void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, Unmanaged2<float> y,

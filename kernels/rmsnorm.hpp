@@ -46,15 +46,10 @@ void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, 
 // The same y written in bf16 (a bf16 GEMM's input): each element the fp32 y rounded once.
 void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, Unmanaged2<bf16> y,
                      Unmanaged1<float> rstd);
-// A bf16 step's residual stream kept and normed in one pass: x is rounded to bf16 in place and copied
-// into x_kept (what round_and_copy_to_bf16 makes), and y is the bf16 norm of the rounded x (what
-// rmsnorm_forward then writes), bit for bit, with one pass over x and one launch fewer. An empty x_kept:
-// x is only rounded in place (the final norm, whose input backward reads from x itself).
-void rmsnorm_forward_keeping(Unmanaged2<float> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
-                             Unmanaged2<bf16> y, Unmanaged1<float> rstd);
-// The same on a stream held in bf16 (a bf16 step's, which the residual GEMMs write rounded): x is read,
-// not written, and copied into x_kept where that is not empty; y and rstd are what the fp32 form gives on
-// x's widening, bit for bit on the host.
+// A bf16 step's residual stream (bf16, which the residual GEMMs write rounded) kept and normed in one
+// pass: x is copied into x_kept where that is not empty (an empty one: the final norm, whose input backward
+// reads from the stream itself), and y and rstd are what rmsnorm_forward gives on x's widening, bit for bit
+// on the host, with one pass over x and one launch fewer than a copy and a norm.
 void rmsnorm_forward_keeping(Unmanaged2<const bf16> x, Unmanaged2<bf16> x_kept, const NormWeight& w, float eps,
                              Unmanaged2<bf16> y, Unmanaged1<float> rstd);
 

@@ -192,8 +192,8 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   for (int l = 0; l < L; ++l) {
     params.acquire(l + 1, Pass::forward);
     // Each layer's input is kept by the layer's first norm as it reads it; the last layer's output goes
-    // to the LM head, rounded by the layer or (bf16) by the final norm as it reads it.
-    const bool kept = l + 1 < L || final_norm_rounds_its_input(dtype_);
+    // to the LM head, rounded by the layer (a bf16 stream is rounded already).
+    const bool kept = l + 1 < L;
     decoder_layer_forward(weights_of(l), t, stream_of(l), saved_of(l), stream_of(l + 1), A.staging, nullptr, kept,
                           StreamKeep{&A.inputs[l], stream_of(l), inputs_as});
     params.release(l + 1, Pass::forward);

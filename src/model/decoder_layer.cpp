@@ -1,5 +1,6 @@
 #include "model/decoder_layer.hpp"
 
+#include <stdexcept>
 #include <utility>
 
 #include "kernels/elementwise.hpp"
@@ -53,17 +54,15 @@ void decoder_layer_forward(const LayerWeights& w, const AttentionTokens& t, cons
     mlp_block_forward(w.mlp, x, a.mlp, out, s.blocks, StreamKeep{&a.x_mid, x, how});
     return;
   }
+  if (how == Kept::bf16) throw std::logic_error("decoder_layer_forward: layers keeping bf16 take a bf16 stream");
   const std::int64_t N = x.rows(), d = x.cols();
+  // In place, no backward follows (forward-only runs): x_mid is the stream itself, not kept.
   const bool in_place = out.data() != nullptr && out.data() == x.data();
-  const bool keep_x_mid = !in_place || how == Kept::bf16;
-  // In place with x_mid kept as bf16, the stream buffer holds x_mid too: backward reads x and x_mid from
-  // their bf16 copies, so x's fp32 values are not needed once the attention block has read them.
-  const Unmanaged2<float> x_mid =
-      keep_x_mid && !(in_place && how == Kept::bf16) ? a.x_mid.staging(N, d, how, s.x_mid) : out.f32;
+  const Unmanaged2<float> x_mid = in_place ? out.f32 : a.x_mid.staging(N, d, how, s.x_mid);
   attention_block_forward(w.attention, t, x, a.attention, x_mid, s.blocks, cache, keep_x);
-  if (!keep_x_mid) round_activation(x_mid, dt);
+  if (in_place) round_activation(x_mid, dt);
   // x_mid kept by the MLP's norm as it reads it
-  mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.blocks, keep_x_mid ? StreamKeep{&a.x_mid, x_mid, how} : StreamKeep{});
+  mlp_block_forward(w.mlp, x_mid, a.mlp, out, s.blocks, in_place ? StreamKeep{} : StreamKeep{&a.x_mid, x_mid, how});
   if (!out.empty() && !out_kept) round_activation(out.f32, dt);
 }
 

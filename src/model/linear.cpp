@@ -265,11 +265,6 @@ GemmOperand LinearInput::keep_rmsnorm(const StreamKeep& keep, const Residual& x,
   }
   if (keep.kept == nullptr) return keep_rmsnorm(x.f32, w, eps, rstd, dtype, scratch);
   if (keep.stream.data() != x.data()) throw std::logic_error("keep_rmsnorm: the stream to keep is not the norm's input");
-  if (dtype == ComputeDtype::bf16 && keep.how == Kept::bf16) {
-    const auto h = bf16_.mat(rows, cols);
-    rmsnorm_forward_keeping(keep.stream.f32, keep.kept->bf16_output(rows, cols), w, eps, h, rstd);
-    return Unmanaged2<const bf16>(h);
-  }
   keep.kept->keep(keep.stream.f32, keep.how);
   return keep_rmsnorm(x.f32, w, eps, rstd, dtype, scratch);
 }

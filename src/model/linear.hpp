@@ -180,9 +180,9 @@ class LinearInput {
   // but in bf16 compute the norm writes the kept bf16 buffer itself (no fp32 staging, no rounding pass).
   GemmOperand keep_rmsnorm(Unmanaged2<const float> x, const NormWeight& w, float eps, Unmanaged1<float> rstd,
                            ComputeDtype dtype, GrowingBuffer& scratch);
-  // The same from the residual stream x that `keep` says to keep first (KeptActivation::keep): in a bf16
-  // step (Kept::bf16) the norm rounds the stream in place and writes its kept copy in the same pass
-  // (kernels/rmsnorm.hpp rmsnorm_forward_keeping); otherwise keep(), then the norm.
+  // The same from the residual stream x that `keep` says to keep first (KeptActivation::keep): a bf16
+  // stream (a bf16 step that keeps every layer) is read as it is and the norm writes its kept copy in the
+  // same pass (kernels/rmsnorm.hpp rmsnorm_forward_keeping); an fp32 one is kept by keep(), then normed.
   GemmOperand keep_rmsnorm(const StreamKeep& keep, const Residual& x, const NormWeight& w, float eps,
                            Unmanaged1<float> rstd, ComputeDtype dtype, GrowingBuffer& scratch);
   // The kept input again (backward): rows x cols as forward kept it.

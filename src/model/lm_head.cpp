@@ -47,19 +47,13 @@ GemmOperand final_norm(const HeadWeights& w, Unmanaged2<const float> x, HeadBuff
   return Unmanaged2<const bf16>(h);
 }
 
-// final_norm for a step's loss: in bf16 compute the last layer leaves x unrounded and the norm rounds it
-// in place as it reads it (what the layer's rounding pass wrote, without that launch); backward then
-// reads the rounded x.
-// A bf16 stream was rounded by the GEMM that wrote it: the norm reads it as it is.
-GemmOperand final_norm_rounding(const HeadWeights& w, const Residual& x, HeadBuffers& b) {
-  if (!x.is_bf16 && !final_norm_rounds_its_input(w.lm_head.dtype())) return final_norm(w, x.f32, b);
+// final_norm for a step's loss. A bf16 stream (a bf16 step's) was rounded by the GEMM that wrote it: the
+// norm reads it as it is and writes its bf16 output.
+GemmOperand stream_final_norm(const HeadWeights& w, const Residual& x, HeadBuffers& b) {
+  if (!x.is_bf16) return final_norm(w, x.f32, b);
   const std::int64_t N = x.rows();
   const auto h = b.h16.mat(N, x.cols());
-  if (x.is_bf16) {
-    rmsnorm_forward_keeping(Unmanaged2<const bf16>(x.b16), Unmanaged2<bf16>(), w.norm, w.norm_eps, h, b.rstd.vec(N));
-  } else {
-    rmsnorm_forward_keeping(x.f32, Unmanaged2<bf16>(), w.norm, w.norm_eps, h, b.rstd.vec(N));
-  }
+  rmsnorm_forward_keeping(Unmanaged2<const bf16>(x.b16), Unmanaged2<bf16>(), w.norm, w.norm_eps, h, b.rstd.vec(N));
   return Unmanaged2<const bf16>(h);
 }
 
@@ -151,13 +145,11 @@ CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unma
   return sums;
 }
 
-bool final_norm_rounds_its_input(ComputeDtype dtype) { return dtype == ComputeDtype::bf16; }
-
 void head_loss_backward(const HeadWeights& w, const HeadGrads& g, const Residual& x,
                         Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
                         Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
                         Unmanaged1<double> loss_sum) {
-  add_scalar(loss_sum, chunked_loss(w, &g, final_norm_rounding(w, x, b), targets, chunk, grad_scale, b, dh));
+  add_scalar(loss_sum, chunked_loss(w, &g, stream_final_norm(w, x, b), targets, chunk, grad_scale, b, dh));
   Kokkos::deep_copy(ExecSpace(), dx, 0.f);
   const auto rstd = b.rstd.vec(x.rows());
   if (x.is_bf16) {

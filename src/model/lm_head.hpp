@@ -43,14 +43,10 @@ void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<con
 CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> targets,
                            std::int64_t chunk, HeadBuffers& b);
 
-// Whether head_loss_backward rounds x itself (bf16 compute: the final norm rounds it in place as it reads
-// it), so that the last decoder layer leaves its output unrounded instead of rounding it in a pass of its own.
-bool final_norm_rounds_its_input(ComputeDtype dtype);
-
 // The same loss, added into loss_sum(0) on the device (nothing is read back), and the backward of
 // grad_scale * loss: the weights' gradients added into g, dx overwritten by d (grad_scale * loss) / d x,
-// and a non-empty dx_rounded by dx rounded to bf16. dh is [tokens, hidden] scratch. An fp32 x is rounded in
-// place where final_norm_rounds_its_input says so; a bf16 one (a bf16 step's stream) is read as it is.
+// and a non-empty dx_rounded by dx rounded to bf16. dh is [tokens, hidden] scratch. x: the last layer's
+// output, fp32 (rounded by that layer in the compute dtype) or a bf16 step's bf16 stream.
 void head_loss_backward(const HeadWeights& w, const HeadGrads& g, const Residual& x,
                         Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
                         Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
