@@ -116,22 +116,23 @@ void embed_tokens(ParamSource& params, const ParamLayout& layout, Unmanaged1<con
   }
 }
 
-void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float> x) const {
-  params.acquire(0, Pass::forward);
-  embed_tokens(params, layout_, in.input_ids, x);
-  params.release(0, Pass::forward);
+void embed_tokens(ParamSource& params, const ParamLayout& layout, Unmanaged1<const std::int32_t> ids,
+                  Unmanaged2<bf16> x) {
+  const Unmanaged2<const bf16> table16 = weight_matrix_bf16(params, layout, layout.embed_tokens());
+  if (table16.extent(0) > 0) {
+    gather_rows(table16, ids, x);  // the bf16 table's rows as they are
+    return;
+  }
+  // bf16 values in an fp32 table: gathered in fp32, rounded (exactly) into the stream
+  const auto wide = kernel_scratch<float>("embedding_f32", x.extent(0), x.extent(1));
+  embed_tokens(params, layout, ids, wide);
+  to_bf16(flat(Unmanaged2<const float>(wide)), flat(x));
 }
 
-void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<bf16> x) const {
+template <class T>
+void Decoder::embed(const ModelInputs& in, ParamSource& params, Unmanaged2<T> x) const {
   params.acquire(0, Pass::forward);
-  const Unmanaged2<const bf16> table16 = weight_matrix_bf16(params, layout_, layout_.embed_tokens());
-  if (table16.extent(0) > 0) {
-    gather_rows(table16, in.input_ids, x);  // the bf16 table's rows as they are
-  } else {  // bf16 values in an fp32 table: gathered in fp32, rounded (exactly) into the stream
-    const auto wide = kernel_scratch<float>("embedding_f32", x.extent(0), x.extent(1));
-    embedding_forward(in.input_ids, weight_matrix(params, layout_, layout_.embed_tokens()), wide);
-    to_bf16(flat(Unmanaged2<const float>(wide)), flat(x));
-  }
+  embed_tokens(params, layout_, in.input_ids, x);
   params.release(0, Pass::forward);
 }
 
@@ -151,7 +152,8 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   const int L = cfg_.num_hidden_layers, head = layout_.head_block();
   Activations& A = *acts_;
   // Where layer l's input is written: its own buffer, or, kept as bf16, the bf16 stream every layer updates
-  // in place (each layer's first norm keeps a copy); the embedding is written into fp32 scratch first.
+  // in place (each layer's first norm keeps a copy); NEFTune's noise is added to the embedding in fp32
+  // scratch first.
   const Kept inputs_as = kept_as(dtype_, true);
   auto input_of = [&](int l) { return A.inputs[l].staging(N, d, inputs_as, A.staging.input); };
   const bool bf16_stream = inputs_as == Kept::bf16;

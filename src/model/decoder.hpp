@@ -165,8 +165,8 @@ class Decoder {
   struct Activations;
   // The inputs checked and seen as attention sees them; the RoPE table made for them.
   AttentionTokens attention_tokens(const ModelInputs& in);
-  void embed(const ModelInputs& in, ParamSource& params, Unmanaged2<float> x) const;
-  void embed(const ModelInputs& in, ParamSource& params, Unmanaged2<bf16> x) const;  // a bf16 stream
+  template <class T>  // float, or bf16 (a bf16 stream)
+  void embed(const ModelInputs& in, ParamSource& params, Unmanaged2<T> x) const;
   // Forward only, through the last layer: its output, with nothing kept for backward.
   Unmanaged2<const float> forward_layers(const ModelInputs& in, ParamSource& params);
 
@@ -189,6 +189,9 @@ class Decoder {
 // x = the embedding rows of ids (block 0 acquired), from the weights in the storage the source holds.
 void embed_tokens(ParamSource& params, const ParamLayout& layout, Unmanaged1<const std::int32_t> ids,
                   Unmanaged2<float> x);
+// The same into bf16 rows (a bf16 step's stream): a bf16 table's rows copied, an fp32 one's rounded.
+void embed_tokens(ParamSource& params, const ParamLayout& layout, Unmanaged1<const std::int32_t> ids,
+                  Unmanaged2<bf16> x);
 
 // Deterministic initialisation of a flat parameter buffer (layout order) from the seed: matrices
 // N(0, initializer_range) by a counter-based generator keyed on (seed, param index, element),
