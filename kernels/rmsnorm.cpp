@@ -201,7 +201,7 @@ KOKKOS_INLINE_FUNCTION void lane_packs_in_batches(int lane, int groups, Load&& l
     }
   }
 }
-constexpr int kForwardBatch = 8, kBackwardBatch = 4;
+constexpr int kForwardBatch = 8, kBackwardBatch = 4, kDwBatch = 4;
 
 // Forward on a GPU: one warp per row (its lanes over the row's packs, lane_packs_in_batches), kWarpRows
 // rows per team, like the backward below. The row's sum of squares is a warp reduction (shuffles), so no
@@ -324,12 +324,21 @@ void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<cons
         Kokkos::parallel_for(Kokkos::TeamVectorRange(m, groups), [&](const int g) {
           float sum[W];
           for (int e = 0; e < W; ++e) sum[e] = 0.f;
-          for (int k = 0; k < nr; ++k) {
-            float xv[W], dv[W];
-            load_floats<W>(&x(n0 + k, 0) + g * W, xv);
-            load_floats<W>(&dy(n0 + k, 0) + g * W, dv);
-            const float r = rstd(n0 + k);
-            for (int e = 0; e < W; ++e) sum[e] += dv[e] * xv[e] * r;
+          // The block's rows kDwBatch at a time: their loads in flight together, then added in row order.
+          for (int k0 = 0; k0 < nr; k0 += kDwBatch) {
+            float xv[kDwBatch][W], dv[kDwBatch][W], r[kDwBatch];
+            for (int b = 0; b < kDwBatch; ++b) {
+              if (k0 + b < nr) {
+                load_floats<W>(&x(n0 + k0 + b, 0) + g * W, xv[b]);
+                load_floats<W>(&dy(n0 + k0 + b, 0) + g * W, dv[b]);
+                r[b] = rstd(n0 + k0 + b);
+              }
+            }
+            for (int b = 0; b < kDwBatch; ++b) {
+              if (k0 + b < nr) {
+                for (int e = 0; e < W; ++e) sum[e] += dv[b][e] * xv[b][e] * r[b];
+              }
+            }
           }
           store_floats<W>(acc + g * W, sum);
         });

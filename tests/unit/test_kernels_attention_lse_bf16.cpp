@@ -16,7 +16,6 @@
 #include "finite_difference.hpp"
 #include "tests/common/scoped_amx.hpp"
 #include "tests/common/bf16_values.hpp"
-#include "tests/common/device_build.hpp"
 #include "kernels/amx_attention_bf16.hpp"
 #include "kernels/amx_gemm_bf16.hpp"
 #include "kernels/attention_lse.hpp"

@@ -92,6 +92,38 @@ TEST(KernelBf16Outputs, GemmAddingIntoABf16OutputRoundsTheFp32SumOnce) {
   }
 }
 
+// The bf16 residual stream's add rounds once, exactly, on every path (also a GPU's): C = 1 and a product
+// of 2^-8 + 2^-17 (two exact products) sum to 1 + 2^-8 + 2^-17 in fp32, just above the midpoint between 1
+// and the next bf16, 1 + 2^-7: rounded once, 1 + 2^-7. Rounded twice (the product to bf16 first: 2^-8,
+// then 1 + 2^-8, a tie, to even) it would be 1. The weight as bf16 (tensor cores, AMX) and as fp32 (the
+// widened tiles), beside each other as a model's bf16 and fp32 weight copies run them.
+TEST(KernelBf16Outputs, GemmAddingIntoABf16OutputRoundsOnceWhereRoundingTwiceDiffers) {
+  const int m = 64, n = 48, k = 32;
+  std::vector<float> x(m * k, 0.f), w(n * k, 0.f);
+  for (int i = 0; i < m; ++i) {
+    x[i * k] = std::ldexp(1.f, -8);
+    x[i * k + 1] = std::ldexp(1.f, -17);
+  }
+  for (int j = 0; j < n; ++j) w[j * k] = w[j * k + 1] = 1.f;
+  const float once = 1.f + std::ldexp(1.f, -7);
+  ASSERT_EQ(round_to_bf16(1.f + std::ldexp(1.f, -8) + std::ldexp(1.f, -17)), once);
+  ASSERT_EQ(round_to_bf16(1.f + round_to_bf16(std::ldexp(1.f, -8) + std::ldexp(1.f, -17))), 1.f);
+  const auto x16 = to_device_bf16(x, m, k, "x16"), w16 = to_device_bf16(w, n, k, "w16");
+  const auto w32 = to_device(w, n, k, "w32");
+  for (const bool amx_on : {true, false}) {
+    const ScopedAmx amx_scope(amx_on);
+    for (const bool bf16_weight : {true, false}) {
+      const std::string name =
+          std::string(amx_on ? "amx allowed, " : "amx off, ") + (bf16_weight ? "bf16" : "fp32") + " weight";
+      auto c = to_device_bf16(std::vector<float>(m * n, 1.f), m, n, "c");
+      const GemmOperand weight =
+          bf16_weight ? GemmOperand(Unmanaged2<const bf16>(w16)) : GemmOperand(Unmanaged2<const float>(w32));
+      gemm_mixed_bf16_out(Op::N, Op::T, 1.f, Unmanaged2<const bf16>(x16), weight, c, 1.f);
+      EXPECT_EQ(widened(c), std::vector<float>(m * n, once)) << name;
+    }
+  }
+}
+
 TEST(KernelBf16Outputs, RmsNormWithBf16OutputIsTheFp32NormRounded) {
   const int rows = 11, d = 96;
   const auto x = random_vector(rows * d, 411, -3.f, 3.f), w = random_vector(d, 412, 0.5f, 1.5f);
