@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "finite_difference.hpp"
@@ -31,25 +30,6 @@ void expect_same_bits(const std::string& what, const std::vector<float>& got, co
 }
 
 std::vector<float> rounded(const View2<float>& x) { return rounded_to_bf16(to_host(x)); }
-
-// The fp32 kernel the bf16 one widens into: on the host the tiled kernel (the dispatcher there may take
-// the AVX-512 one), on a GPU the dispatcher's (the tiled kernel reads host pointers only).
-template <class... Args>
-void fp32_forward(Args&&... args) {
-  if constexpr (kComputeOnDevice) {
-    attention_forward_lse(std::forward<Args>(args)...);
-  } else {
-    attention_forward_lse_tiled(std::forward<Args>(args)...);
-  }
-}
-template <class... Args>
-void fp32_backward(Args&&... args) {
-  if constexpr (kComputeOnDevice) {
-    attention_backward_lse(std::forward<Args>(args)...);
-  } else {
-    attention_backward_lse_tiled(std::forward<Args>(args)...);
-  }
-}
 
 // The bf16 kernels' outputs and the fp32 kernel's on the same values, rounded as the bf16 ones are.
 struct Outputs {
@@ -89,14 +69,24 @@ Pair run_both(const AttentionShape& s) {
   View2<float> o32("o32", N, qd);
   View2<bf16> o16("o16", N, qd);
   View1<float> lse32("lse32", B * H * T), lse16("lse16", B * H * T);
-  fp32_forward(s, q32, k32, v32, sid, o32, lse32);
+  // The fp32 kernel the bf16 one widens into: on the host the tiled one (the dispatcher there may take the
+  // AVX-512 kernel), on a GPU the dispatcher's (the tiled kernel reads host pointers only).
+  if constexpr (kComputeOnDevice) {
+    attention_forward_lse(s, q32, k32, v32, sid, o32, lse32);
+  } else {
+    attention_forward_lse_tiled(s, q32, k32, v32, sid, o32, lse32);
+  }
   attention_forward_lse_bf16(s, q16, k16, v16, sid, o16, lse16);
   // backward from the bf16 o, as a step keeps it
   const auto o_kept = to_device(widened(o16), N, qd, "o_kept");
   View2<float> dq32("dq32", N, qd), dk32("dk32", N, kvd), dv32("dv32", N, kvd);
   View1<float> d32("d32", B * H * T), d16("d16", B * H * T);
-  fp32_backward(s, q32, k32, v32, sid, o_kept, lse32, to_device(do0, N, qd, "do32"), dq32, dk32, dv32,
-                               d32);
+  const auto do32 = to_device(do0, N, qd, "do32");
+  if constexpr (kComputeOnDevice) {
+    attention_backward_lse(s, q32, k32, v32, sid, o_kept, lse32, do32, dq32, dk32, dv32, d32);
+  } else {
+    attention_backward_lse_tiled(s, q32, k32, v32, sid, o_kept, lse32, do32, dq32, dk32, dv32, d32);
+  }
   View2<bf16> dq16("dq16", N, qd), dk16("dk16", N, kvd), dv16("dv16", N, kvd);
   attention_backward_lse_bf16(s, q16, k16, v16, sid, o16, lse16, do16, dq16, dk16, dv16, d16);
   r.bf16 = {widened(o16), to_host(lse16), widened(dq16), widened(dk16), widened(dv16), to_host(d16)};
