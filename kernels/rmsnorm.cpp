@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/bf16_pack.hpp"
 #include "kernels/column_sum_tickets.hpp"
@@ -264,9 +265,9 @@ void forward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const
 // rows per team. The row's gx = sum_j dy w x is a warp reduction (shuffles, no team synchronisation) and
 // the warp updates its dx row; after one team barrier the team's threads and lanes take the packs of
 // columns and sum the block's rows in order into its partial dw row (reading dy and x again, from cache).
-template <class X, class WT, int W>
+template <class X, class DY, class WT, int W>
 void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
-                        Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
+                        Unmanaged1<const float> rstd, Unmanaged2<const DY> dy, Unmanaged2<float> dx,
                         Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial, const ColumnSumTickets& dw_sums) {
   const int d = static_cast<int>(x.extent(1)), groups = d / W;
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
@@ -279,7 +280,7 @@ void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<cons
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, nr), [&](const int k) {
           const std::int64_t n = n0 + k;
           const X* xn = &x(n, 0);
-          const float* dyn = &dy(n, 0);
+          const DY* dyn = &dy(n, 0);
           float gx = 0.f;
           Kokkos::parallel_reduce(
               Kokkos::ThreadVectorRange(m, kLanes),
@@ -346,18 +347,19 @@ void backward_warp_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<cons
       });
 }
 
-template <class X, class WT>
+template <class X, class DY, class WT>
 void backward_on_device(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
-                        Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
+                        Unmanaged1<const float> rstd, Unmanaged2<const DY> dy, Unmanaged2<float> dx,
                         Unmanaged2<bf16> dx_rounded, Unmanaged2<float> partial, const ColumnSumTickets& dw_sums) {
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
   const bool fits =
       packs_fit<kPack>(d, {{x.data(), static_cast<int>(sizeof(X))}, {w.data(), static_cast<int>(sizeof(WT))},
-                           {dy.data(), 4}, {dx.data(), 4}, {dx_rounded.data(), 2}, {partial.data(), 4}});
+                           {dy.data(), static_cast<int>(sizeof(DY))}, {dx.data(), 4}, {dx_rounded.data(), 2},
+                           {partial.data(), 4}});
   if (fits) {
-    backward_warp_rows<X, WT, kPack>(name, x, w, rstd, dy, dx, dx_rounded, partial, dw_sums);
+    backward_warp_rows<X, DY, WT, kPack>(name, x, w, rstd, dy, dx, dx_rounded, partial, dw_sums);
   } else {
-    backward_warp_rows<X, WT, 1>(name, x, w, rstd, dy, dx, dx_rounded, partial, dw_sums);
+    backward_warp_rows<X, DY, WT, 1>(name, x, w, rstd, dy, dx, dx_rounded, partial, dw_sums);
   }
 }
 
@@ -422,11 +424,11 @@ void rmsnorm_forward(Unmanaged2<const float> x, const NormWeight& w, float eps, 
 }
 
 namespace {
-// x in fp32 or bf16 (a bf16 step's kept residual stream), read into fp32 registers: the same float
-// operations either way, so a bf16 x gives what its fp32 widening gives.
-template <class X, class WT>
+// x and dy in fp32 or bf16 (a bf16 step's kept residual stream; the bf16 gradient its dgrad GEMMs write),
+// read into fp32 registers: the same float operations either way, so bf16 gives what its fp32 widening gives.
+template <class X, class DY, class WT>
 void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<const WT> w,
-                           Unmanaged1<const float> rstd, Unmanaged2<const float> dy, Unmanaged2<float> dx,
+                           Unmanaged1<const float> rstd, Unmanaged2<const DY> dy, Unmanaged2<float> dx,
                            Unmanaged1<float> dw, Unmanaged2<bf16> dx_rounded, bool overwrite_dw) {
   const int d = static_cast<int>(x.extent(1));
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
@@ -461,7 +463,7 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
         const std::int64_t n0 = blk * kRowsPerTeam, n1 = n0 + kRowsPerTeam < rows ? n0 + kRowsPerTeam : rows;
         for (std::int64_t n = n0; n < n1; ++n) {
           const X* xn = &x(n, 0);
-          const float* dyn = &dy(n, 0);
+          const DY* dyn = &dy(n, 0);
           float* dxn = &dx(n, 0);
           bf16* dx16 = rounded ? &dx_rounded(n, 0) : nullptr;
           // Each thread sums its strided share of the row (coalesced on a GPU) in four locals: a reduction
@@ -469,29 +471,33 @@ void rmsnorm_backward_rows(const char* name, Unmanaged2<const X> x, Unmanaged1<c
           // one float accumulator is a chain of dependent adds. On one core the whole backward then runs
           // 1.5x faster than the one-thread-per-block loop it replaces at d = 1024 (as fast at d = 128).
           float gx = 0.f;
+          // g[j] x[j] = dy[j] w[j] x[j] in fp32
+          auto gx_term = [&](int j) {
+            return static_cast<float>(dyn[j]) * static_cast<float>(w(j)) * static_cast<float>(xn[j]);
+          };
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(m, threads),
               [&](const int t, float& s) {
                 float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
                 int j = t;
                 for (; j + 3 * threads < d; j += 4 * threads) {
-                  p0 += dyn[j] * static_cast<float>(w(j)) * static_cast<float>(xn[j]);
-                  p1 += dyn[j + threads] * static_cast<float>(w(j + threads)) * static_cast<float>(xn[j + threads]);
-                  p2 += dyn[j + 2 * threads] * static_cast<float>(w(j + 2 * threads)) * static_cast<float>(xn[j + 2 * threads]);
-                  p3 += dyn[j + 3 * threads] * static_cast<float>(w(j + 3 * threads)) * static_cast<float>(xn[j + 3 * threads]);
+                  p0 += gx_term(j);
+                  p1 += gx_term(j + threads);
+                  p2 += gx_term(j + 2 * threads);
+                  p3 += gx_term(j + 3 * threads);
                 }
-                for (; j < d; j += threads) p0 += dyn[j] * static_cast<float>(w(j)) * static_cast<float>(xn[j]);
+                for (; j < d; j += threads) p0 += gx_term(j);
                 s += (p0 + p1) + (p2 + p3);
               },
               gx);
           const float r = rstd(n);
           const float c = r * r * r * gx / d;
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, d), [&](const int j) {
-            const float xj = static_cast<float>(xn[j]);
-            const float dxj = dxn[j] + (r * dyn[j] * static_cast<float>(w(j)) - c * xj);
+            const float xj = static_cast<float>(xn[j]), dyj = static_cast<float>(dyn[j]);
+            const float dxj = dxn[j] + (r * dyj * static_cast<float>(w(j)) - c * xj);
             dxn[j] = dxj;
             if (dx16 != nullptr) dx16[j] = bf16(dxj);
-            acc[j] += dyn[j] * xj * r;
+            acc[j] += dyj * xj * r;
           });
         }
         close_column_sums(m, dw_sums);
@@ -516,22 +522,62 @@ void with_backward_weight(const NormWeight& w, F&& f) {
   }
   w.visit(f);
 }
+
+// A bf16 dy as the backward reads it: on a GPU as it is (widened in registers); on the host widened by a
+// plain loop into scratch, for the reason with_backward_weight gives, so it gives the fp32 code's bits.
+template <class F>
+void with_backward_grad(Unmanaged2<const bf16> dy, F&& f) {
+  if constexpr (!kComputeOnDevice) {
+    const auto wide = kernel_scratch<float>("rmsnorm_grad_widened", dy.extent(0), dy.extent(1));
+    for (std::size_t i = 0; i < dy.extent(0); ++i) {
+      for (std::size_t j = 0; j < dy.extent(1); ++j) wide(i, j) = static_cast<float>(dy(i, j));
+    }
+    f(Unmanaged2<const float>(wide));
+  } else {
+    f(dy);
+  }
+}
+
+// rmsnorm_backward_rows with the weight (and a bf16 dy) as the host or the device reads them.
+template <class X, class DY>
+void backward_with(const char* name, Unmanaged2<const X> x, const NormWeight& w, Unmanaged1<const float> rstd,
+                   Unmanaged2<const DY> dy, Unmanaged2<float> dx, Unmanaged1<float> dw, Unmanaged2<bf16> dx_rounded,
+                   bool overwrite_dw) {
+  auto run = [&](auto dyv) {
+    with_backward_weight(w, [&](auto wv) {
+      rmsnorm_backward_rows(name, x, wv, rstd, dyv, dx, dw, dx_rounded, overwrite_dw);
+    });
+  };
+  if constexpr (std::is_same_v<DY, bf16>) {
+    with_backward_grad(dy, run);
+  } else {
+    run(dy);
+  }
+}
 }  // namespace
 
 void rmsnorm_backward(Unmanaged2<const float> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
                       Unmanaged2<bf16> dx_rounded, bool overwrite_dw) {
-  with_backward_weight(w, [&](auto wv) {
-    rmsnorm_backward_rows("rmsnorm_backward_rows", x, wv, rstd, dy, dx, dw, dx_rounded, overwrite_dw);
-  });
+  backward_with("rmsnorm_backward_rows", x, w, rstd, dy, dx, dw, dx_rounded, overwrite_dw);
 }
 
 void rmsnorm_backward(Unmanaged2<const bf16> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
                       Unmanaged2<bf16> dx_rounded, bool overwrite_dw) {
-  with_backward_weight(w, [&](auto wv) {
-    rmsnorm_backward_rows("rmsnorm_backward_rows_bf16", x, wv, rstd, dy, dx, dw, dx_rounded, overwrite_dw);
-  });
+  backward_with("rmsnorm_backward_rows_bf16", x, w, rstd, dy, dx, dw, dx_rounded, overwrite_dw);
+}
+
+void rmsnorm_backward(Unmanaged2<const float> x, const NormWeight& w, Unmanaged1<const float> rstd,
+                      Unmanaged2<const bf16> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                      Unmanaged2<bf16> dx_rounded, bool overwrite_dw) {
+  backward_with("rmsnorm_backward_rows_bf16_grad", x, w, rstd, dy, dx, dw, dx_rounded, overwrite_dw);
+}
+
+void rmsnorm_backward(Unmanaged2<const bf16> x, const NormWeight& w, Unmanaged1<const float> rstd,
+                      Unmanaged2<const bf16> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                      Unmanaged2<bf16> dx_rounded, bool overwrite_dw) {
+  backward_with("rmsnorm_backward_rows_bf16_bf16_grad", x, w, rstd, dy, dx, dw, dx_rounded, overwrite_dw);
 }
 
 }  // namespace shardft

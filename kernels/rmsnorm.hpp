@@ -64,5 +64,13 @@ void rmsnorm_backward(Unmanaged2<const float> x, const NormWeight& w, Unmanaged1
 void rmsnorm_backward(Unmanaged2<const bf16> x, const NormWeight& w, Unmanaged1<const float> rstd,
                       Unmanaged2<const float> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
                       Unmanaged2<bf16> dx_rounded = {}, bool overwrite_dw = false);
+// The same with dy in bf16 (a bf16 step's norm-output gradient, which the dgrad GEMMs after the norm write
+// rounded, as autocast's linear backward does): what its fp32 widening gives.
+void rmsnorm_backward(Unmanaged2<const float> x, const NormWeight& w, Unmanaged1<const float> rstd,
+                      Unmanaged2<const bf16> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                      Unmanaged2<bf16> dx_rounded = {}, bool overwrite_dw = false);
+void rmsnorm_backward(Unmanaged2<const bf16> x, const NormWeight& w, Unmanaged1<const float> rstd,
+                      Unmanaged2<const bf16> dy, Unmanaged2<float> dx, Unmanaged1<float> dw,
+                      Unmanaged2<bf16> dx_rounded = {}, bool overwrite_dw = false);
 
 }  // namespace shardft

@@ -292,9 +292,9 @@ QkvGrads attention_grads(const AttentionWeights& w, const AttentionGrads& g, con
 }
 
 // The stacked projection's backward: dW_qkv += dqkv^T h into the parts' gradients (one GEMM where they lie
-// back to back, else into scratch and added to each), then dh = dqkv [Wq; Wk; Wv].
-void stacked_qkv_backward(const AttentionWeights& w, const AttentionGrads& g, const GemmOperand& h,
-                          const LinearGrad& dqkv, Unmanaged2<float> dh, AttentionGradBuffers& b) {
+// back to back, else into scratch and added to each), then dh = dqkv [Wq; Wk; Wv] (returned).
+GemmOperand stacked_qkv_backward(const AttentionWeights& w, const AttentionGrads& g, const GemmOperand& h,
+                                 const LinearGrad& dqkv, NormOutputGrad& dh, AttentionGradBuffers& b) {
   LinearGrads stacked;
   if (stack_linear_grads({&g.q, &g.k, &g.v}, stacked)) {
     w.qkv.backward_weight(h, dqkv, stacked);
@@ -315,7 +315,7 @@ void stacked_qkv_backward(const AttentionWeights& w, const AttentionGrads& g, co
       row += rows;
     }
   }
-  w.qkv.backward_input(dqkv, dh, 0.f);
+  return norm_output_grad(w.qkv, dqkv, dh);
 }
 
 }  // namespace
@@ -383,7 +383,7 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
 
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
                               const GemmOperand& x, AttentionActivations& a, Unmanaged2<float> dx,
-                              Unmanaged2<bf16> dx_rounded, Unmanaged2<float> dh, AttentionGradBuffers& b,
+                              Unmanaged2<bf16> dx_rounded, NormOutputGrad& dh, AttentionGradBuffers& b,
                               ActivationScratch& scratch) {
   const std::int64_t N = t.num_tokens(), d = x.extent(1), qd = w.q.out_features();
   const ComputeDtype dt = w.q.dtype();
@@ -399,16 +399,19 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   }
   const GemmOperand h = a.h.kept(N, d, dt);
   if (dqkv.stacked) {
-    stacked_qkv_backward(w, g, h, dqkv.qkv, dh, b);
-  } else {
-    w.q.backward_weight(h, dqkv.q, g.q);
-    w.q.backward_input(dqkv.q, dh, 0.f);
-    w.k.backward_weight(h, dqkv.k, g.k);
-    w.k.backward_input(dqkv.k, dh, 1.f);
-    w.v.backward_weight(h, dqkv.v, g.v);
-    w.v.backward_input(dqkv.v, dh, 1.f);
+    rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), stacked_qkv_backward(w, g, h, dqkv.qkv, dh, b), dx, g.norm,
+                          dx_rounded);
+    return;
   }
-  rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), dh, dx, g.norm, dx_rounded);
+  // Three dgrads summed into one fp32 dh (beta 1), as autograd sums the input's three gradients.
+  const auto dh32 = dh.f32.mat(N, d);
+  w.q.backward_weight(h, dqkv.q, g.q);
+  w.q.backward_input(dqkv.q, dh32, 0.f);
+  w.k.backward_weight(h, dqkv.k, g.k);
+  w.k.backward_input(dqkv.k, dh32, 1.f);
+  w.v.backward_weight(h, dqkv.v, g.v);
+  w.v.backward_input(dqkv.v, dh32, 1.f);
+  rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), Unmanaged2<const float>(dh32), dx, g.norm, dx_rounded);
 }
 
 }  // namespace shardft

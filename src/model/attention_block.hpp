@@ -99,11 +99,12 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
                              const LayerKvCache* cache = nullptr, const StreamKeep& keep_x = {});
 
 // dx holds d loss / d out on entry and d loss / d x on return (the residual passes dx through and the
-// branch adds to it); the weights' gradients are added into g. dh is [tokens, hidden] scratch.
+// branch adds to it); the weights' gradients are added into g. dh: scratch for the gradient at the norm's
+// output (model/linear.hpp).
 // dx_rounded (bf16 compute; empty otherwise): dx rounded to bf16, on entry and on return.
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
                               const GemmOperand& x, AttentionActivations& a, Unmanaged2<float> dx,
-                              Unmanaged2<bf16> dx_rounded, Unmanaged2<float> dh, AttentionGradBuffers& b,
+                              Unmanaged2<bf16> dx_rounded, NormOutputGrad& dh, AttentionGradBuffers& b,
                               ActivationScratch& scratch);
 
 }  // namespace shardft

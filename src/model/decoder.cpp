@@ -206,7 +206,7 @@ void Decoder::forward_backward(const ModelInputs& in, ParamSource& params, GradS
   params.acquire(head, Pass::backward);  // the loss and its gradient: backward starts here
   head_loss_backward(head_weights_of(params, layout_, cfg_, dtype_), head_grads_of(grads, layout_), stream_of(L),
                      in.targets, logits_chunk_, static_cast<float>(1.0 / loss_normalizer), A.head,
-                     A.grad_buffers.dh.mat(N, d), dx,
+                     A.grad_buffers.dh, dx,
                      dtype_ == ComputeDtype::bf16 ? A.grad_buffers.dx_rounded.mat(N, d) : Unmanaged2<bf16>(), loss_sum);
   grads.block_done(head);
   params.release(head, Pass::backward);

@@ -86,10 +86,9 @@ void decoder_layer_backward(const LayerWeights& w, const LayerGrads& g, const At
                             LayerStaging& s) {
   const std::int64_t N = x.extent(0), d = x.extent(1);
   const Kept how = kept_as(w.attention.q.dtype(), a.every_layer);
-  const auto dh = b.dh.mat(N, d);
   const auto dx16 = w.attention.q.dtype() == ComputeDtype::bf16 ? b.dx_rounded.mat(N, d) : Unmanaged2<bf16>();
-  mlp_block_backward(w.mlp, g.mlp, a.x_mid.kept(N, d, how), a.mlp, dx, dx16, dh, b.mlp, s.blocks);
-  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dx16, dh, b.attention, s.blocks);
+  mlp_block_backward(w.mlp, g.mlp, a.x_mid.kept(N, d, how), a.mlp, dx, dx16, b.dh, b.mlp, s.blocks);
+  attention_block_backward(w.attention, g.attention, t, x, a.attention, dx, dx16, b.dh, b.attention, s.blocks);
 }
 
 }  // namespace shardft

@@ -54,7 +54,7 @@ struct LayerStaging {
 
 // Backward's scratch, shared by every layer.
 struct LayerGradBuffers {
-  GrowingBuffer dh{"dh"};
+  NormOutputGrad dh;  // the gradient at each norm's output
   // bf16 compute: the residual stream's gradient rounded to bf16, written with it by every RMSNorm
   // backward (and the LM head's), read by the o and down projections' backward GEMMs.
   GrowingBufferBf16 dx_rounded{"residual_grad_bf16"};

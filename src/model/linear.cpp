@@ -288,13 +288,34 @@ Unmanaged2<float> LinearInput::reusable(std::int64_t rows, std::int64_t cols, Co
 }
 
 void rmsnorm_backward_kept(const GemmOperand& x, const NormWeight& w, Unmanaged1<const float> rstd,
-                           Unmanaged2<const float> dy, Unmanaged2<float> dx, const GradWrite& dw,
+                           const GemmOperand& dy, Unmanaged2<float> dx, const GradWrite& dw,
                            Unmanaged2<bf16> dx_rounded) {
+  auto with_dy = [&](auto xv) {
+    if (dy.is_bf16) {
+      rmsnorm_backward(xv, w, rstd, dy.b16, dx, dw.values, dx_rounded, dw.overwrite);
+    } else {
+      rmsnorm_backward(xv, w, rstd, dy.f32, dx, dw.values, dx_rounded, dw.overwrite);
+    }
+  };
   if (x.is_bf16) {
-    rmsnorm_backward(x.b16, w, rstd, dy, dx, dw.values, dx_rounded, dw.overwrite);
+    with_dy(x.b16);
   } else {
-    rmsnorm_backward(x.f32, w, rstd, dy, dx, dw.values, dx_rounded, dw.overwrite);
+    with_dy(x.f32);
   }
+}
+
+bool dgrad_writes_bf16(const Linear& layer) { return layer.dtype() == ComputeDtype::bf16 && layer.plain(); }
+
+GemmOperand norm_output_grad(const Linear& layer, const LinearGrad& dy, NormOutputGrad& dh) {
+  const std::int64_t rows = static_cast<std::int64_t>(dy.gemm.extent(0)), cols = layer.in_features();
+  if (dgrad_writes_bf16(layer)) {
+    const auto out = dh.b16.mat(rows, cols);
+    layer.backward_input_bf16(dy, out);
+    return Unmanaged2<const bf16>(out);
+  }
+  const auto out = dh.f32.mat(rows, cols);
+  layer.backward_input(dy, out, 0.f);
+  return Unmanaged2<const float>(out);
 }
 
 Kept kept_as(ComputeDtype dtype, bool every_layer) {

@@ -213,11 +213,27 @@ enum class Kept {
 Kept kept_as(ComputeDtype dtype, bool every_layer);
 
 // RMSNorm's backward (kernels/rmsnorm.hpp) on its input x as it was kept: fp32, or bf16 in a bf16 step
-// (GemmOperand is the tagged fp32-or-bf16 view), read without widening it into scratch. dw is written
-// where its buffer holds nothing of this sum yet (GradWrite::overwrite), else added into.
+// (GemmOperand is the tagged fp32-or-bf16 view), read without widening it into scratch; dy, the gradient
+// at its output, likewise (NormOutputGrad). dw is written where its buffer holds nothing of this sum yet
+// (GradWrite::overwrite), else added into.
 void rmsnorm_backward_kept(const GemmOperand& x, const NormWeight& w, Unmanaged1<const float> rstd,
-                           Unmanaged2<const float> dy, Unmanaged2<float> dx, const GradWrite& dw,
+                           const GemmOperand& dy, Unmanaged2<float> dx, const GradWrite& dw,
                            Unmanaged2<bf16> dx_rounded = {});
+
+// Backward's buffers for the gradient at a norm's output [tokens, hidden] (d loss / d h, which the dgrad
+// GEMMs of the layers reading h write and the norm's backward reads). A buffer holds memory only once a
+// view of it is asked for.
+struct NormOutputGrad {
+  GrowingBuffer f32{"dh"};
+  GrowingBufferBf16 b16{"dh_bf16"};
+};
+// Whether `layer`'s input gradient is written in bf16: a plain layer of a bf16 step, whose dgrad GEMM
+// rounds it once, as autocast's linear backward hands a bf16 gradient to the fp32 norm before it. Layers
+// with a bias or LoRA terms, and fp32 and fp16 steps, write fp32.
+bool dgrad_writes_bf16(const Linear& layer);
+// dh = dy W (layer.backward_input with beta 0, or backward_input_bf16 where dgrad_writes_bf16) in one of
+// dh's buffers, returned as the norm's backward reads it.
+GemmOperand norm_output_grad(const Linear& layer, const LinearGrad& dy, NormOutputGrad& dh);
 
 // An activation that is not a GEMM's input (those are LinearInputs) kept for backward as `Kept` says. Its
 // producer writes it in fp32 into staging(); keep() rounds it there (bf16 compute) and keeps it, and

@@ -61,7 +61,7 @@ GemmOperand stream_final_norm(const HeadWeights& w, const Residual& x, HeadBuffe
 // output, which HF's loss reads widened), cross-entropy turns them into their bf16 gradient in place,
 // and the head's backward GEMMs read that: the [rows, vocab] block never exists in fp32.
 void chunk_loss_bf16(const HeadWeights& w, const HeadGrads* grads, const GemmOperand& h_c,
-                     Unmanaged1<const std::int32_t> targets_c, float grad_scale, HeadBuffers& b, Unmanaged2<float> dh_c,
+                     Unmanaged1<const std::int32_t> targets_c, float grad_scale, HeadBuffers& b, Unmanaged2<bf16> dh_c,
                      Unmanaged1<double> sum) {
   const auto logits = b.logits16.mat(h_c.extent(0), w.lm_head.out_features());
   w.lm_head.forward_bf16(h_c, logits);
@@ -72,15 +72,16 @@ void chunk_loss_bf16(const HeadWeights& w, const HeadGrads* grads, const GemmOpe
   cross_entropy_forward_backward(logits, targets_c, grad_scale, sum);
   const LinearGrad dlogits{Unmanaged2<const float>(), Unmanaged2<const bf16>(logits)};
   w.lm_head.backward_weight(h_c, dlogits, grads->lm_head);
-  w.lm_head.backward_input(dlogits, dh_c, 0.f);
+  w.lm_head.backward_input_bf16(dlogits, dh_c);
 }
 
 // The loss chunk by chunk, summed on the device into b.loss (returned); with grads, each chunk's logits
-// become their gradient and flow back into dh. The head's weight gradient sums the chunks: where its
-// buffer is to be overwritten, the first chunk writes it and the others add.
+// become their gradient and flow back into dh (bf16 where the head's dgrad writes bf16, dgrad_writes_bf16:
+// then the bf16 chunks below, else fp32). The head's weight gradient sums the chunks: where its buffer is
+// to be overwritten, the first chunk writes it and the others add.
 Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* head_grads, const GemmOperand& h,
                                 Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale,
-                                HeadBuffers& b, Unmanaged2<float> dh) {
+                                HeadBuffers& b, Unmanaged2<float> dh, Unmanaged2<bf16> dh16) {
   const std::int64_t N = h.extent(0), d = h.extent(1), V = w.lm_head.out_features();
   HeadGrads chunk_grads = head_grads ? *head_grads : HeadGrads{};
   const HeadGrads* grads = head_grads ? &chunk_grads : nullptr;
@@ -94,8 +95,8 @@ Unmanaged1<double> chunked_loss(const HeadWeights& w, const HeadGrads* head_grad
     const std::int64_t rows = std::min(per_chunk, N - c0);
     const GemmOperand h_c = row_block(h, c0, rows);
     const Unmanaged1<const std::int32_t> targets_c(targets.data() + c0, rows);
-    if (h.is_bf16 && w.lm_head.plain()) {
-      const Unmanaged2<float> dh_c = grads ? Unmanaged2<float>(dh.data() + c0 * d, rows, d) : Unmanaged2<float>();
+    if (h.is_bf16 && dgrad_writes_bf16(w.lm_head)) {
+      const Unmanaged2<bf16> dh_c = grads ? Unmanaged2<bf16>(dh16.data() + c0 * d, rows, d) : Unmanaged2<bf16>();
       chunk_loss_bf16(w, grads, h_c, targets_c, grad_scale, b, dh_c, sum);
       chunk_grads.lm_head.overwrite_weight = false;
       continue;
@@ -138,7 +139,7 @@ void head_logits(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<con
 
 CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unmanaged1<const std::int32_t> targets,
                            std::int64_t chunk, HeadBuffers& b) {
-  const auto sum = chunked_loss(w, nullptr, final_norm(w, x, b), targets, chunk, 0.f, b, {});
+  const auto sum = chunked_loss(w, nullptr, final_norm(w, x, b), targets, chunk, 0.f, b, {}, {});
   CrossEntropySums sums;
   sums.loss_sum = read_scalar(sum, "evaluation loss");
   sums.count = cross_entropy_target_count(targets);
@@ -147,16 +148,21 @@ CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unma
 
 void head_loss_backward(const HeadWeights& w, const HeadGrads& g, const Residual& x,
                         Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
-                        Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
+                        NormOutputGrad& dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
                         Unmanaged1<double> loss_sum) {
-  add_scalar(loss_sum, chunked_loss(w, &g, stream_final_norm(w, x, b), targets, chunk, grad_scale, b, dh));
+  const GemmOperand h = stream_final_norm(w, x, b);
+  const std::int64_t N = x.rows(), d = x.cols();
+  // The chunks' dgrads write dh in bf16 where h is bf16 and the head plain (chunked_loss), else in fp32.
+  const bool bf16_dh = h.is_bf16 && dgrad_writes_bf16(w.lm_head);
+  const Unmanaged2<float> dh32 = bf16_dh ? Unmanaged2<float>() : dh.f32.mat(N, d);
+  const Unmanaged2<bf16> dh16 = bf16_dh ? dh.b16.mat(N, d) : Unmanaged2<bf16>();
+  add_scalar(loss_sum, chunked_loss(w, &g, h, targets, chunk, grad_scale, b, dh32, dh16));
   Kokkos::deep_copy(ExecSpace(), dx, 0.f);
-  const auto rstd = b.rstd.vec(x.rows());
-  if (x.is_bf16) {
-    rmsnorm_backward(Unmanaged2<const bf16>(x.b16), w.norm, rstd, dh, dx, g.norm.values, dx_rounded, g.norm.overwrite);
-  } else {
-    rmsnorm_backward(Unmanaged2<const float>(x.f32), w.norm, rstd, dh, dx, g.norm.values, dx_rounded, g.norm.overwrite);
-  }
+  const GemmOperand x_kept =
+      x.is_bf16 ? GemmOperand(Unmanaged2<const bf16>(x.b16)) : GemmOperand(Unmanaged2<const float>(x.f32));
+  const GemmOperand dy =
+      bf16_dh ? GemmOperand(Unmanaged2<const bf16>(dh16)) : GemmOperand(Unmanaged2<const float>(dh32));
+  rmsnorm_backward_kept(x_kept, w.norm, b.rstd.vec(N), dy, dx, g.norm, dx_rounded);
 }
 
 }  // namespace shardft

@@ -45,11 +45,12 @@ CrossEntropySums head_loss(const HeadWeights& w, Unmanaged2<const float> x, Unma
 
 // The same loss, added into loss_sum(0) on the device (nothing is read back), and the backward of
 // grad_scale * loss: the weights' gradients added into g, dx overwritten by d (grad_scale * loss) / d x,
-// and a non-empty dx_rounded by dx rounded to bf16. dh is [tokens, hidden] scratch. x: the last layer's
+// and a non-empty dx_rounded by dx rounded to bf16. dh: scratch for the gradient at the final norm's
+// output (model/linear.hpp). x: the last layer's
 // output, fp32 (rounded by that layer in the compute dtype) or a bf16 step's bf16 stream.
 void head_loss_backward(const HeadWeights& w, const HeadGrads& g, const Residual& x,
                         Unmanaged1<const std::int32_t> targets, std::int64_t chunk, float grad_scale, HeadBuffers& b,
-                        Unmanaged2<float> dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
+                        NormOutputGrad& dh, Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded,
                         Unmanaged1<double> loss_sum);
 
 }  // namespace shardft

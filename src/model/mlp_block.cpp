@@ -133,13 +133,13 @@ void mlp_block_forward(const MlpWeights& w, const Residual& x, MlpActivations& a
 }
 
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperand& x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded, Unmanaged2<float> dh, MlpGradBuffers& b,
+                        Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded, NormOutputGrad& dh, MlpGradBuffers& b,
                         ActivationScratch& scratch) {
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const GemmOperand h = a.h.kept(N, d, dt);
   const LinearGrad dgu = down_and_swiglu_backward(w, g, a, w.down.grad_operand(dx, dx_rounded), N, I, scratch);
-  w.gate_up.backward_input(dgu, dh, 0.f);
+  const GemmOperand dh_values = norm_output_grad(w.gate_up, dgu, dh);
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
   const Unmanaged1<float> gate = g.gate.values, up = g.up.values;
   if (gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients
@@ -162,7 +162,7 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperan
       }
     }
   }
-  rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), dh, dx, g.norm, dx_rounded);
+  rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), dh_values, dx, g.norm, dx_rounded);
 }
 
 }  // namespace shardft

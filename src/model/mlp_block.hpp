@@ -60,11 +60,11 @@ void mlp_block_forward(const MlpWeights& w, const Residual& x, MlpActivations& a
                        ActivationScratch& scratch, const StreamKeep& keep_x = {});
 
 // dx holds d loss / d out on entry and d loss / d x on return; the weights' gradients are added into g.
-// gu's fp32 values are overwritten by its gradient, and ds goes over s (fp32) or into scratch (bf16). dh
-// is [tokens, hidden] scratch.
+// gu's fp32 values are overwritten by its gradient, and ds goes over s (fp32) or into scratch (bf16). dh:
+// scratch for the gradient at the norm's output (model/linear.hpp).
 // dx_rounded (bf16 compute; empty otherwise): dx rounded to bf16, on entry and on return.
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperand& x, MlpActivations& a,
-                        Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded, Unmanaged2<float> dh, MlpGradBuffers& b,
+                        Unmanaged2<float> dx, Unmanaged2<bf16> dx_rounded, NormOutputGrad& dh, MlpGradBuffers& b,
                         ActivationScratch& scratch);
 
 }  // namespace shardft

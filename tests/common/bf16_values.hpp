@@ -28,7 +28,9 @@ inline View2<bf16> to_device_bf16(const std::vector<float>& host, std::size_t ro
   return out;
 }
 
-inline std::vector<float> widened(const View2<bf16>& x) {
+// A bf16 view's values on the host (any bf16 view: owning or not, const or not).
+template <class Bf16View>
+std::vector<float> widened(const Bf16View& x) {
   View1<float> f("widened", x.size());
   to_f32(Unmanaged1<const bf16>(x.data(), x.size()), f);
   const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), f);

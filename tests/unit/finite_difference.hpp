@@ -12,6 +12,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/types.hpp"
@@ -49,17 +50,17 @@ inline View2<float> to_device(const std::vector<float>& host, std::size_t rows, 
 }
 
 template <class T, class... P>
-std::vector<T> to_host(const Kokkos::View<T*, P...>& d) {
+std::vector<std::remove_const_t<T>> to_host(const Kokkos::View<T*, P...>& d) {
   auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
-  std::vector<T> out(m.extent(0));
+  std::vector<std::remove_const_t<T>> out(m.extent(0));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = m(i);
   return out;
 }
 
 template <class T, class... P>
-std::vector<T> to_host(const Kokkos::View<T**, P...>& d) {
+std::vector<std::remove_const_t<T>> to_host(const Kokkos::View<T**, P...>& d) {
   auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
-  std::vector<T> out(m.extent(0) * m.extent(1));
+  std::vector<std::remove_const_t<T>> out(m.extent(0) * m.extent(1));
   for (std::size_t r = 0; r < m.extent(0); ++r)
     for (std::size_t c = 0; c < m.extent(1); ++c) out[r * m.extent(1) + c] = m(r, c);
   return out;

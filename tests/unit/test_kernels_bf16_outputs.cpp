@@ -208,6 +208,38 @@ TEST(KernelBf16Outputs, RmsNormBackwardReadsBf16InputAndRoundsItsOutput) {
                std::invalid_argument);
 }
 
+// Backward reading a bf16 dy (the gradient a bf16 step's dgrad GEMM writes at the norm's output) gives what
+// its fp32 widening gives, bit for bit, with x in fp32 or bf16; d = 37 takes a GPU's unpacked rows.
+TEST(KernelBf16Outputs, RmsNormBackwardReadsBf16GradientAsItsWidening) {
+  for (const int d : {37, 96}) {
+    SCOPED_TRACE(d);
+    const int rows = 70;
+    const auto x = rounded_to_bf16(random_vector(rows * d, 451, -2.f, 2.f)), w = random_vector(d, 452, 0.5f, 1.5f);
+    const auto dy = rounded_to_bf16(random_vector(rows * d, 453)), dx0 = random_vector(rows * d, 454);
+    const auto rstd = random_vector(rows, 455, 0.5f, 2.f);
+    const View2<bf16> dy16_held = to_device_bf16(dy, rows, d, "dy16"), x16_held = to_device_bf16(x, rows, d, "x16");
+    const Unmanaged2<const bf16> dy16(dy16_held), x16(x16_held);
+    for (const bool bf16_x : {false, true}) {
+      SCOPED_TRACE(bf16_x ? "bf16 x" : "fp32 x");
+      auto dx_a = to_device(dx0, rows, d, "dx_a"), dx_b = to_device(dx0, rows, d, "dx_b");
+      View1<float> dw_a("dw_a", d), dw_b("dw_b", d);
+      View2<bf16> r_a("r_a", rows, d), r_b("r_b", rows, d);
+      if (bf16_x) {
+        rmsnorm_backward(x16, to_device(w, "w"), to_device(rstd, "rstd"), to_device(dy, rows, d, "dy"), dx_a, dw_a, r_a);
+        rmsnorm_backward(x16, to_device(w, "w"), to_device(rstd, "rstd"), dy16, dx_b, dw_b, r_b);
+      } else {
+        rmsnorm_backward(to_device(x, rows, d, "x"), to_device(w, "w"), to_device(rstd, "rstd"),
+                         to_device(dy, rows, d, "dy"), dx_a, dw_a, r_a);
+        rmsnorm_backward(to_device(x, rows, d, "x"), to_device(w, "w"), to_device(rstd, "rstd"), dy16, dx_b, dw_b, r_b);
+      }
+      EXPECT_EQ(to_host(dx_b), to_host(dx_a));
+      EXPECT_EQ(to_host(dw_b), to_host(dw_a));
+      EXPECT_EQ(widened(r_b), widened(r_a));
+      EXPECT_NE(to_host(dx_b), dx0);  // the gradient was added
+    }
+  }
+}
+
 TEST(KernelBf16Outputs, RopeOnBf16IsTheFp32RotationOfTheSameValuesRounded) {
   const int hd = 64, q_heads = 4, k_heads = 2;
   const std::vector<std::int32_t> pos = {0, 1, 2, 0, 255, 300};  // 300: beyond the table (computed angle)

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "tests/common/bf16_values.hpp"
+#include "tests/common/device_build.hpp"
 #include "tests/common/relative_difference.hpp"
 #include "kernels/device_traffic.hpp"
 #include "kernels/elementwise.hpp"
@@ -145,6 +147,44 @@ TEST(ModelBf16Activations, StepStaysNearFp32) {
     EXPECT_NEAR(bf16.loss, fp32.loss, 5e-3 * fp32.loss);
     EXPECT_LT(grads, 3e-2);
   }
+}
+
+// The gradient at a norm's output, as its dgrad writes it (model/linear.hpp norm_output_grad): in a bf16
+// step a plain layer writes it rounded to bf16 once, as autocast's linear backward hands it to the fp32
+// norm; a layer with a bias, and an fp32 step, write fp32.
+TEST(ModelNormOutputGrad, PlainBf16LayersWriteItRounded) {
+  const int rows = 9, out = 5, in = 7;
+  const auto wd = to_device(testing_util::rounded_to_bf16(random_vector(out * in, 461)), out, in, "w");
+  const auto dy = testing_util::rounded_to_bf16(random_vector(rows * out, 462));
+  const auto dyd = to_device(dy, rows, out, "dy");
+  const auto bias = to_device(random_vector(out, 463), "bias");
+  const LinearGrad g{dyd, GemmOperand(Unmanaged2<const float>(dyd))};
+  NormOutputGrad dh;
+  const Linear fp32_layer(wd, {}, ComputeDtype::fp32), with_bias(wd, bias, ComputeDtype::bf16);
+  EXPECT_FALSE(dgrad_writes_bf16(fp32_layer));
+  EXPECT_FALSE(dgrad_writes_bf16(with_bias));
+  const GemmOperand fp32 = norm_output_grad(fp32_layer, g, dh);
+  ASSERT_FALSE(fp32.is_bf16);
+  const std::vector<float> exact = to_host(fp32.f32);  // dy W in fp32
+  const GemmOperand biased = norm_output_grad(with_bias, g, dh);
+  ASSERT_FALSE(biased.is_bf16);
+  EXPECT_EQ(to_host(biased.f32), exact);
+
+  const Linear plain(wd, {}, ComputeDtype::bf16);
+  ASSERT_TRUE(dgrad_writes_bf16(plain));
+  const GemmOperand rounded = norm_output_grad(plain, g, dh);
+  ASSERT_TRUE(rounded.is_bf16);
+  ASSERT_EQ(rounded.extent(0), static_cast<std::size_t>(rows));
+  ASSERT_EQ(rounded.extent(1), static_cast<std::size_t>(in));
+  const std::vector<float> got = testing_util::widened(rounded.b16);
+  int inexact = 0;  // elements whose fp32 value is not a bf16 value: the rounding is seen there
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float want = round_to_bf16(exact[i]);
+    inexact += want != exact[i];
+    // Exact on the host (the same fp32 sums); a GPU's tensor cores sum in another order: one bf16 ulp.
+    EXPECT_LE(std::abs(got[i] - want), testing_util::host_or_device_tol(0.0, std::ldexp(std::abs(want), -7))) << i;
+  }
+  EXPECT_GT(inexact, rows * in / 2);
 }
 
 // q, k and v as one layer (AttentionWeights::qkv) only where they are plain, share their storage and lie
