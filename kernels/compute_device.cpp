@@ -19,6 +19,8 @@ ComputeDevice compute_device() {
     d.gpu = true;
     d.name = gpu.name;
     d.compute_capability = gpu.compute_capability;
+    double total = 0;
+    device_backend::device_memory(d.free_memory_bytes, total);
   }
   return d;
 }

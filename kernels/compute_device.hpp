@@ -10,6 +10,7 @@ struct ComputeDevice {
   std::string name;            // "NVIDIA H100 80GB HBM3"; "the host CPU" off the GPU
   int compute_capability = 0;  // major * 10 + minor (90 for sm_90); 0 off the GPU
   bool amx_tiles = false;      // off the GPU: the CPU runs bf16 products on AMX tiles (kernels/amx_gemm_bf16.hpp)
+  double free_memory_bytes = 0;  // the GPU's free memory when compute_device() asked; 0 off the GPU
 };
 ComputeDevice compute_device();
 

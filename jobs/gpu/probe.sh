@@ -35,6 +35,8 @@
 #   sms, sms2 (only when named) the bench step with optimizer_overlap_sms PROBE_OVERLAP_SMS (16), and
 #            PROBE_OVERLAP_SMS2 (32): SMs the next forward's GEMMs leave to the overlapped optimizer step;
 #            ms/step beside bench's (losses may differ in low bits: GEMMs for fewer SMs)       cap 150 s each
+#   chunk    (only when named) the bench step with logits_chunk_tokens PROBE_LOGITS_CHUNK (auto: the run
+#            decides, 4096 on an H100/H200; bench runs 2048): ms/step beside bench's           cap 150 s
 #   train    the default recipe on one GPU, PROBE_TRAIN_EPOCHS (3) of its 8 epochs: held-out exact
 #            match >= 0.90 (3 epochs reach 1.0 on the CPU build)                                  cap 90 s
 # then, whatever happened, in --out ($OUT when set, else .cache/gpu-probe-<mode>/out):
@@ -67,8 +69,8 @@ while [ $# -gt 0 ]; do
     --kit) [ $# -ge 2 ] || die "--kit needs a folder"; kit=$2; shift ;;
     --out) [ $# -ge 2 ] || die "--out needs a folder"; out=$2; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    setup|bench|torch|kernels|test|train|ncu|overlap|nondet|sms|sms2) stages+=("$1") ;;
-    *) die "unknown argument '$1' (expected --no-gpu, --kit DIR, --out DIR or stages: setup bench torch kernels test train ncu overlap nondet sms sms2)" ;;
+    setup|bench|torch|kernels|test|train|ncu|overlap|nondet|sms|sms2|chunk) stages+=("$1") ;;
+    *) die "unknown argument '$1' (expected --no-gpu, --kit DIR, --out DIR or stages: setup bench torch kernels test train ncu overlap nondet sms sms2 chunk)" ;;
   esac
   shift
 done
@@ -280,6 +282,7 @@ stage_overlap() { run_bench overlap "overlap=0"; }
 stage_nondet() { run_bench nondet "nondet=1"; }
 stage_sms() { run_bench sms "overlap_sms=${PROBE_OVERLAP_SMS:-16}"; }
 stage_sms2() { run_bench sms2 "overlap_sms=${PROBE_OVERLAP_SMS2:-32}"; }
+stage_chunk() { run_bench chunk "logits_chunk=${PROBE_LOGITS_CHUNK:-auto}"; }
 run_bench() {  # STAGE EXTRA_SHAPE_ARG
   local stage=$1
   have_prefix || { result "$stage" skipped 0 reason="no kit prefix (setup did not unpack it)"; return 0; }

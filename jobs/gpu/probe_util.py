@@ -356,12 +356,12 @@ def cmd_train(metrics, log, out, seconds, rc, cap, epochs):
 
 # ---- report ------------------------------------------------------------------------------------
 
-STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap", "nondet", "sms", "sms2")
+STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap", "nondet", "sms", "sms2", "chunk")
 TITLES = {"setup": "unpack, ldd, versions, MPI", "bench": "1B step, shardft", "torch": "1B step, PyTorch",
           "kernels": "kernel shares", "test": "unit tests", "train": "default recipe",
           "ncu": "elementwise kernels under ncu", "overlap": "1B step, optimizer_overlap: false",
           "nondet": "1B step, deterministic_attention: false", "sms": "1B step, optimizer_overlap_sms",
-          "sms2": "1B step, optimizer_overlap_sms (second value)"}
+          "sms2": "1B step, optimizer_overlap_sms (second value)", "chunk": "1B step, logits_chunk_tokens"}
 
 
 def sms_name(r):
@@ -458,12 +458,17 @@ def cmd_report(state, out_dir, mode, budget):
     for stage in ("sms", "sms2"):
         variants[stage] = ("losses equal bench's", "losses differ from bench's (GEMMs sized for fewer SMs may round "
                                                    "differently)")
+    variants["chunk"] = ("losses equal bench's", "losses differ from bench's in low bits (the head's gradient "
+                                                 "summed over other chunks)")
     loss_notes = {stage: (same if R[stage].get("losses") == b.get("losses") else differ)
                   for stage, (same, differ) in variants.items() if ok(R.get(stage) or {}) and ok(b)}
     for stage, name, r in (("bench", "shardft", b), ("overlap", "shardft, optimizer_overlap: false", R.get("overlap") or {}),
                            ("nondet", "shardft, deterministic_attention: false", R.get("nondet") or {}),
                            ("sms", sms_name(R.get("sms") or {}), R.get("sms") or {}),
                            ("sms2", sms_name(R.get("sms2") or {}), R.get("sms2") or {}),
+                           ("chunk", "shardft, logits_chunk_tokens: "
+                                     f"{((R.get('chunk') or {}).get('shape') or {}).get('logits_chunk', '?')}",
+                            R.get("chunk") or {}),
                            ("torch", "PyTorch", tb)):
         if not r:
             continue

@@ -333,6 +333,8 @@ def cmd_bench_recipe(d, peak, *items):
         recipe["deterministic_attention"] = "false"
     if s.get("overlap_sms"):  # probe.sh's sms stages: SMs the GEMMs leave to the overlapped optimizer step
         recipe["optimizer_overlap_sms"] = int(s["overlap_sms"])
+    if "logits_chunk" in s:  # probe.sh's chunk stage: another logits_chunk_tokens (auto: the run decides)
+        recipe["logits_chunk_tokens"] = s["logits_chunk"]
     with open(os.path.join(d, "recipe.yaml"), "w") as f:
         f.write(f"# jobs/gpu/validate.sh benchmark: {s['name']}, {params(s) / 1e9:.3f} B parameters\n")
         for k, v in recipe.items():

@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "config/deepspeed_json.hpp"
+#include "config/logits_chunk.hpp"
 #include "config/recipe_schema.hpp"
 #include "config/train_config.hpp"
 #include "kernels/compute_device.hpp"
@@ -35,6 +36,8 @@ TrainConfig load_recipe(const Invocation& inv) {
   TrainConfig cfg = load_train_config(inv.config_path, inv.overrides, inv.deepspeed_path);
   const ComputeDevice device = compute_device();
   resolve_bf16_auto(cfg, bf16_runs_faster(device), describe_bf16_support(device));
+  const LogitsChunkChoice chunk = auto_logits_chunk_tokens(cfg, device.gpu, device.free_memory_bytes);
+  resolve_logits_chunk_auto(cfg, chunk.tokens, chunk.why);
   return cfg;
 }
 

@@ -291,7 +291,11 @@ std::vector<RecipeKey> build_recipe_keys() {
                 "peak TFLOP/s of one rank for the MFU in the logs (e.g. 989 for an H100's dense bf16); 0: a known "
                 "GPU's datasheet peak, else the GEMM rate each run measures at start").in(at_least(0)),
       train_key("logits_chunk_tokens", &T::logits_chunk_tokens,
-                "tokens per chunk of the fused LM head + cross-entropy; 0: all at once").in(at_least(0)),
+                "tokens per chunk of the fused LM head + cross-entropy; 0: all at once; auto: 256 on the host, "
+                "on a GPU as many as 1/16 of its free memory holds in logits (at least 2048, at most a "
+                "micro-batch's tokens)")
+          .in(at_least(0))
+          .or_auto(&T::logits_chunk_auto),
       // LoRA
       train_key("use_peft", &T::use_peft,
                 "train LoRA adapters (PEFT's LoraConfig) on frozen base weights; the base comes from "
@@ -602,6 +606,7 @@ std::string format_double(double value) {
 }
 
 std::string value_text(const TrainConfig& cfg, const RecipeKey& key) {
+  if (key.auto_flag && cfg.*key.auto_flag) return "auto";
   return std::visit(
       [](auto* p) -> std::string {
         using V = std::remove_pointer_t<decltype(p)>;
@@ -635,14 +640,21 @@ bool is_bool_key(const RecipeKey& key) {
 
 std::string expected_value_text(const RecipeKey& key) {
   TrainConfig probe;
-  return std::visit([](auto* p) { return type_text<std::remove_pointer_t<decltype(p)>>(); }, key.field(probe));
+  const std::string type =
+      std::visit([](auto* p) { return type_text<std::remove_pointer_t<decltype(p)>>(); }, key.field(probe));
+  if (!key.auto_flag) return type;
+  return type == type_text<bool>() ? "true, false or auto" : type + " or auto";
 }
 
 void set_value_from_text(TrainConfig& cfg, const RecipeKey& key, const std::string& text,
                          const std::string& where) {
   if (key.auto_flag) cfg.*key.auto_flag = to_lower(text) == "auto";
-  if (key.auto_flag && cfg.*key.auto_flag) {
-    std::visit([](auto* p) { parse_text("false", p); }, key.field(cfg));
+  if (key.auto_flag && cfg.*key.auto_flag) {  // a bool key stays false until resolved; others keep their default
+    std::visit(
+        [](auto* p) {
+          if constexpr (std::is_same_v<std::remove_pointer_t<decltype(p)>, bool>) *p = false;
+        },
+        key.field(cfg));
     return;
   }
   if (key.normalize) {

@@ -49,8 +49,9 @@ struct RecipeKey {
   // the canonical one, throwing std::invalid_argument with the reason. A recipe may then give the key
   // a YAML list or mapping, and to_yaml writes the canonical text as it is. Empty: a plain string key.
   std::function<std::string(const std::string&)> normalize;
-  // Bool keys that also take "auto" (bf16): the companion flag it sets, the key itself left false until
-  // the run resolves it (resolve_bf16_auto in config/train_config.hpp).
+  // Keys that also take "auto" (bf16, logits_chunk_tokens): the companion flag it sets, the key itself
+  // left false (a bool) or at its default until the run resolves it (resolve_bf16_auto,
+  // resolve_logits_chunk_auto in config/train_config.hpp); value_text writes "auto" until then.
   bool TrainConfig::*auto_flag = nullptr;
 
   // Chained modifiers, so each table row reads as one sentence.

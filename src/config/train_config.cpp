@@ -669,6 +669,15 @@ void resolve_bf16_auto(TrainConfig& cfg, bool supported, const std::string& why)
   validate(cfg);
 }
 
+void resolve_logits_chunk_auto(TrainConfig& cfg, int tokens, const std::string& why) {
+  if (!cfg.logits_chunk_auto) return;
+  cfg.logits_chunk_tokens = tokens;
+  cfg.logits_chunk_auto = false;
+  const std::string where = source_of(cfg, "logits_chunk_tokens");
+  record_source(cfg, "logits_chunk_tokens", (where.empty() ? std::string() : where + ", ") + "auto: " + why);
+  validate(cfg);
+}
+
 bool optimizer_overlaps(const TrainConfig& cfg, bool separate_queues) {
   if (cfg.optimizer_overlap != "auto") return cfg.optimizer_overlap == "true";
   return separate_queues && cfg.zero_stage == 0 && !cfg.use_peft;

@@ -104,6 +104,7 @@ struct TrainConfig {
   double neftune_noise_alpha = 0;            // HF's key: NEFTune's uniform noise on the embeddings while training; 0: off
   bool gradient_checkpointing = false;       // keep only layer inputs; recompute each layer in backward
   int logits_chunk_tokens = 256;             // LM head + cross-entropy in chunks of this many tokens; 0: all
+  bool logits_chunk_auto = true;             // logits_chunk_tokens: auto, until resolve_logits_chunk_auto decides
   // HF's key: auto | sdpa | flash_attention_2 (the fused bf16 kernels where built, infer/attention_choice.hpp)
   // | memory_efficient (log-sum-exp kernels) | eager
   std::string attn_implementation = "auto";
@@ -219,6 +220,10 @@ bool best_metric_greater_is_better(const TrainConfig& cfg);
 // recorded as the key's source with `why` ("auto: NVIDIA H100 ... has bf16 tensor cores"), then validated
 // again. Nothing where bf16 was not auto.
 void resolve_bf16_auto(TrainConfig& cfg, bool supported, const std::string& why);
+// logits_chunk_tokens: auto, decided for the device (config/logits_chunk.hpp, after bf16 is: the logits'
+// bytes depend on it): `tokens`, recorded as the key's source with "auto: <why>". Nothing where it was
+// set. Until then an auto key holds its default, the host's 256.
+void resolve_logits_chunk_auto(TrainConfig& cfg, int tokens, const std::string& why);
 
 // Whether the optimizer step overlaps the next forward (optimizer_overlap): true and false as set; auto:
 // on at zero_stage 0 of a full fine-tune where the device has queues of its own (a GPU build,

@@ -390,7 +390,7 @@ TEST_F(ConfigErrors, WrongTypeInRecipe) {
 
   const std::string bools = write_recipe("\nbf16: maybe\n", "bools.yaml");
   EXPECT_CONTAINS(config_error_of([&] { load_train_config(bools, {}); }),
-                  bools + ":2: key 'bf16' expects true or false, got 'maybe'");
+                  bools + ":2: key 'bf16' expects true, false or auto, got 'maybe'");
 
   const std::string seeds = write_recipe("seed: -1\n", "seeds.yaml");
   EXPECT_CONTAINS(config_error_of([&] { load_train_config(seeds, {}); }),
@@ -400,7 +400,7 @@ TEST_F(ConfigErrors, WrongTypeInRecipe) {
 TEST(ConfigOverrideErrors, WrongType) {
   EXPECT_CONTAINS(override_error({"--learning_rate=fast"}),
                   "--learning_rate: key 'learning_rate' expects a number, got 'fast'");
-  EXPECT_CONTAINS(override_error({"--bf16=2"}), "--bf16: key 'bf16' expects true or false, got '2'");
+  EXPECT_CONTAINS(override_error({"--bf16=2"}), "--bf16: key 'bf16' expects true, false or auto, got '2'");
   EXPECT_CONTAINS(override_error({"--max_steps", "99999999999"}), "key 'max_steps' expects an integer");
   EXPECT_CONTAINS(override_error({"--learning_rate=inf"}), "expects a number, got 'inf'");
   EXPECT_CONTAINS(override_error({"--learning_rate="}), "expects a number, got ''");
@@ -753,7 +753,7 @@ TEST(ConfigBf16Auto, DecidedForTheDevice) {
   TrainConfig fixed = load_train_config("", {"--bf16=true"});
   resolve_bf16_auto(fixed, false, "ignored: bf16 was not auto");
   EXPECT_TRUE(fixed.bf16);
-  EXPECT_CONTAINS(override_error({"--bf16=maybe"}), "key 'bf16' expects true or false");
+  EXPECT_CONTAINS(override_error({"--bf16=maybe"}), "key 'bf16' expects true, false or auto");
 }
 
 }  // namespace
