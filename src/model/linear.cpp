@@ -93,23 +93,42 @@ GemmOperand Linear::lora_input(int i, const GemmOperand& x) const {
   } else {
     dropout_apply(m, x.f32, xd, 0.f);
   }
-  round_activation(xd, dtype_);  // dropout's output in the compute dtype, as autocast hands it on
+  // dropout's output in the compute dtype, as autocast hands it on; in bf16 a bf16 buffer (the same values),
+  // so the GEMMs that read it are bf16 x bf16
+  if (dtype_ == ComputeDtype::bf16) {
+    const auto xd16 = kernel_scratch<bf16>("lora_dropped_x_bf16", x.extent(0), x.extent(1));
+    to_bf16(flat(Unmanaged2<const float>(xd)), flat(xd16));
+    return Unmanaged2<const bf16>(xd16);
+  }
+  round_activation(xd, dtype_);
   return Unmanaged2<const float>(xd);
+}
+
+GemmOperand Linear::lora_u(int i, const GemmOperand& xi) const {
+  const std::int64_t N = static_cast<std::int64_t>(xi.extent(0));
+  const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
+  if (dtype_ == ComputeDtype::bf16) {
+    const auto u = kernel_scratch<bf16>("lora_u_bf16", N, r);
+    gemm_mixed_bf16_out(Op::N, Op::T, 1.f, xi, lora_[i].a, u);
+    return Unmanaged2<const bf16>(u);
+  }
+  const auto u = kernel_scratch<float>("lora_u", N, r);
+  gemm_mixed(Op::N, Op::T, 1.f, xi, lora_[i].a, 0.f, u);
+  round_activation(u, dtype_);  // lora_B reads lora_A's output as autocast hands it on
+  return Unmanaged2<const float>(u);
 }
 
 void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
   const std::int64_t N = static_cast<std::int64_t>(y.extent(0));
   for (int i = 0; i < num_lora_; ++i) {
     const LoraTerm& t = lora_[i];
-    const std::int64_t r = static_cast<std::int64_t>(t.a.extent(0)), out = static_cast<std::int64_t>(t.b.extent(0));
-    const auto u = kernel_scratch<float>("lora_u", N, r);
-    gemm_mixed(Op::N, Op::T, 1.f, lora_input(i, x), t.a, 0.f, u);
-    round_activation(u, dtype_);  // lora_B reads lora_A's output as autocast hands it on
+    const std::int64_t out = static_cast<std::int64_t>(t.b.extent(0));
+    const GemmOperand u = lora_u(i, lora_input(i, x));
     if (out == out_features()) {
-      gemm_mixed(Op::N, Op::T, t.scale, Unmanaged2<const float>(u), t.b, 1.f, y);
+      gemm_mixed(Op::N, Op::T, t.scale, u, t.b, 1.f, y);
     } else {
       const auto v = kernel_scratch<float>("lora_v", N, out);
-      gemm_mixed(Op::N, Op::T, t.scale, Unmanaged2<const float>(u), t.b, 0.f, v);
+      gemm_mixed(Op::N, Op::T, t.scale, u, t.b, 0.f, v);
       add_column_block(v, y, t.col0);
     }
   }
@@ -123,10 +142,17 @@ Unmanaged2<const float> Linear::lora_dy(int i, Unmanaged2<const float> dy) const
   return part;
 }
 
-Unmanaged2<float> Linear::lora_du(int i, Unmanaged2<const float> dy_i) const {
-  const auto du = kernel_scratch<float>("lora_du", dy_i.extent(0), lora_[i].a.extent(0));
+GemmOperand Linear::lora_du(int i, Unmanaged2<const float> dy_i) const {
+  const std::int64_t N = static_cast<std::int64_t>(dy_i.extent(0));
+  const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
+  if (dtype_ == ComputeDtype::bf16) {
+    const auto du = kernel_scratch<bf16>("lora_du_bf16", N, r);
+    gemm_mixed_bf16_out(Op::N, Op::N, lora_[i].scale, dy_i, lora_[i].b, du);
+    return Unmanaged2<const bf16>(du);
+  }
+  const auto du = kernel_scratch<float>("lora_du", N, r);
   gemm_mixed(Op::N, Op::N, lora_[i].scale, dy_i, lora_[i].b, 0.f, du);
-  return du;
+  return Unmanaged2<const float>(du);
 }
 
 void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
@@ -188,11 +214,8 @@ void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const Li
     const LoraTerm& t = lora_[i];
     const Unmanaged2<const float> dy_i = lora_dy(i, dy);
     const GemmOperand xi = lora_input(i, x);
-    const auto u = kernel_scratch<float>("lora_u", dy.extent(0), t.a.extent(0));
-    gemm_mixed(Op::N, Op::T, 1.f, xi, t.a, 0.f, u);
-    round_activation(u, dtype_);
-    gemm_mixed(Op::T, Op::N, t.scale, dy_i, Unmanaged2<const float>(u), 1.f, grads.lora[i].b);
-    gemm_mixed(Op::T, Op::N, 1.f, Unmanaged2<const float>(lora_du(i, dy_i)), xi, 1.f, grads.lora[i].a);
+    gemm_mixed(Op::T, Op::N, t.scale, dy_i, lora_u(i, xi), 1.f, grads.lora[i].b);
+    gemm_mixed(Op::T, Op::N, 1.f, lora_du(i, dy_i), xi, 1.f, grads.lora[i].a);
   }
 }
 
@@ -200,7 +223,7 @@ void Linear::backward_input(const LinearGrad& g, Unmanaged2<float> dx, float dx_
   const Unmanaged2<const float> dy = g.f32;
   gemm_mixed(Op::N, Op::N, 1.f, g.gemm, weight_, dx_beta, dx);
   for (int i = 0; i < num_lora_; ++i) {
-    const Unmanaged2<const float> du = lora_du(i, lora_dy(i, dy));
+    const GemmOperand du = lora_du(i, lora_dy(i, dy));
     if (!lora_[i].dropout.on()) {
       gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 1.f, dx);
       continue;

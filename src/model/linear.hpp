@@ -153,8 +153,13 @@ class Linear {
   GemmOperand lora_input(int i, const GemmOperand& x) const;
   // dy's columns of term i: dy itself when the term covers every column, else a copy in scratch
   Unmanaged2<const float> lora_dy(int i, Unmanaged2<const float> dy) const;
-  // du = s dy_i B into scratch
-  Unmanaged2<float> lora_du(int i, Unmanaged2<const float> dy_i) const;
+  // u = x_i A^T (x_i: lora_input's), as lora_B reads it, in scratch: in bf16 compute written in bf16 (each
+  // element the fp32 accumulator rounded once, the values rounding it in place gave, and lora_B's product
+  // then bf16 x bf16); else fp32, rounded to the compute dtype in place.
+  GemmOperand lora_u(int i, const GemmOperand& xi) const;
+  // du = s dy_i B in scratch: in bf16 compute written in bf16 (autocast's gradient at lora_A's output, so
+  // dA = du^T x and du A are bf16 x bf16 products, x not widened), else fp32.
+  GemmOperand lora_du(int i, Unmanaged2<const float> dy_i) const;
 
   GemmOperand weight_{Unmanaged2<const float>()};
   Unmanaged1<const float> bias_;

@@ -1,0 +1,71 @@
+// A bf16 step's LoRA term (model/linear.hpp): u = x A^T and du = s dy B are written in bf16 (rounded once,
+// as autocast hands on lora_A's output and the gradient at it), and so is dropout's output, so every
+// product with x or A is bf16 x bf16 and no [tokens, in] activation is widened to fp32 on a GPU. Only the
+// rank-wide operands that meet the fp32 dy are (u in dB, B in du), as the GEMM counters of a CPU build
+// report them for the GPU path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "finite_difference.hpp"
+#include "kernels/gemm_counters.hpp"
+#include "model/linear.hpp"
+#include "tests/common/bf16_values.hpp"
+
+namespace shardft {
+namespace {
+
+using namespace kernel_test;
+using testing_util::rounded_to_bf16;
+using testing_util::to_device_bf16;
+
+TEST(LoraBf16Gemms, OnlyRankWideOperandsMeetingTheFp32GradientAreWidened) {
+  const int N = 10, in = 16, out = 12, r = 4;
+  const float scale = 2.f;
+  const auto w = rounded_to_bf16(random_vector(out * in, 471)), a = rounded_to_bf16(random_vector(r * in, 472));
+  const auto b = rounded_to_bf16(random_vector(out * r, 473)), x = rounded_to_bf16(random_vector(N * in, 474));
+  const auto dy = random_vector(N * out, 475);
+  const View2<bf16> w16 = to_device_bf16(w, out, in, "w"), a16 = to_device_bf16(a, r, in, "a");
+  const View2<bf16> b16 = to_device_bf16(b, out, r, "b"), x16 = to_device_bf16(x, N, in, "x");
+  Linear layer(Unmanaged2<const bf16>(w16), {});
+  layer.add_lora(LoraTerm{Unmanaged2<const bf16>(a16), Unmanaged2<const bf16>(b16), scale, 0, {}});
+  const GemmOperand xin = Unmanaged2<const bf16>(x16);
+
+  View2<float> y("y", N, out);
+  const GemmCounters before_forward = gemm_counters();
+  layer.forward(xin, y);
+  const GemmCounters forward = gemm_counters().since(before_forward);
+  EXPECT_EQ(forward.calls, 3);  // x W^T, u = x A^T, y += s u B^T
+  EXPECT_EQ(forward.widened_elements, 0);
+  EXPECT_DOUBLE_EQ(forward.tensor_core_share(), 1.0);
+
+  const auto dyd = to_device(dy, N, out, "dy");
+  const LinearGrad g = layer.grad_operand(dyd);
+  View2<float> dw("dw", out, in), da("da", r, in), db("db", out, r), dx("dx", N, in);
+  LinearGrads grads{dw, {}, {LoraGrads{da, db}, LoraGrads{}}};
+  grads.overwrite_weight = true;
+  const GemmCounters before_backward = gemm_counters();
+  layer.backward_weight(xin, g, grads);
+  layer.backward_input(g, dx, 0.f);
+  const GemmCounters backward = gemm_counters().since(before_backward);
+  EXPECT_EQ(backward.widened_elements, N * r + 2 * out * r) << "u in dB, B in du (once for dA, once for dx)";
+
+  // dA = du^T x with du = s dy B rounded to bf16 once (the fp32 sum, then the rounding).
+  const auto da_host = to_host(da);
+  for (int k = 0; k < r; ++k) {
+    for (int j = 0; j < in; ++j) {
+      double want = 0;
+      for (int n = 0; n < N; ++n) {
+        float du = 0.f;
+        for (int o = 0; o < out; ++o) du += dy[n * out + o] * b[o * r + k];
+        want += static_cast<double>(round_to_bf16(scale * du)) * x[n * in + j];
+      }
+      // A sum on a rounding boundary may land one bf16 ulp of du apart on a GPU (another summation order).
+      EXPECT_NEAR(da_host[k * in + j], want, 1e-2 * (1.0 + std::abs(want))) << k << "," << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardft
