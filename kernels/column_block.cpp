@@ -20,12 +20,23 @@ void add_column_block(Unmanaged2<const float> src, Unmanaged2<float> dst, std::i
       KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) { dst(n, col0 + j) += src(n, j); });
 }
 
-void copy_column_block(Unmanaged2<const float> src, std::int64_t col0, Unmanaged2<float> dst) {
-  check(src.extent(0), dst.extent(0), col0, dst.extent(1), src.extent(1), "copy_column_block");
+namespace {
+template <class T>
+void copy_columns(const char* name, Unmanaged2<const T> src, std::int64_t col0, Unmanaged2<T> dst) {
+  check(src.extent(0), dst.extent(0), col0, dst.extent(1), src.extent(1), name);
   const std::int64_t w = static_cast<std::int64_t>(dst.extent(1));
   Kokkos::parallel_for(
-      "copy_column_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, LightLaunch>({0, 0}, {static_cast<std::int64_t>(dst.extent(0)), w}),
+      name, Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, LightLaunch>({0, 0}, {static_cast<std::int64_t>(dst.extent(0)), w}),
       KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) { dst(n, j) = src(n, col0 + j); });
+}
+}  // namespace
+
+void copy_column_block(Unmanaged2<const float> src, std::int64_t col0, Unmanaged2<float> dst) {
+  copy_columns("copy_column_block", src, col0, dst);
+}
+
+void copy_column_block(Unmanaged2<const bf16> src, std::int64_t col0, Unmanaged2<bf16> dst) {
+  copy_columns("copy_column_block_bf16", src, col0, dst);
 }
 
 }  // namespace shardft

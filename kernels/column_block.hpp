@@ -5,11 +5,13 @@
 //   copy_column_block: dst[n, j] = src[n, col0 + j]    src [N, W], dst [N, w]
 #include <cstdint>
 
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
 
 void add_column_block(Unmanaged2<const float> src, Unmanaged2<float> dst, std::int64_t col0);
 void copy_column_block(Unmanaged2<const float> src, std::int64_t col0, Unmanaged2<float> dst);
+void copy_column_block(Unmanaged2<const bf16> src, std::int64_t col0, Unmanaged2<bf16> dst);  // a bf16 gradient's
 
 }  // namespace shardft

@@ -134,15 +134,21 @@ void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
   }
 }
 
-Unmanaged2<const float> Linear::lora_dy(int i, Unmanaged2<const float> dy) const {
+GemmOperand Linear::lora_dy(int i, const LinearGrad& g) const {
+  const std::int64_t rows = static_cast<std::int64_t>(g.gemm.extent(0));
   const std::int64_t out = static_cast<std::int64_t>(lora_[i].b.extent(0));
-  if (out == out_features()) return dy;
-  const auto part = kernel_scratch<float>("lora_dy", dy.extent(0), out);
-  copy_column_block(dy, lora_[i].col0, part);
-  return part;
+  if (out == out_features()) return g.gemm;
+  if (g.gemm.is_bf16) {
+    const auto part = kernel_scratch<bf16>("lora_dy_bf16", rows, out);
+    copy_column_block(g.gemm.b16, lora_[i].col0, part);
+    return Unmanaged2<const bf16>(part);
+  }
+  const auto part = kernel_scratch<float>("lora_dy", rows, out);
+  copy_column_block(g.gemm.f32, lora_[i].col0, part);
+  return Unmanaged2<const float>(part);
 }
 
-GemmOperand Linear::lora_du(int i, Unmanaged2<const float> dy_i) const {
+GemmOperand Linear::lora_du(int i, const GemmOperand& dy_i) const {
   const std::int64_t N = static_cast<std::int64_t>(dy_i.extent(0));
   const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
   if (dtype_ == ComputeDtype::bf16) {
@@ -212,7 +218,7 @@ void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const Li
   if (bias_.extent(0) > 0 && grads.bias.extent(0) > 0) bias_backward(dy, grads.bias);
   for (int i = 0; i < num_lora_; ++i) {
     const LoraTerm& t = lora_[i];
-    const Unmanaged2<const float> dy_i = lora_dy(i, dy);
+    const GemmOperand dy_i = lora_dy(i, g);
     const GemmOperand xi = lora_input(i, x);
     gemm_mixed(Op::T, Op::N, t.scale, dy_i, lora_u(i, xi), 1.f, grads.lora[i].b);
     gemm_mixed(Op::T, Op::N, 1.f, lora_du(i, dy_i), xi, 1.f, grads.lora[i].a);
@@ -220,10 +226,9 @@ void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const Li
 }
 
 void Linear::backward_input(const LinearGrad& g, Unmanaged2<float> dx, float dx_beta) const {
-  const Unmanaged2<const float> dy = g.f32;
   gemm_mixed(Op::N, Op::N, 1.f, g.gemm, weight_, dx_beta, dx);
   for (int i = 0; i < num_lora_; ++i) {
-    const GemmOperand du = lora_du(i, lora_dy(i, dy));
+    const GemmOperand du = lora_du(i, lora_dy(i, g));
     if (!lora_[i].dropout.on()) {
       gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 1.f, dx);
       continue;

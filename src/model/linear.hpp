@@ -151,15 +151,16 @@ class Linear {
   void lora_forward(const GemmOperand& x, Unmanaged2<float> y) const;
   // The input term i reads: x, or with dropout d(x) in scratch, rounded to the compute dtype
   GemmOperand lora_input(int i, const GemmOperand& x) const;
-  // dy's columns of term i: dy itself when the term covers every column, else a copy in scratch
-  Unmanaged2<const float> lora_dy(int i, Unmanaged2<const float> dy) const;
+  // dy's columns of term i as the GEMMs read them (g.gemm: bf16 in bf16 compute, the gradient at lora_B's
+  // output as autocast hands it on): dy itself when the term covers every column, else a copy in scratch
+  GemmOperand lora_dy(int i, const LinearGrad& g) const;
   // u = x_i A^T (x_i: lora_input's), as lora_B reads it, in scratch: in bf16 compute written in bf16 (each
   // element the fp32 accumulator rounded once, the values rounding it in place gave, and lora_B's product
   // then bf16 x bf16); else fp32, rounded to the compute dtype in place.
   GemmOperand lora_u(int i, const GemmOperand& xi) const;
   // du = s dy_i B in scratch: in bf16 compute written in bf16 (autocast's gradient at lora_A's output, so
   // dA = du^T x and du A are bf16 x bf16 products, x not widened), else fp32.
-  GemmOperand lora_du(int i, Unmanaged2<const float> dy_i) const;
+  GemmOperand lora_du(int i, const GemmOperand& dy_i) const;
 
   GemmOperand weight_{Unmanaged2<const float>()};
   Unmanaged1<const float> bias_;

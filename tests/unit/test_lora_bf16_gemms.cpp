@@ -1,8 +1,7 @@
 // A bf16 step's LoRA term (model/linear.hpp): u = x A^T and du = s dy B are written in bf16 (rounded once,
-// as autocast hands on lora_A's output and the gradient at it), and so is dropout's output, so every
-// product with x or A is bf16 x bf16 and no [tokens, in] activation is widened to fp32 on a GPU. Only the
-// rank-wide operands that meet the fp32 dy are (u in dB, B in du), as the GEMM counters of a CPU build
-// report them for the GPU path.
+// as autocast hands on lora_A's output and the gradient at it), so is dropout's output, and dB and du read
+// the layer's bf16 gradient operand (the gradient at lora_B's output): every LoRA product is bf16 x bf16,
+// and nothing is widened to fp32 on a GPU, as the GEMM counters of a CPU build report the GPU path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,7 +19,7 @@ using namespace kernel_test;
 using testing_util::rounded_to_bf16;
 using testing_util::to_device_bf16;
 
-TEST(LoraBf16Gemms, OnlyRankWideOperandsMeetingTheFp32GradientAreWidened) {
+TEST(LoraBf16Gemms, EveryProductIsBf16AndNothingIsWidened) {
   const int N = 10, in = 16, out = 12, r = 4;
   const float scale = 2.f;
   const auto w = rounded_to_bf16(random_vector(out * in, 471)), a = rounded_to_bf16(random_vector(r * in, 472));
@@ -49,16 +48,19 @@ TEST(LoraBf16Gemms, OnlyRankWideOperandsMeetingTheFp32GradientAreWidened) {
   layer.backward_weight(xin, g, grads);
   layer.backward_input(g, dx, 0.f);
   const GemmCounters backward = gemm_counters().since(before_backward);
-  EXPECT_EQ(backward.widened_elements, N * r + 2 * out * r) << "u in dB, B in du (once for dA, once for dx)";
+  EXPECT_EQ(backward.widened_elements, 0);
+  EXPECT_DOUBLE_EQ(backward.tensor_core_share(), 1.0);
 
-  // dA = du^T x with du = s dy B rounded to bf16 once (the fp32 sum, then the rounding).
+  // dA = du^T x with du = s dy B, dy rounded to bf16 (the layer's gradient operand) and du rounded once
+  // (the fp32 sum, then the rounding).
+  const auto dy16 = rounded_to_bf16(dy);
   const auto da_host = to_host(da);
   for (int k = 0; k < r; ++k) {
     for (int j = 0; j < in; ++j) {
       double want = 0;
       for (int n = 0; n < N; ++n) {
         float du = 0.f;
-        for (int o = 0; o < out; ++o) du += dy[n * out + o] * b[o * r + k];
+        for (int o = 0; o < out; ++o) du += dy16[n * out + o] * b[o * r + k];
         want += static_cast<double>(round_to_bf16(scale * du)) * x[n * in + j];
       }
       // A sum on a rounding boundary may land one bf16 ulp of du apart on a GPU (another summation order).
