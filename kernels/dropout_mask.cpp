@@ -1,5 +1,7 @@
 #include "kernels/dropout_mask.hpp"
 
+#include <stdexcept>
+
 #include "kernels/math.hpp"
 
 namespace shardft {
@@ -13,6 +15,33 @@ KOKKOS_INLINE_FUNCTION bool kept(std::uint64_t row_hash, std::uint64_t col, std:
 }
 
 std::uint32_t drop_threshold(float p) { return static_cast<std::uint32_t>(static_cast<double>(p) * 16777216.0 + 0.5); }
+
+// fp32 or bf16 elements as fp32 (widening is exact), and back (rounded once to nearest even)
+KOKKOS_INLINE_FUNCTION float value_of(float v) { return v; }
+KOKKOS_INLINE_FUNCTION float value_of(bf16 v) { return static_cast<float>(v); }
+KOKKOS_INLINE_FUNCTION void store(float& out, float v) { out = v; }
+KOKKOS_INLINE_FUNCTION void store(bf16& out, float v) { out = bf16(v); }
+
+// out = beta * out + mask(x), each element in fp32, stored in out's type.
+template <class In, class Out>
+void apply_mask(const char* name, const DropoutMask& m, Unmanaged2<const In> x, Unmanaged2<Out> out, float beta) {
+  if (x.extent(0) != out.extent(0) || x.extent(1) != out.extent(1) || m.row_key.extent(0) < x.extent(0)) {
+    throw std::invalid_argument("dropout_apply: x and out must have one shape and a row key per row");
+  }
+  const std::int64_t cols = static_cast<std::int64_t>(x.extent(1));
+  const std::uint32_t threshold = drop_threshold(m.p);
+  const float scale = 1.f / (1.f - m.p);
+  const std::uint64_t stream = m.stream;
+  const Unmanaged1<const std::uint64_t> key = m.row_key;
+  // One element per thread (coalesced on the GPU); the row's hash is recomputed per element.
+  Kokkos::parallel_for(
+      name, Range(0, static_cast<std::int64_t>(x.extent(0)) * cols), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t n = i / cols, c = i % cols;
+        const bool keep = kept(mix(stream ^ mix(key(n))), static_cast<std::uint64_t>(c), threshold);
+        const float v = keep ? value_of(x(n, c)) * scale : 0.f;
+        store(out(n, c), beta == 0.f ? v : beta * value_of(out(n, c)) + v);
+      });
+}
 
 }  // namespace
 
@@ -38,19 +67,15 @@ void dropout_row_keys_flat(std::int64_t call, Unmanaged1<std::uint64_t> row_key)
 }
 
 void dropout_apply(const DropoutMask& m, Unmanaged2<const float> x, Unmanaged2<float> out, float beta) {
-  const std::int64_t cols = static_cast<std::int64_t>(x.extent(1));
-  const std::uint32_t threshold = drop_threshold(m.p);
-  const float scale = 1.f / (1.f - m.p);
-  const std::uint64_t stream = m.stream;
-  const Unmanaged1<const std::uint64_t> key = m.row_key;
-  // One element per thread (coalesced on the GPU); the row's hash is recomputed per element.
-  Kokkos::parallel_for(
-      "dropout_apply", Range(0, static_cast<std::int64_t>(x.extent(0)) * cols), KOKKOS_LAMBDA(const std::int64_t i) {
-        const std::int64_t n = i / cols, c = i % cols;
-        const bool keep = kept(mix(stream ^ mix(key(n))), static_cast<std::uint64_t>(c), threshold);
-        const float v = keep ? x(n, c) * scale : 0.f;
-        out(n, c) = beta == 0.f ? v : beta * out(n, c) + v;
-      });
+  apply_mask("dropout_apply", m, x, out, beta);
+}
+
+void dropout_apply(const DropoutMask& m, Unmanaged2<const bf16> x, Unmanaged2<bf16> out, float beta) {
+  apply_mask("dropout_apply_bf16", m, x, out, beta);
+}
+
+void dropout_apply(const DropoutMask& m, Unmanaged2<const float> x, Unmanaged2<bf16> out, float beta) {
+  apply_mask("dropout_apply_to_bf16", m, x, out, beta);
 }
 
 void dropout_keep(const DropoutMask& m, Unmanaged2<float> keep) {

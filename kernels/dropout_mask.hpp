@@ -13,6 +13,7 @@
 // Shapes: x, out [rows, cols]; row_key [rows].
 #include <cstdint>
 
+#include "kernels/bf16.hpp"
 #include "kernels/types.hpp"
 
 namespace shardft {
@@ -36,6 +37,11 @@ void dropout_row_keys_flat(std::int64_t call, Unmanaged1<std::uint64_t> row_key)
 
 // out = beta * out + mask(x) as above; out may be x's own buffer (beta 0).
 void dropout_apply(const DropoutMask& m, Unmanaged2<const float> x, Unmanaged2<float> out, float beta);
+// The same written in bf16, the fp32 value rounded once (a bf16 step: dropout's output as autocast hands
+// it on, and LoRA's share of a bf16 input gradient added into it with beta 1); x bf16 (widened exactly)
+// or fp32.
+void dropout_apply(const DropoutMask& m, Unmanaged2<const bf16> x, Unmanaged2<bf16> out, float beta = 0.f);
+void dropout_apply(const DropoutMask& m, Unmanaged2<const float> x, Unmanaged2<bf16> out, float beta);
 
 // The keep decisions themselves (1 kept, 0 dropped), [rows, cols]: tests.
 void dropout_keep(const DropoutMask& m, Unmanaged2<float> keep);

@@ -388,7 +388,7 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   const std::int64_t N = t.num_tokens(), d = x.extent(1), qd = w.q.out_features();
   const ComputeDtype dt = w.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
-  const LinearGrad dout = w.o.grad_operand(dx, dx_rounded);
+  const LinearGrad dout = w.o.grad_operand(dx, dx_rounded, "attn_o_dy_bf16");
   w.o.backward_weight(a.o.kept(N, qd, dt), dout, g.o);
   QkvGrads dqkv;
   if (packed_qkv(w, how, t)) {

@@ -86,19 +86,23 @@ void Linear::set_lora_dropout(int i, const DropoutMask& mask) {
 GemmOperand Linear::lora_input(int i, const GemmOperand& x) const {
   const DropoutMask& m = lora_[i].dropout;
   if (!m.on()) return x;
+  // dropout's output in the compute dtype, as autocast hands it on; in bf16 a bf16 buffer written in the
+  // mask's one pass, so the GEMMs that read it are bf16 x bf16
+  if (dtype_ == ComputeDtype::bf16) {
+    const auto xd16 = kernel_scratch<bf16>("lora_dropped_x_bf16", x.extent(0), x.extent(1));
+    if (x.is_bf16) {
+      dropout_apply(m, x.b16, xd16);
+    } else {
+      dropout_apply(m, x.f32, xd16, 0.f);
+    }
+    return Unmanaged2<const bf16>(xd16);
+  }
   const auto xd = kernel_scratch<float>("lora_dropped_x", x.extent(0), x.extent(1));
   if (x.is_bf16) {
     to_f32(flat(x.b16), flat(xd));
     dropout_apply(m, Unmanaged2<const float>(xd), xd, 0.f);
   } else {
     dropout_apply(m, x.f32, xd, 0.f);
-  }
-  // dropout's output in the compute dtype, as autocast hands it on; in bf16 a bf16 buffer (the same values),
-  // so the GEMMs that read it are bf16 x bf16
-  if (dtype_ == ComputeDtype::bf16) {
-    const auto xd16 = kernel_scratch<bf16>("lora_dropped_x_bf16", x.extent(0), x.extent(1));
-    to_bf16(flat(Unmanaged2<const float>(xd)), flat(xd16));
-    return Unmanaged2<const bf16>(xd16);
   }
   round_activation(xd, dtype_);
   return Unmanaged2<const float>(xd);
@@ -134,31 +138,44 @@ void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
   }
 }
 
-GemmOperand Linear::lora_dy(int i, const LinearGrad& g) const {
+LoraTermGrad Linear::lora_term_grad(int i, const LinearGrad& g, const char* scratch) const {
   const std::int64_t rows = static_cast<std::int64_t>(g.gemm.extent(0));
   const std::int64_t out = static_cast<std::int64_t>(lora_[i].b.extent(0));
-  if (out == out_features()) return g.gemm;
-  if (g.gemm.is_bf16) {
-    const auto part = kernel_scratch<bf16>("lora_dy_bf16", rows, out);
+  const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
+  const std::string term = std::to_string(i), dy_name = scratch + ("_lora_dy" + term),
+                    du_name = scratch + ("_lora_du" + term);
+  LoraTermGrad t;
+  t.dy = g.gemm;
+  if (out != out_features() && g.gemm.is_bf16) {
+    const auto part = kernel_scratch<bf16>(dy_name.c_str(), rows, out);
     copy_column_block(g.gemm.b16, lora_[i].col0, part);
-    return Unmanaged2<const bf16>(part);
+    t.dy = Unmanaged2<const bf16>(part);
+  } else if (out != out_features()) {
+    const auto part = kernel_scratch<float>(dy_name.c_str(), rows, out);
+    copy_column_block(g.gemm.f32, lora_[i].col0, part);
+    t.dy = Unmanaged2<const float>(part);
   }
-  const auto part = kernel_scratch<float>("lora_dy", rows, out);
-  copy_column_block(g.gemm.f32, lora_[i].col0, part);
-  return Unmanaged2<const float>(part);
+  if (dtype_ == ComputeDtype::bf16) {
+    const auto du = kernel_scratch<bf16>(du_name.c_str(), rows, r);
+    gemm_mixed_bf16_out(Op::N, Op::N, lora_[i].scale, t.dy, lora_[i].b, du);
+    t.du = Unmanaged2<const bf16>(du);
+  } else {
+    const auto du = kernel_scratch<float>(du_name.c_str(), rows, r);
+    gemm_mixed(Op::N, Op::N, lora_[i].scale, t.dy, lora_[i].b, 0.f, du);
+    t.du = Unmanaged2<const float>(du);
+  }
+  return t;
 }
 
-GemmOperand Linear::lora_du(int i, const GemmOperand& dy_i) const {
-  const std::int64_t N = static_cast<std::int64_t>(dy_i.extent(0));
-  const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
-  if (dtype_ == ComputeDtype::bf16) {
-    const auto du = kernel_scratch<bf16>("lora_du_bf16", N, r);
-    gemm_mixed_bf16_out(Op::N, Op::N, lora_[i].scale, dy_i, lora_[i].b, du);
-    return Unmanaged2<const bf16>(du);
-  }
-  const auto du = kernel_scratch<float>("lora_du", N, r);
-  gemm_mixed(Op::N, Op::N, lora_[i].scale, dy_i, lora_[i].b, 0.f, du);
-  return Unmanaged2<const float>(du);
+LoraTermGrad Linear::lora_term_grad(int i, const LinearGrad& g) const {
+  if (i < g.lora_terms) return g.lora[i];
+  return lora_term_grad(i, g, "linear_dy");
+}
+
+LinearGrad Linear::with_lora_operands(LinearGrad g, const char* scratch) const {
+  for (int i = 0; i < num_lora_; ++i) g.lora[i] = lora_term_grad(i, g, scratch);
+  g.lora_terms = num_lora_;
+  return g;
 }
 
 void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
@@ -191,18 +208,19 @@ void Linear::forward_add(const GemmOperand& x, const Residual& y) const {
 }
 
 LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, const char* scratch_name) const {
-  if (dtype_ != ComputeDtype::bf16) return {dy, dy};
+  if (dtype_ != ComputeDtype::bf16) return with_lora_operands({dy, dy}, scratch_name);
   const auto rounded = kernel_scratch<bf16>(scratch_name, dy.extent(0), dy.extent(1));
   to_bf16(flat(dy), flat(rounded));
-  return {dy, Unmanaged2<const bf16>(rounded)};
+  return with_lora_operands({dy, Unmanaged2<const bf16>(rounded)}, scratch_name);
 }
 
-LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf16> rounded) const {
-  if (dtype_ != ComputeDtype::bf16 || rounded.extent(0) == 0) return grad_operand(dy);
+LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf16> rounded,
+                                const char* scratch_name) const {
+  if (dtype_ != ComputeDtype::bf16 || rounded.extent(0) == 0) return grad_operand(dy, scratch_name);
   if (rounded.extent(0) != dy.extent(0) || rounded.extent(1) != dy.extent(1)) {
     throw std::invalid_argument("Linear::grad_operand: the rounded gradient must have dy's shape");
   }
-  return {dy, rounded};
+  return with_lora_operands({dy, rounded}, scratch_name);
 }
 
 void Linear::forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
@@ -217,18 +235,18 @@ void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const Li
   if (grads.weight.extent(0) > 0) gemm_mixed(Op::T, Op::N, 1.f, g.gemm, x, beta, grads.weight);
   if (bias_.extent(0) > 0 && grads.bias.extent(0) > 0) bias_backward(dy, grads.bias);
   for (int i = 0; i < num_lora_; ++i) {
-    const LoraTerm& t = lora_[i];
-    const GemmOperand dy_i = lora_dy(i, g);
+    const LoraTermGrad d = lora_term_grad(i, g);
     const GemmOperand xi = lora_input(i, x);
-    gemm_mixed(Op::T, Op::N, t.scale, dy_i, lora_u(i, xi), 1.f, grads.lora[i].b);
-    gemm_mixed(Op::T, Op::N, 1.f, lora_du(i, dy_i), xi, 1.f, grads.lora[i].a);
+    const LoraGrads& gi = grads.lora[i];
+    gemm_mixed(Op::T, Op::N, lora_[i].scale, d.dy, lora_u(i, xi), gi.overwrite_b ? 0.f : 1.f, gi.b);
+    gemm_mixed(Op::T, Op::N, 1.f, d.du, xi, gi.overwrite_a ? 0.f : 1.f, gi.a);
   }
 }
 
 void Linear::backward_input(const LinearGrad& g, Unmanaged2<float> dx, float dx_beta) const {
   gemm_mixed(Op::N, Op::N, 1.f, g.gemm, weight_, dx_beta, dx);
   for (int i = 0; i < num_lora_; ++i) {
-    const GemmOperand du = lora_du(i, lora_dy(i, g));
+    const GemmOperand du = lora_term_grad(i, g).du;
     if (!lora_[i].dropout.on()) {
       gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 1.f, dx);
       continue;
@@ -406,7 +424,10 @@ LoraTerm lora_term_of(ParamSource& params, const ParamLayout& layout, const Lora
 }
 
 LoraGrads lora_grads_of(GradSink& grads, const ParamLayout& layout, const LoraParams& lora) {
-  return {grad_matrix(grads, layout, lora.a), grad_matrix(grads, layout, lora.b)};
+  LoraGrads g;
+  g.a = grad_matrix_to_write(grads, layout, lora.a, &g.overwrite_a);
+  g.b = grad_matrix_to_write(grads, layout, lora.b, &g.overwrite_b);
+  return g;
 }
 
 Linear linear_of(ParamSource& params, const ParamLayout& layout, int weight, int bias, ComputeDtype dtype,

@@ -63,6 +63,8 @@ struct LoraTerm {
 };
 struct LoraGrads {
   Unmanaged2<float> a, b;  // [r, in], [out, r]
+  // a's or b's buffer holds nothing of this sum yet (GradSink::grad_to_write): the GEMM replaces it (beta 0)
+  bool overwrite_a = false, overwrite_b = false;
 };
 constexpr int kMaxLoraTerms = 2;
 
@@ -70,9 +72,21 @@ constexpr int kMaxLoraTerms = 2;
 // autocast's activation gradients are bf16 tensors, so dgrad and wgrad are bf16 x bf16 GEMMs on tensor
 // cores (fp32 accumulate) and nothing is widened on a GPU; the fp32 values stay for the bias's sum and
 // the LoRA terms. Other dtypes: the fp32 buffer itself.
+struct LoraTermGrad {
+  GemmOperand dy{Unmanaged2<const float>()};  // dy's columns of the term (dy itself where it covers them all)
+  GemmOperand du{Unmanaged2<const float>()};  // s dy_i B, the gradient at lora_A's output
+};
 struct LinearGrad {
+  LinearGrad() = default;
+  LinearGrad(Unmanaged2<const float> values, const GemmOperand& operand) : f32(values), gemm(operand) {}
+
   Unmanaged2<const float> f32;
   GemmOperand gemm{Unmanaged2<const float>()};
+  // The layer's LoRA terms' operands, made once by Linear::grad_operand for both halves of backward
+  // (dW's and dx's GEMMs read the same du). Where an operand was made otherwise (lora_terms 0) each half
+  // makes its own.
+  LoraTermGrad lora[kMaxLoraTerms];
+  int lora_terms = 0;
 };
 
 // Where a linear layer's gradients are added. An empty weight or bias: frozen, its gradient is not
@@ -117,11 +131,13 @@ class Linear {
   void backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
                 const LinearGrads& grads) const;
   // dy as this layer's GEMMs read it (LinearGrad): in bf16 compute rounded into the bf16 scratch
-  // `scratch_name`, which stays valid until that name is asked for again.
+  // `scratch_name`, with its LoRA terms' operands in scratch named after it; valid until that name is
+  // asked for again.
   LinearGrad grad_operand(Unmanaged2<const float> dy, const char* scratch_name = "linear_dy_bf16") const;
   // The same from dy and its bf16 rounding made by dy's producer (the residual stream's gradient, which
   // RMSNorm's backward rounds as it writes it); an empty `rounded` is made here.
-  LinearGrad grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf16> rounded) const;
+  LinearGrad grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf16> rounded,
+                          const char* scratch_name) const;
   // The two halves of backward: dW = dw_beta dW + dy^T x (dW = dy^T x where grads.overwrite_weight; and
   // db += sum_n dy); dx = dy W + dx_beta dx.
   void backward_weight(const GemmOperand& x, const LinearGrad& dy, const LinearGrads& grads,
@@ -151,16 +167,19 @@ class Linear {
   void lora_forward(const GemmOperand& x, Unmanaged2<float> y) const;
   // The input term i reads: x, or with dropout d(x) in scratch, rounded to the compute dtype
   GemmOperand lora_input(int i, const GemmOperand& x) const;
-  // dy's columns of term i as the GEMMs read them (g.gemm: bf16 in bf16 compute, the gradient at lora_B's
-  // output as autocast hands it on): dy itself when the term covers every column, else a copy in scratch
-  GemmOperand lora_dy(int i, const LinearGrad& g) const;
+  // Term i's operands of g: dy's columns as the GEMMs read them (g.gemm: bf16 in bf16 compute, the
+  // gradient at lora_B's output as autocast hands it on), dy itself when the term covers every column,
+  // else a copy in scratch `scratch + "_lora_dy"`; and du = s dy_i B in scratch `scratch + "_lora_du"` (both
+  // with the term's index): in bf16 compute written in bf16 (autocast's gradient at lora_A's output, so
+  // dA = du^T x and du A are bf16 x bf16 products, x not widened), else fp32.
+  LoraTermGrad lora_term_grad(int i, const LinearGrad& g, const char* scratch) const;
+  // g's own (made by grad_operand) or made now
+  LoraTermGrad lora_term_grad(int i, const LinearGrad& g) const;
   // u = x_i A^T (x_i: lora_input's), as lora_B reads it, in scratch: in bf16 compute written in bf16 (each
   // element the fp32 accumulator rounded once, the values rounding it in place gave, and lora_B's product
   // then bf16 x bf16); else fp32, rounded to the compute dtype in place.
   GemmOperand lora_u(int i, const GemmOperand& xi) const;
-  // du = s dy_i B in scratch: in bf16 compute written in bf16 (autocast's gradient at lora_A's output, so
-  // dA = du^T x and du A are bf16 x bf16 products, x not widened), else fp32.
-  GemmOperand lora_du(int i, const GemmOperand& dy_i) const;
+  LinearGrad with_lora_operands(LinearGrad g, const char* scratch) const;
 
   GemmOperand weight_{Unmanaged2<const float>()};
   Unmanaged1<const float> bias_;

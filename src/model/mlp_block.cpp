@@ -68,7 +68,7 @@ LinearGrad down_and_swiglu_backward(const MlpWeights& w, const MlpGrads& g, MlpA
   round_activation(ds, dt);  // bf16: as the path above rounds it
   const auto gu = a.gu.values(N, 2 * I, kept_as(dt, a.every_layer), scratch.kept);
   swiglu_backward_packed_inplace(gu, ds);  // gu now holds [dg | du]
-  return w.gate_up.grad_operand(gu);  // read by both halves of the fused layer's backward
+  return w.gate_up.grad_operand(gu, "mlp_dgu_bf16");  // read by both halves of the fused layer's backward
 }
 
 }  // namespace
@@ -138,7 +138,7 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperan
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const GemmOperand h = a.h.kept(N, d, dt);
-  const LinearGrad dgu = down_and_swiglu_backward(w, g, a, w.down.grad_operand(dx, dx_rounded), N, I, scratch);
+  const LinearGrad dgu = down_and_swiglu_backward(w, g, a, w.down.grad_operand(dx, dx_rounded, "mlp_down_dy_bf16"), N, I, scratch);
   const GemmOperand dh_values = norm_output_grad(w.gate_up, dgu, dh);
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
   const Unmanaged1<float> gate = g.gate.values, up = g.up.values;

@@ -1,6 +1,7 @@
 // kernels/dropout_mask.hpp: the keep rate is 1 - p within a few sigma, the mask is a pure function of
 // (stream, row key, column) — the same on a second call and for a row wherever it sits — and a different
-// step, layer, module or row key draws a different one; dropout_apply scales the kept values by 1/(1-p).
+// step, layer, module or row key draws a different one; dropout_apply scales the kept values by 1/(1-p),
+// and its bf16 outputs are the fp32 results rounded once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 
 #include "finite_difference.hpp"
 #include "kernels/dropout_mask.hpp"
+#include "tests/common/bf16_values.hpp"
 
 namespace shardft {
 namespace {
@@ -103,6 +105,36 @@ TEST(DropoutMask, ApplyScalesKeptValuesAndAddsIntoBeta) {
     ASSERT_EQ(fresh[i], want) << i;
     ASSERT_EQ(added[i], init[i] + want) << i;
   }
+}
+
+// A bf16 step's dropout (LoRA's input, and LoRA's share of a bf16 input gradient added with beta 1):
+// each element the fp32 kernel's value rounded once to nearest even.
+TEST(DropoutMask, Bf16OutputsAreTheFp32ValuesRoundedOnce) {
+  using testing_util::rounded_to_bf16;
+  using testing_util::to_device_bf16;
+  using testing_util::widened;
+  const float p = 0.1f;
+  const auto keys = sample_keys(11);
+  const DropoutMask m{p, dropout_stream(9, 2, 1, 3), keys};
+  const auto x16 = rounded_to_bf16(random_vector(kRows * kCols, 21));
+  const auto x32 = random_vector(kRows * kCols, 22), init = rounded_to_bf16(random_vector(kRows * kCols, 23));
+  const auto keep = keep_of(p, m.stream, keys);
+  const View2<bf16> x16_dev = to_device_bf16(x16, kRows, kCols, "x16");
+  const View2<bf16> fresh("fresh", kRows, kCols);
+  dropout_apply(m, Unmanaged2<const bf16>(x16_dev), fresh);
+  const View2<bf16> added = to_device_bf16(init, kRows, kCols, "added");
+  dropout_apply(m, to_device(x32, kRows, kCols), added, 1.f);
+  const auto fresh_h = widened(fresh), added_h = widened(added);
+  const float scale = 1.f / (1.f - p);
+  std::int64_t rounded = 0;
+  for (std::size_t i = 0; i < x16.size(); ++i) {
+    const float want16 = keep[i] != 0.f ? x16[i] * scale : 0.f;
+    const float want32 = keep[i] != 0.f ? x32[i] * scale : 0.f;
+    ASSERT_EQ(fresh_h[i], round_to_bf16(want16)) << i;
+    ASSERT_EQ(added_h[i], round_to_bf16(init[i] + want32)) << i;
+    rounded += fresh_h[i] != want16;
+  }
+  EXPECT_GT(rounded, 0);  // 1 / 0.9 is not a power of two: most products round
 }
 
 }  // namespace

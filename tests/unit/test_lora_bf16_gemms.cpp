@@ -1,7 +1,8 @@
 // A bf16 step's LoRA term (model/linear.hpp): u = x A^T and du = s dy B are written in bf16 (rounded once,
 // as autocast hands on lora_A's output and the gradient at it), so is dropout's output, and dB and du read
 // the layer's bf16 gradient operand (the gradient at lora_B's output): every LoRA product is bf16 x bf16,
-// and nothing is widened to fp32 on a GPU, as the GEMM counters of a CPU build report the GPU path.
+// and nothing is widened to fp32 on a GPU, as the GEMM counters of a CPU build report the GPU path. du is
+// made once, with the layer's gradient operand, for both halves of backward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,14 +41,15 @@ TEST(LoraBf16Gemms, EveryProductIsBf16AndNothingIsWidened) {
   EXPECT_DOUBLE_EQ(forward.tensor_core_share(), 1.0);
 
   const auto dyd = to_device(dy, N, out, "dy");
-  const LinearGrad g = layer.grad_operand(dyd);
   View2<float> dw("dw", out, in), da("da", r, in), db("db", out, r), dx("dx", N, in);
   LinearGrads grads{dw, {}, {LoraGrads{da, db}, LoraGrads{}}};
   grads.overwrite_weight = true;
   const GemmCounters before_backward = gemm_counters();
+  const LinearGrad g = layer.grad_operand(dyd);  // makes du = s dy B, which both halves read
   layer.backward_weight(xin, g, grads);
   layer.backward_input(g, dx, 0.f);
   const GemmCounters backward = gemm_counters().since(before_backward);
+  EXPECT_EQ(backward.calls, 7);  // du; dW = dy^T x; u again, dB = s dy^T u, dA = du^T x; dx = dy W, dx += du A
   EXPECT_EQ(backward.widened_elements, 0);
   EXPECT_DOUBLE_EQ(backward.tensor_core_share(), 1.0);
 
@@ -67,6 +69,31 @@ TEST(LoraBf16Gemms, EveryProductIsBf16AndNothingIsWidened) {
       EXPECT_NEAR(da_host[k * in + j], want, 1e-2 * (1.0 + std::abs(want))) << k << "," << j;
     }
   }
+}
+
+// LoRA's gradients under a sharding engine that hands them out stale (GradSink::grad_to_write): marked
+// overwrite, dA and dB replace what the buffers held (beta 0, no zeroing launch) and equal the sums added
+// into zeroed buffers, bit for bit, stale NaNs included.
+TEST(LoraBf16Gemms, GradientsMarkedOverwriteReplaceStaleValues) {
+  const int N = 9, in = 16, out = 24, r = 4;
+  const auto w = rounded_to_bf16(random_vector(out * in, 481)), a = rounded_to_bf16(random_vector(r * in, 482));
+  const auto b = rounded_to_bf16(random_vector(out / 2 * r, 483)), x = rounded_to_bf16(random_vector(N * in, 484));
+  const View2<bf16> w16 = to_device_bf16(w, out, in, "w"), a16 = to_device_bf16(a, r, in, "a");
+  const View2<bf16> b16 = to_device_bf16(b, out / 2, r, "b"), x16 = to_device_bf16(x, N, in, "x");
+  Linear layer(Unmanaged2<const bf16>(w16), {});
+  layer.add_lora(LoraTerm{Unmanaged2<const bf16>(a16), Unmanaged2<const bf16>(b16), 0.5f, out / 2, {}});
+  const LinearGrad g = layer.grad_operand(to_device(random_vector(N * out, 485), N, out, "dy"));
+
+  View2<float> da_added("da_added", r, in), db_added("db_added", out / 2, r);
+  layer.backward_weight(Unmanaged2<const bf16>(x16), g, LinearGrads{{}, {}, {LoraGrads{da_added, db_added}, LoraGrads{}}});
+  View2<float> da_written("da_written", r, in), db_written("db_written", out / 2, r);
+  Kokkos::deep_copy(da_written, std::nanf(""));
+  Kokkos::deep_copy(db_written, std::nanf(""));
+  LoraGrads written{da_written, db_written};
+  written.overwrite_a = written.overwrite_b = true;
+  layer.backward_weight(Unmanaged2<const bf16>(x16), g, LinearGrads{{}, {}, {written, LoraGrads{}}});
+  EXPECT_EQ(to_host(da_written), to_host(da_added));
+  EXPECT_EQ(to_host(db_written), to_host(db_added));
 }
 
 }  // namespace
