@@ -20,6 +20,16 @@ void add_column_block(Unmanaged2<const float> src, Unmanaged2<float> dst, std::i
       KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) { dst(n, col0 + j) += src(n, j); });
 }
 
+void add_column_block(Unmanaged2<const float> src, Unmanaged2<bf16> dst, std::int64_t col0) {
+  check(src.extent(0), dst.extent(0), col0, src.extent(1), dst.extent(1), "add_column_block");
+  const std::int64_t w = static_cast<std::int64_t>(src.extent(1));
+  Kokkos::parallel_for(
+      "add_column_block_bf16", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, LightLaunch>({0, 0}, {static_cast<std::int64_t>(src.extent(0)), w}),
+      KOKKOS_LAMBDA(const std::int64_t n, const std::int64_t j) {
+        dst(n, col0 + j) = bf16(static_cast<float>(dst(n, col0 + j)) + src(n, j));
+      });
+}
+
 namespace {
 template <class T>
 void copy_columns(const char* name, Unmanaged2<const T> src, std::int64_t col0, Unmanaged2<T> dst) {

@@ -155,7 +155,7 @@ LinearGrad attention_grads_packed(const AttentionWeights& w, const AttentionToke
   const auto qkv = a.qkv.bf16_output(N, width);
   const auto dqkv = t.fused ? kernel_scratch<bf16>("attn_dqkv_bf16", N, width) : qkv;
   const auto dattn = kernel_scratch<bf16>("attn_dout_bf16", N, qd);
-  if (w.o.plain()) {
+  if (dgrad_writes_bf16(w.o)) {
     w.o.backward_input_bf16(dout, dattn);
   } else {
     const auto dattn32 = b.dattn.mat(N, qd);
@@ -294,14 +294,17 @@ QkvGrads attention_grads(const AttentionWeights& w, const AttentionGrads& g, con
 // The stacked projection's backward: dW_qkv += dqkv^T h into the parts' gradients (one GEMM where they lie
 // back to back, else into scratch and added to each), then dh = dqkv [Wq; Wk; Wv] (returned).
 GemmOperand stacked_qkv_backward(const AttentionWeights& w, const AttentionGrads& g, const GemmOperand& h,
-                                 const LinearGrad& dqkv, NormOutputGrad& dh, AttentionGradBuffers& b) {
+                                 const LinearGrad& dqkv_in, NormOutputGrad& dh, AttentionGradBuffers& b) {
+  const LinearGrad dqkv = w.qkv.with_lora_operands(dqkv_in, "attn_dqkv");  // LoRA's du, once for both halves
   LinearGrads stacked;
   if (stack_linear_grads({&g.q, &g.k, &g.v}, stacked)) {
     w.qkv.backward_weight(h, dqkv, stacked);
-  } else {
+  } else {  // the weights' gradients into scratch (beta 0), then to each part; LoRA's as stacked says
     const std::int64_t in = w.qkv.in_features();
     const auto dw = b.qkv_dw.mat(w.qkv.out_features(), in);
-    w.qkv.backward_weight(h, dqkv, LinearGrads{dw, {}, {}}, 0.f);
+    stacked.weight = dw;
+    stacked.overwrite_weight = false;
+    w.qkv.backward_weight(h, dqkv, stacked, 0.f);
     std::int64_t row = 0;
     const std::pair<const LinearGrads*, std::int64_t> parts[] = {
         {&g.q, w.q.out_features()}, {&g.k, w.k.out_features()}, {&g.v, w.v.out_features()}};

@@ -21,8 +21,9 @@ struct AttentionWeights {
   float norm_eps = 0.f;
   Linear q, k, v, o;
   Unmanaged1<const float> q_norm, k_norm;  // [head_dim] each; empty without qk_norm
-  // q, k and v as one layer [Wq; Wk; Wv] (Linear::stack), where they are plain, their weights lie back to
-  // back and there is no qk_norm between projection and RoPE: one GEMM each way instead of three.
+  // q, k and v as one layer [Wq; Wk; Wv] (Linear::stack), where they have no bias, their weights lie back
+  // to back and there is no qk_norm between projection and RoPE: one GEMM each way instead of three (their
+  // LoRA terms, if any, terms of the stacked layer).
   Linear qkv;
   bool qkv_stacked = false;
   bool qk_norm() const { return q_norm.extent(0) > 0; }

@@ -34,6 +34,11 @@ void set_layer_lora_dropout(LayerWeights& w, const LayerParams& P, int layer, fl
   for (M m : {M::gate_proj, M::up_proj}) {
     if (P.lora_of(m).on()) w.mlp.gate_up.set_lora_dropout(term++, mask(m));
   }
+  if (!w.attention.qkv_stacked) return;
+  term = 0;  // the stacked [q | k | v] layer's terms: its parts', in order (Linear::stack)
+  for (M m : {M::q_proj, M::k_proj, M::v_proj}) {
+    if (P.lora_of(m).on()) w.attention.qkv.set_lora_dropout(term++, mask(m));
+  }
 }
 
 LayerActivations::LayerActivations(bool every_layer_in) : every_layer(every_layer_in) {

@@ -37,38 +37,62 @@ bool Linear::stack(std::initializer_list<const Linear*> parts, Linear& stacked) 
   const GemmOperand& w0 = first.weight_;
   const std::size_t in = w0.extent(1);
   std::size_t rows = 0;
+  int terms = 0;
   for (const Linear* p : parts) {
     const GemmOperand& w = p->weight_;
-    if (!p->plain() || p->dtype_ != first.dtype_ || w.is_bf16 != w0.is_bf16 || w.extent(1) != in) return false;
+    if (p->has_bias() || p->dtype_ != first.dtype_ || w.is_bf16 != w0.is_bf16 || w.extent(1) != in) return false;
     const bool follows = w.is_bf16 ? w.b16.data() == w0.b16.data() + rows * in : w.f32.data() == w0.f32.data() + rows * in;
     if (!follows) return false;
     rows += w.extent(0);
+    terms += p->num_lora_;
   }
-  stacked = w0.is_bf16 ? Linear(Unmanaged2<const bf16>(w0.b16.data(), rows, in), {})
-                       : Linear(Unmanaged2<const float>(w0.f32.data(), rows, in), {}, first.dtype_);
+  if (terms > kMaxLoraTerms) return false;
+  Linear out = w0.is_bf16 ? Linear(Unmanaged2<const bf16>(w0.b16.data(), rows, in), {})
+                          : Linear(Unmanaged2<const float>(w0.f32.data(), rows, in), {}, first.dtype_);
+  std::int64_t col0 = 0;
+  for (const Linear* p : parts) {
+    for (int i = 0; i < p->num_lora_; ++i) {
+      LoraTerm t = p->lora_[i];
+      t.col0 += col0;
+      out.add_lora(t);
+    }
+    col0 += p->out_features();
+  }
+  stacked = out;
   return true;
 }
 
 bool stack_linear_grads(std::initializer_list<const LinearGrads*> parts, LinearGrads& stacked) {
+  stacked = LinearGrads{};
   if (parts.size() == 0) return false;
+  int terms = 0;
+  for (const LinearGrads* p : parts) {
+    for (const LoraGrads& l : p->lora) {
+      if (l.a.extent(0) == 0) continue;
+      if (terms == kMaxLoraTerms) throw std::invalid_argument("stack_linear_grads: more LoRA gradients than terms");
+      stacked.lora[terms++] = l;
+    }
+  }
   const Unmanaged2<float> g0 = (*parts.begin())->weight;
   const bool frozen = g0.extent(0) == 0, overwrite = (*parts.begin())->overwrite_weight;
   std::size_t rows = 0;
   for (const LinearGrads* p : parts) {
-    if (p->bias.extent(0) > 0 || p->lora[0].a.extent(0) > 0 || p->lora[1].a.extent(0) > 0) return false;
+    if (p->bias.extent(0) > 0) return false;
     if (p->overwrite_weight != overwrite) return false;
     if ((p->weight.extent(0) == 0) != frozen) return false;
     if (frozen) continue;
     if (p->weight.extent(1) != g0.extent(1) || p->weight.data() != g0.data() + rows * g0.extent(1)) return false;
     rows += p->weight.extent(0);
   }
-  stacked = LinearGrads{frozen ? Unmanaged2<float>() : Unmanaged2<float>(g0.data(), rows, g0.extent(1)), {}, {}};
+  if (!frozen) stacked.weight = Unmanaged2<float>(g0.data(), rows, g0.extent(1));
   stacked.overwrite_weight = overwrite;
   return true;
 }
 
 void Linear::add_lora(const LoraTerm& t) {
-  if (num_lora_ == kMaxLoraTerms) throw std::invalid_argument("Linear: more than two LoRA terms");
+  if (num_lora_ == kMaxLoraTerms) {
+    throw std::invalid_argument("Linear: more than " + std::to_string(kMaxLoraTerms) + " LoRA terms");
+  }
   const std::size_t r = t.a.extent(0);
   if (r == 0 || t.a.extent(1) != weight_.extent(1) || t.b.extent(1) != r || t.col0 < 0 ||
       t.col0 + static_cast<std::int64_t>(t.b.extent(0)) > out_features()) {
@@ -185,20 +209,23 @@ void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
 
 void Linear::forward(const GemmOperand& x, Unmanaged2<float> y) const {
   gemm_mixed(Op::N, Op::T, 1.f, x, weight_, 0.f, y);
-  if (bias_.extent(0) > 0) bias_forward(y, bias_);
+  if (has_bias()) bias_forward(y, bias_);
+  if (num_lora_ > 0 && dtype_ == ComputeDtype::bf16) round_activation(y, dtype_);  // as forward_bf16 rounds it
   lora_forward(x, y);
 }
 
 void Linear::forward_add(const GemmOperand& x, Unmanaged2<float> y) const {
   gemm_mixed(Op::N, Op::T, 1.f, x, weight_, 1.f, y);
-  if (bias_.extent(0) > 0) bias_forward(y, bias_);
+  if (has_bias()) bias_forward(y, bias_);
+  if (num_lora_ > 0 && dtype_ == ComputeDtype::bf16) round_activation(y, dtype_);  // as a bf16 stream rounds it
   lora_forward(x, y);
 }
 
 void Linear::forward_add(const GemmOperand& x, const Residual& y) const {
   if (!y.is_bf16) return forward_add(x, y.f32);
-  if (plain()) {
+  if (!has_bias()) {
     gemm_mixed_bf16_out(Op::N, Op::T, 1.f, x, weight_, y.b16, 1.f);
+    lora_forward_bf16(x, y.b16);
     return;
   }
   const auto wide = kernel_scratch<float>("residual_stream_f32", y.rows(), y.cols());
@@ -224,8 +251,25 @@ LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf1
 }
 
 void Linear::forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
-  if (!plain()) throw std::logic_error("Linear::forward_bf16: a layer with a bias or LoRA terms writes fp32");
+  if (has_bias()) throw std::logic_error("Linear::forward_bf16: a layer with a bias writes fp32");
   gemm_mixed_bf16_out(Op::N, Op::T, 1.f, x, weight_, y);
+  lora_forward_bf16(x, y);
+}
+
+void Linear::lora_forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
+  const std::int64_t N = static_cast<std::int64_t>(y.extent(0));
+  for (int i = 0; i < num_lora_; ++i) {
+    const LoraTerm& t = lora_[i];
+    const std::int64_t out = static_cast<std::int64_t>(t.b.extent(0));
+    const GemmOperand u = lora_u(i, lora_input(i, x));
+    if (out == out_features()) {
+      gemm_mixed_bf16_out(Op::N, Op::T, t.scale, u, t.b, y, 1.f);
+    } else {
+      const auto v = kernel_scratch<float>("lora_v", N, out);
+      gemm_mixed(Op::N, Op::T, t.scale, u, t.b, 0.f, v);
+      add_column_block(v, y, t.col0);
+    }
+  }
 }
 
 void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const LinearGrads& grads,
@@ -245,6 +289,17 @@ void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const Li
 
 void Linear::backward_input(const LinearGrad& g, Unmanaged2<float> dx, float dx_beta) const {
   gemm_mixed(Op::N, Op::N, 1.f, g.gemm, weight_, dx_beta, dx);
+  lora_backward_input(g, dx);
+  if (dtype_ == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(dx)), flat(dx));
+}
+
+void Linear::backward_input_bf16(const LinearGrad& g, Unmanaged2<bf16> dx) const {
+  if (has_bias()) throw std::logic_error("Linear::backward_input_bf16: a layer with a bias writes fp32");
+  gemm_mixed_bf16_out(Op::N, Op::N, 1.f, g.gemm, weight_, dx);
+  lora_backward_input(g, dx);
+}
+
+void Linear::lora_backward_input(const LinearGrad& g, Unmanaged2<float> dx) const {
   for (int i = 0; i < num_lora_; ++i) {
     const GemmOperand du = lora_term_grad(i, g).du;
     if (!lora_[i].dropout.on()) {
@@ -255,12 +310,19 @@ void Linear::backward_input(const LinearGrad& g, Unmanaged2<float> dx, float dx_
     gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 0.f, dxd);
     dropout_apply(lora_[i].dropout, Unmanaged2<const float>(dxd), dx, 1.f);
   }
-  if (dtype_ == ComputeDtype::fp16) round_to_fp16(flat(Unmanaged2<const float>(dx)), flat(dx));
 }
 
-void Linear::backward_input_bf16(const LinearGrad& g, Unmanaged2<bf16> dx) const {
-  if (!plain()) throw std::logic_error("Linear::backward_input_bf16: a layer with a bias or LoRA terms writes fp32");
-  gemm_mixed_bf16_out(Op::N, Op::N, 1.f, g.gemm, weight_, dx);
+void Linear::lora_backward_input(const LinearGrad& g, Unmanaged2<bf16> dx) const {
+  for (int i = 0; i < num_lora_; ++i) {
+    const GemmOperand du = lora_term_grad(i, g).du;
+    if (!lora_[i].dropout.on()) {
+      gemm_mixed_bf16_out(Op::N, Op::N, 1.f, du, lora_[i].a, dx, 1.f);
+      continue;
+    }
+    const auto dxd = kernel_scratch<float>("lora_dropped_dx", dx.extent(0), dx.extent(1));
+    gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 0.f, dxd);
+    dropout_apply(lora_[i].dropout, Unmanaged2<const float>(dxd), dx, 1.f);
+  }
 }
 
 void Linear::backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
@@ -350,7 +412,7 @@ void rmsnorm_backward_kept(const GemmOperand& x, const NormWeight& w, Unmanaged1
   }
 }
 
-bool dgrad_writes_bf16(const Linear& layer) { return layer.dtype() == ComputeDtype::bf16 && layer.plain(); }
+bool dgrad_writes_bf16(const Linear& layer) { return layer.dtype() == ComputeDtype::bf16 && !layer.has_bias(); }
 
 GemmOperand norm_output_grad(const Linear& layer, const LinearGrad& dy, NormOutputGrad& dh) {
   const std::int64_t rows = static_cast<std::int64_t>(dy.gemm.extent(0)), cols = layer.in_features();

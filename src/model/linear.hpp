@@ -55,6 +55,13 @@ struct Residual {
 // With dropout (training only), the term reads d(x) = x * mask / (1 - p) instead of x (PEFT's
 // lora_B(lora_A(dropout(x)))): u = d(x) A^T, dA += du^T d(x), and LoRA's share of dx is (du A) * mask /
 // (1 - p). The mask is a function of its coordinates (kernels/dropout_mask.hpp), so backward redraws it.
+// Stacked projections ([q | k | v]) have one term per part that has one.
+//
+// bf16 compute, where PEFT under autocast adds lora_B's bf16 output to the base layer's bf16 output: the
+// base product is rounded to bf16 first (its GEMM writes bf16, or y is rounded in place), then the term's
+// s u B^T is added in fp32 and the sum rounded once (a GEMM writing bf16 with beta 1, or a rounding
+// later); a residual layer's base product is added into the stream and rounded, then its term. The
+// input gradient likewise: dy W rounded, then du A (through dropout's mask) added and the sum rounded.
 struct LoraTerm {
   GemmOperand a{Unmanaged2<const float>()}, b{Unmanaged2<const float>()};
   float scale = 0.f;
@@ -66,7 +73,7 @@ struct LoraGrads {
   // a's or b's buffer holds nothing of this sum yet (GradSink::grad_to_write): the GEMM replaces it (beta 0)
   bool overwrite_a = false, overwrite_b = false;
 };
-constexpr int kMaxLoraTerms = 2;
+constexpr int kMaxLoraTerms = 3;
 
 // An activation gradient as a layer's backward GEMMs read it. bf16 compute: rounded to bf16 once, where
 // autocast's activation gradients are bf16 tensors, so dgrad and wgrad are bf16 x bf16 GEMMs on tensor
@@ -100,9 +107,11 @@ struct LinearGrads {
 };
 
 // Where the gradients of Linear::stack's parts go, as the stacked layer's: their weights' gradients back to
-// back as one [sum of outs, in] matrix, or an empty one where every part is frozen. Returns false where
-// some parts are frozen and others not, a part has a bias or LoRA gradients, a gradient does not follow
-// the one before in memory, or the parts differ in overwrite_weight.
+// back as one [sum of outs, in] matrix, or an empty one where every part is frozen, and each part's LoRA
+// gradients, in order, as the stacked layer's terms'. Returns false where some parts are frozen and others
+// not, a part has a bias, a gradient does not follow the one before in memory, or the parts differ in
+// overwrite_weight: `stacked` then holds the LoRA gradients alone, for a caller that adds up the weights'
+// itself. Throws std::invalid_argument for more LoRA gradients than a layer has terms.
 bool stack_linear_grads(std::initializer_list<const LinearGrads*> parts, LinearGrads& stacked);
 
 class Linear {
@@ -118,13 +127,14 @@ class Linear {
   // y = x W^T + b on an input as LinearInput::keep made it (already in compute precision)
   void forward(const GemmOperand& x, Unmanaged2<float> y) const;
   // y += x W^T + b: a residual branch added into the stream. A bf16 stream: the sum in fp32, rounded once
-  // (one GEMM with beta 1 for a plain layer; a bias or LoRA term adds in fp32 scratch first).
+  // (one GEMM with beta 1 for a layer without bias, then its LoRA terms as above; a bias adds in fp32
+  // scratch first).
   void forward_add(const GemmOperand& x, Unmanaged2<float> y) const;
   void forward_add(const GemmOperand& x, const Residual& y) const;
   // y = x W^T written in bf16 (each element the fp32 accumulator rounded once: what forward() and a
-  // rounding keep() give), for a layer without bias and LoRA terms (plain()); throws otherwise.
+  // rounding keep() give), LoRA terms added as above, for a layer without bias; throws otherwise.
   void forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const;
-  bool plain() const { return bias_.extent(0) == 0 && num_lora_ == 0; }
+  bool has_bias() const { return bias_.extent(0) > 0; }
 
   // dW += dy^T x and db += sum_n dy, then dx = dy W + dx_beta dx. Weights first, so dx may be x's
   // own buffer. x as forward multiplied it.
@@ -143,19 +153,24 @@ class Linear {
   void backward_weight(const GemmOperand& x, const LinearGrad& dy, const LinearGrads& grads,
                        float dw_beta = 1.f) const;
   void backward_input(const LinearGrad& dy, Unmanaged2<float> dx, float dx_beta) const;
-  // dx = dy W written in bf16 (each element the fp32 accumulator rounded once), for a plain() layer whose
-  // input gradient is read as bf16 next; throws otherwise.
+  // dx = dy W written in bf16 (each element the fp32 accumulator rounded once; LoRA terms added as
+  // above), for a layer without bias whose input gradient is read as bf16 next; throws otherwise.
   void backward_input_bf16(const LinearGrad& dy, Unmanaged2<bf16> dx) const;
 
-  // Plain layers that read one input and whose weights lie back to back in memory, in this order (a Llama
-  // layer's q, k and v projections), as one layer [W_0; W_1; ...]: one GEMM for all of them, each part's
-  // output a block of columns of its output. Returns false, leaving `stacked` alone, where a part is not
-  // plain, the dtypes, storage or input widths differ, or a weight does not follow the one before.
+  // Layers without bias that read one input and whose weights lie back to back in memory, in this order (a
+  // Llama layer's q, k and v projections), as one layer [W_0; W_1; ...]: one GEMM for all of them, each
+  // part's output a block of columns of its output, and each part's LoRA terms terms of the stacked layer
+  // on its columns (their dropout masks included). Returns false, leaving `stacked` alone, where a part
+  // has a bias, the dtypes, storage or input widths differ, or a weight does not follow the one before.
   static bool stack(std::initializer_list<const Linear*> parts, Linear& stacked);
 
   // Adds a LoRA term (at most kMaxLoraTerms); throws std::invalid_argument when its shapes do not fit.
   void add_lora(const LoraTerm& term);
+  // g with the LoRA terms' operands made once for both halves of backward, in scratch named after
+  // `scratch` (grad_operand does this; for an operand made elsewhere).
+  LinearGrad with_lora_operands(LinearGrad g, const char* scratch) const;
   int num_lora() const { return num_lora_; }
+  const LoraTerm& lora_term(int i) const { return lora_[i]; }
   // Dropout on the input of LoRA term i (the base W x reads x as it is).
   void set_lora_dropout(int i, const DropoutMask& mask);
 
@@ -179,7 +194,11 @@ class Linear {
   // element the fp32 accumulator rounded once, the values rounding it in place gave, and lora_B's product
   // then bf16 x bf16); else fp32, rounded to the compute dtype in place.
   GemmOperand lora_u(int i, const GemmOperand& xi) const;
-  LinearGrad with_lora_operands(LinearGrad g, const char* scratch) const;
+  // y += LoRA's terms on a bf16 output (y's values the base product rounded)
+  void lora_forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const;
+  // dx += LoRA's share of the input gradient (through each term's dropout mask), on fp32 or bf16 dx
+  void lora_backward_input(const LinearGrad& g, Unmanaged2<float> dx) const;
+  void lora_backward_input(const LinearGrad& g, Unmanaged2<bf16> dx) const;
 
   GemmOperand weight_{Unmanaged2<const float>()};
   Unmanaged1<const float> bias_;
@@ -252,9 +271,9 @@ struct NormOutputGrad {
   GrowingBuffer f32{"dh"};
   GrowingBufferBf16 b16{"dh_bf16"};
 };
-// Whether `layer`'s input gradient is written in bf16: a plain layer of a bf16 step, whose dgrad GEMM
-// rounds it once, as autocast's linear backward hands a bf16 gradient to the fp32 norm before it. Layers
-// with a bias or LoRA terms, and fp32 and fp16 steps, write fp32.
+// Whether `layer`'s input gradient is written in bf16: a layer without bias in a bf16 step, whose dgrad
+// GEMM rounds it (LoRA terms added as above), as autocast's linear backward hands a bf16 gradient to the
+// fp32 norm before it. Layers with a bias, and fp32 and fp16 steps, write fp32.
 bool dgrad_writes_bf16(const Linear& layer);
 // dh = dy W (layer.backward_input with beta 0, or backward_input_bf16 where dgrad_writes_bf16) in one of
 // dh's buffers, returned as the norm's backward reads it.

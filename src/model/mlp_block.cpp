@@ -23,24 +23,25 @@ const T* fused_pair(Unmanaged1<const T> a, Unmanaged1<const T> b, GrowingBufferO
   return both.data();
 }
 
-// bf16 compute with every layer's activations kept as bf16 and a plain [gate; up] layer: the GEMM writes
-// gu in bf16 and SwiGLU reads and writes bf16, so gu, s and [dg | du] never exist in fp32 (same values:
-// each is the fp32 result rounded once, where the fp32-staged path rounds it on keep()). s is not kept:
+// bf16 compute with every layer's activations kept as bf16 and a [gate; up] layer without bias: the GEMM
+// writes gu in bf16 (LoRA's terms added there) and SwiGLU reads and writes bf16, so gu, s and [dg | du]
+// never exist in fp32 (same values: each is the fp32 result rounded once, where the fp32-staged path
+// rounds it on keep()). s is not kept:
 // backward recomputes it from gu (kernels/swiglu_bf16.hpp) and writes [dg | du] over gu.
 bool bf16_activations(const MlpWeights& w, const MlpActivations& a) {
   return w.down.dtype() == ComputeDtype::bf16 && kept_as(ComputeDtype::bf16, a.every_layer) == Kept::bf16 &&
-         w.gate_up.plain();
+         !w.gate_up.has_bias();
 }
 
 // One layer's s at a time (forward's, then backward's recompute): shared by the layers, not kept.
 Unmanaged2<bf16> s_scratch(std::int64_t N, std::int64_t I) { return kernel_scratch<bf16>("mlp_s_bf16", N, I); }
 
 // ds = d loss / d s as SwiGLU's backward reads it: rounded to bf16 once (autocast's gradient of the bf16
-// s), by the GEMM itself where the down projection is plain. Written into s's scratch, which SwiGLU's
+// s), by the GEMM itself where the down projection has no bias. Written into s's scratch, which SwiGLU's
 // backward then fills with s again, pack by pack after reading ds there (one [tokens, I] buffer, not two).
 Unmanaged2<bf16> down_input_grad_bf16(const Linear& down, const LinearGrad& dy, std::int64_t N, std::int64_t I) {
   const auto ds = s_scratch(N, I);
-  if (down.plain()) {
+  if (dgrad_writes_bf16(down)) {
     down.backward_input_bf16(dy, ds);
   } else {
     const auto ds32 = kernel_scratch<float>("mlp_ds_f32", N, I);
@@ -59,7 +60,7 @@ LinearGrad down_and_swiglu_backward(const MlpWeights& w, const MlpGrads& g, MlpA
     const auto gu = a.gu.bf16_output(N, 2 * I);
     swiglu_backward_packed_bf16(gu, s, s);  // gu now holds [dg | du], s forward's s again
     w.down.backward_weight(Unmanaged2<const bf16>(s), dy, g.down);
-    return {Unmanaged2<const float>(), Unmanaged2<const bf16>(gu)};
+    return w.gate_up.with_lora_operands({Unmanaged2<const float>(), Unmanaged2<const bf16>(gu)}, "mlp_dgu_bf16");
   }
   // fp32: s's own buffer, read by dWd before dx is written
   const auto ds = a.s.reusable(N, I, dt, scratch.gemm_input);
@@ -138,7 +139,8 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperan
   const std::int64_t N = x.extent(0), d = x.extent(1), I = w.down.in_features();
   const ComputeDtype dt = w.down.dtype();
   const GemmOperand h = a.h.kept(N, d, dt);
-  const LinearGrad dgu = down_and_swiglu_backward(w, g, a, w.down.grad_operand(dx, dx_rounded, "mlp_down_dy_bf16"), N, I, scratch);
+  const LinearGrad dy = w.down.grad_operand(dx, dx_rounded, "mlp_down_dy_bf16");
+  const LinearGrad dgu = down_and_swiglu_backward(w, g, a, dy, N, I, scratch);
   const GemmOperand dh_values = norm_output_grad(w.gate_up, dgu, dh);
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
   const Unmanaged1<float> gate = g.gate.values, up = g.up.values;

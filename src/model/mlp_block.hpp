@@ -25,8 +25,8 @@ struct MlpGrads {
 };
 
 // What forward keeps for backward; h and s are GEMM inputs, bf16 in bf16 compute. gu, which SwiGLU's
-// backward reads again, is kept_as(dtype, every_layer). With every layer's gu kept as bf16 (and a plain
-// [gate; up] layer) s is not kept: backward recomputes it from gu and writes [dg | du] over gu.
+// backward reads again, is kept_as(dtype, every_layer). With every layer's gu kept as bf16 (and a [gate; up]
+// layer without bias) s is not kept: backward recomputes it from gu and writes [dg | du] over gu.
 struct MlpActivations {
   bool every_layer = false;  // one of every layer's, kept together until backward (model/linear.hpp Kept)
   LinearInput h{"mlp_h"}, s{"s"};

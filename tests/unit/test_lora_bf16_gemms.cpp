@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "finite_difference.hpp"
+#include "kernels/dropout_mask.hpp"
 #include "kernels/gemm_counters.hpp"
 #include "model/linear.hpp"
 #include "tests/common/bf16_values.hpp"
+#include "tests/common/device_build.hpp"
 
 namespace shardft {
 namespace {
@@ -19,6 +21,7 @@ namespace {
 using namespace kernel_test;
 using testing_util::rounded_to_bf16;
 using testing_util::to_device_bf16;
+using testing_util::widened;
 
 TEST(LoraBf16Gemms, EveryProductIsBf16AndNothingIsWidened) {
   const int N = 10, in = 16, out = 12, r = 4;
@@ -67,6 +70,90 @@ TEST(LoraBf16Gemms, EveryProductIsBf16AndNothingIsWidened) {
       }
       // A sum on a rounding boundary may land one bf16 ulp of du apart on a GPU (another summation order).
       EXPECT_NEAR(da_host[k * in + j], want, 1e-2 * (1.0 + std::abs(want))) << k << "," << j;
+    }
+  }
+}
+
+// A LoRA layer of a bf16 step writing bf16 (the packed q/k/v and [gate | up] projections, the residual
+// layers, their dgrads), with a term on each half of its output as the fused [gate | up] layer has, one
+// of them under dropout: y = round(round(x W^T) + s u B^T) per half, what forward()'s fp32 output rounded
+// gives; dx = round(round(dy W) + du A) per term (through the mask). Every product bf16 x bf16.
+TEST(LoraBf16Gemms, LayerWritingBf16RoundsTheBaseThenAddsEachTerm) {
+  const int N = 10, in = 16, out = 12, half = 6, r = 4;
+  const float p = 0.25f, scale[2] = {0.5f, 2.f};
+  const auto w = rounded_to_bf16(random_vector(out * in, 491)), x = rounded_to_bf16(random_vector(N * in, 492));
+  const View2<bf16> w16 = to_device_bf16(w, out, in, "w"), x16 = to_device_bf16(x, N, in, "x");
+  std::vector<float> a[2], b[2];
+  View2<bf16> a16[2], b16[2];
+  Linear layer(Unmanaged2<const bf16>(w16), {});
+  for (int t = 0; t < 2; ++t) {
+    a[t] = rounded_to_bf16(random_vector(r * in, 493 + t));
+    b[t] = rounded_to_bf16(random_vector(half * r, 495 + t));
+    a16[t] = to_device_bf16(a[t], r, in, "a");
+    b16[t] = to_device_bf16(b[t], half, r, "b");
+    layer.add_lora(LoraTerm{Unmanaged2<const bf16>(a16[t]), Unmanaged2<const bf16>(b16[t]), scale[t], t * half, {}});
+  }
+  std::vector<std::uint64_t> key_host(N);
+  for (int n = 0; n < N; ++n) key_host[n] = 1000 + n;
+  const View1<std::uint64_t> keys = to_device(key_host);
+  const DropoutMask mask{p, dropout_stream(3, 1, 0, 5), keys};
+  layer.set_lora_dropout(0, mask);
+  View2<float> keep_d("keep", N, in);
+  dropout_keep(mask, keep_d);
+  const auto keep = to_host(keep_d);
+  const GemmOperand xin = Unmanaged2<const bf16>(x16);
+
+  const View2<bf16> y16("y16", N, out);
+  const GemmCounters before = gemm_counters();
+  layer.forward_bf16(xin, y16);
+  const GemmCounters forward = gemm_counters().since(before);
+  EXPECT_EQ(forward.calls, 5);  // x W^T; per term u = x_t A^T, s u B^T
+  EXPECT_EQ(forward.widened_elements, 0);
+  View2<float> y32("y32", N, out);
+  layer.forward(xin, y32);
+  const auto got = widened(y16), staged = to_host(y32);
+
+  const auto dy = rounded_to_bf16(random_vector(N * out, 497));
+  const LinearGrad g = layer.grad_operand(to_device(dy, N, out, "dy"));
+  const View2<bf16> dx16("dx16", N, in);
+  ASSERT_TRUE(dgrad_writes_bf16(layer)) << "the norm before it reads a bf16 gradient";
+  layer.backward_input_bf16(g, dx16);
+  const auto dx = widened(dx16);
+
+  const double tol = std::ldexp(1.0, -7);  // a bf16 ulp: the host's sums and ours may round apart
+  for (int n = 0; n < N; ++n) {
+    for (int o = 0; o < out; ++o) {
+      const int t = o / half;
+      float base = 0.f, v = 0.f;
+      for (int k = 0; k < in; ++k) base += x[n * in + k] * w[o * in + k];
+      for (int j = 0; j < r; ++j) {
+        float u = 0.f;
+        for (int k = 0; k < in; ++k) {
+          const float xk = t == 0 ? round_to_bf16(keep[n * in + k] != 0.f ? x[n * in + k] / (1.f - p) : 0.f) : x[n * in + k];
+          u += xk * a[t][j * in + k];
+        }
+        v += round_to_bf16(u) * b[t][(o - t * half) * r + j];
+      }
+      const float want = round_to_bf16(round_to_bf16(base) + scale[t] * v);
+      const std::size_t i = static_cast<std::size_t>(n * out + o);
+      EXPECT_NEAR(got[i], want, tol * (1.0 + std::abs(want))) << n << "," << o;
+      // the same GEMMs on the host: exactly; a GPU's bf16 output and its fp32 one may sum apart
+      EXPECT_NEAR(got[i], round_to_bf16(staged[i]), testing_util::host_or_device_tol(0.0, tol * (1.0 + std::abs(want))))
+          << "staged " << n << "," << o;
+    }
+    for (int k = 0; k < in; ++k) {
+      float base = 0.f, lora[2] = {0.f, 0.f};
+      for (int o = 0; o < out; ++o) base += dy[n * out + o] * w[o * in + k];
+      for (int t = 0; t < 2; ++t) {
+        for (int j = 0; j < r; ++j) {
+          float du = 0.f;
+          for (int o = 0; o < half; ++o) du += dy[n * out + t * half + o] * b[t][o * r + j];
+          lora[t] += round_to_bf16(scale[t] * du) * a[t][j * in + k];
+        }
+      }
+      const float dropped = keep[n * in + k] != 0.f ? lora[0] / (1.f - p) : 0.f;
+      const float want = round_to_bf16(round_to_bf16(round_to_bf16(base) + dropped) + lora[1]);
+      EXPECT_NEAR(dx[n * in + k], want, 2 * tol * (1.0 + std::abs(want))) << "dx " << n << "," << k;
     }
   }
 }

@@ -187,9 +187,10 @@ TEST(ModelNormOutputGrad, PlainBf16LayersWriteItRounded) {
   EXPECT_GT(inexact, rows * in / 2);
 }
 
-// q, k and v as one layer (AttentionWeights::qkv) only where they are plain, share their storage and lie
-// back to back; their gradients likewise, or all frozen.
-TEST(ModelStackedQkv, StackingNeedsPlainLayersBackToBack) {
+// q, k and v as one layer (AttentionWeights::qkv) only where they have no bias, share their storage and
+// lie back to back, their LoRA terms then the stacked layer's on their columns; their gradients likewise,
+// or all frozen, and their LoRA gradients in the parts' order.
+TEST(ModelStackedQkv, StackingNeedsLayersWithoutBiasBackToBack) {
   View1<float> w("w", 8 * 3), g("g", 8 * 3);
   const auto rows_at = [&](std::int64_t row, std::int64_t n) { return Unmanaged2<const float>(w.data() + row * 3, n, 3); };
   const Linear q(rows_at(0, 4), {}, ComputeDtype::bf16), k(rows_at(4, 2), {}, ComputeDtype::bf16),
@@ -215,6 +216,34 @@ TEST(ModelStackedQkv, StackingNeedsPlainLayersBackToBack) {
   EXPECT_EQ(stacked_grads.weight.extent(0), 0u) << "all frozen: no weight gradient";
   EXPECT_FALSE(stack_linear_grads({&gq, &frozen, &gv}, stacked_grads)) << "some frozen";
   EXPECT_FALSE(stack_linear_grads({&gq, &gv, &gk}, stacked_grads)) << "out of order";
+
+  // LoRA on q and v (frozen bases): two terms of the stacked layer, on q's columns and on v's
+  View1<float> lora("lora", 2 * 4 * 3 + 4 * 2 + 2 * 2);
+  const Unmanaged2<const float> a_q(lora.data(), 2, 3), a_v(lora.data() + 6, 2, 3), b_q(lora.data() + 12, 4, 2),
+      b_v(lora.data() + 20, 2, 2);
+  Linear q_lora = q, v_lora = v;
+  q_lora.add_lora(LoraTerm{a_q, b_q, 1.f, 0, {}});
+  v_lora.add_lora(LoraTerm{a_v, b_v, 2.f, 0, {}});
+  ASSERT_TRUE(Linear::stack({&q_lora, &k, &v_lora}, stacked));
+  ASSERT_EQ(stacked.num_lora(), 2);
+  EXPECT_EQ(stacked.lora_term(0).col0, 0);
+  EXPECT_EQ(stacked.lora_term(0).b.f32.data(), b_q.data());
+  EXPECT_EQ(stacked.lora_term(1).col0, 6) << "v's columns follow q's 4 and k's 2";
+  EXPECT_EQ(stacked.lora_term(1).scale, 2.f);
+  View2<float> da_q("da_q", 2, 3), db_q("db_q", 4, 2), da_v("da_v", 2, 3), db_v("db_v", 2, 2);
+  LinearGrads lq{{}, {}, {LoraGrads{da_q, db_q}}}, lv{{}, {}, {LoraGrads{da_v, db_v}}};
+  lv.lora[0].overwrite_a = true;
+  ASSERT_TRUE(stack_linear_grads({&lq, &frozen, &lv}, stacked_grads));
+  EXPECT_EQ(stacked_grads.weight.extent(0), 0u);
+  EXPECT_EQ(stacked_grads.lora[0].a.data(), da_q.data());
+  EXPECT_EQ(stacked_grads.lora[1].b.data(), db_v.data());
+  EXPECT_TRUE(stacked_grads.lora[1].overwrite_a);
+  EXPECT_EQ(stacked_grads.lora[2].a.extent(0), 0u);
+  LinearGrads gq_lora = gq;
+  gq_lora.lora[0] = LoraGrads{da_q, db_q};
+  EXPECT_FALSE(stack_linear_grads({&gq_lora, &gv, &gk}, stacked_grads)) << "weights out of order";
+  EXPECT_EQ(stacked_grads.weight.extent(0), 0u) << "a refused stack holds the LoRA gradients alone";
+  EXPECT_EQ(stacked_grads.lora[0].a.data(), da_q.data());
 }
 
 // Gradients from LocalParams, but q, k and v's from buffers of their own (not back to back), as a sharded

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "tests/common/bf16_values.hpp"
 #include "tests/common/self_communicator.hpp"
 #include "kernels/nf4_quantize.hpp"
 #include "tests/common/peft_fixture_run.hpp"
@@ -149,6 +150,33 @@ TEST(Qlora, LoadingWeightsDropsPrefetchedBytes) {
   const std::vector<float> read = prefetched.engine().gather_master(), expected = fresh.engine().gather_master();
   ASSERT_EQ(read.size(), expected.size());
   EXPECT_EQ(std::memcmp(read.data(), expected.data(), 4 * read.size()), 0);
+}
+
+// A block's NF4 matrices are dequantized into one buffer in layout order: a layer's q, k and v lie back
+// to back, and so do gate and up, so the model stacks q/k/v into one GEMM (and reads [gate; up] without a
+// copy) as it does over an unquantized base; each matrix holds its own dequantized values (those of a
+// LoRA base replaced by its NF4 round trip).
+TEST(Qlora, ABlocksMatricesAreDequantizedBackToBack) {
+  Trainer qlora(peft_fixture_config("llama_all_linear", {"--bf16=true", "--load_in_4bit=true"}), 3, self());
+  Trainer lora(peft_fixture_config("llama_all_linear", {"--bf16=true"}), 3, self());
+  replace_base_by_nf4_roundtrip(lora);
+  const ParamLayout& layout = qlora.model().layout();
+  const LayerParams& P = layout.layer(0);
+  ZeroEngine& engine = qlora.engine();
+  engine.acquire(0, Pass::forward);
+  lora.engine().acquire(0, Pass::forward);
+  auto at = [&](int p) { return engine.weight_bf16(p); };
+  auto follows = [&](int a, int b) { return at(a).data() + at(a).extent(0) == at(b).data(); };
+  EXPECT_TRUE(follows(P.q_proj, P.k_proj));
+  EXPECT_TRUE(follows(P.k_proj, P.v_proj));
+  EXPECT_TRUE(follows(P.gate_proj, P.up_proj));
+  for (int p : {P.q_proj, P.k_proj, P.v_proj, P.o_proj, P.gate_proj, P.up_proj, P.down_proj}) {
+    const std::vector<float> got = widened(at(p));
+    ASSERT_EQ(static_cast<std::int64_t>(got.size()), layout.params()[p].numel());
+    EXPECT_EQ(got, widened(lora.engine().weight_bf16(p))) << layout.params()[p].name;
+  }
+  engine.release(0, Pass::forward);
+  lora.engine().release(0, Pass::forward);
 }
 
 }  // namespace

@@ -72,9 +72,21 @@ Nf4Weights::Nf4Weights(const ParamLayout& layout, ComputeDtype dtype, BufferPool
   q_.resize(params_.size());
   own_.resize(params_.size());
   in_flight_.resize(params_.size());
-  dense_.resize(params_.size());
   widened_.resize(params_.size());
   refcount_.assign(layout.blocks().size(), 0);
+  block_dense_.resize(layout.blocks().size());
+  block_numel_.assign(layout.blocks().size(), 0);
+  block_of_.assign(params_.size(), -1);
+  dense_at_.assign(params_.size(), 0);
+  dequantized_.assign(params_.size(), 0);
+  for (std::size_t b = 0; b < layout.blocks().size(); ++b) {
+    for (int p : layout.blocks()[b].params) {
+      if (!holds(p)) continue;
+      block_of_[index_[p]] = static_cast<int>(b);
+      dense_at_[index_[p]] = block_numel_[b];
+      block_numel_[b] += layout.params()[p].numel();
+    }
+  }
 }
 
 void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)>& fill, const StoredNf4& stored) {
@@ -99,8 +111,8 @@ void Nf4Weights::load(const std::function<void(int param, Unmanaged1<float> out)
       own_[i] = Bytes{Unmanaged1<std::uint8_t>(q_[i].packed.data(), q_[i].packed.extent(0)),
                       Unmanaged1<std::uint8_t>(q_[i].absmax_q.data(), q_[i].absmax_q.extent(0)), {}};
     }
-    give_dense(static_cast<int>(i));
   }
+  for (std::size_t b = 0; b < block_dense_.size(); ++b) give_dense(static_cast<int>(b));
 }
 
 View1<float> Nf4Weights::take(std::int64_t n, const char* label) {
@@ -193,10 +205,9 @@ void Nf4Weights::release(int block) {
 }
 
 void Nf4Weights::give_back(int block) {
+  give_dense(block);
   for (int p : layout_.blocks()[block].params) {
-    if (!holds(p)) continue;
-    give_dense(index_[p]);
-    if (group_) drop_gathered(index_[p]);
+    if (holds(p) && group_) drop_gathered(index_[p]);
   }
 }
 
@@ -222,38 +233,46 @@ WeightStorage Nf4Weights::storage() const {
   return dtype_ == ComputeDtype::bf16 ? WeightStorage::bf16 : WeightStorage::f32;
 }
 
-const WeightBuffer& Nf4Weights::dense(int param) {
-  const int i = index_[param];
-  WeightBuffer& d = dense_[i];
-  if (!d.empty()) return d;
-  const std::int64_t n = q_[i].numel;
+const WeightBuffer& Nf4Weights::dense(int i) {
+  const int block = block_of_[i];
+  WeightBuffer& d = block_dense_[block];
   const bool b16 = storage() == WeightStorage::bf16;
-  d = WeightBuffer::take(pool_, storage(), n, b16 ? "nf4_dequantized_bf16" : "nf4_dequantized");
-  live_ += d.bytes();
-  peak_ = std::max(peak_, live_);
-  if (b16) {
-    dequantize(param, Unmanaged1<bf16>(static_cast<bf16*>(d.at(0)), n));
-  } else {
-    dequantize(param, Unmanaged1<float>(static_cast<float*>(d.at(0)), n));
+  if (d.empty()) {
+    d = WeightBuffer::take(pool_, storage(), block_numel_[block], b16 ? "nf4_dequantized_bf16" : "nf4_dequantized");
+    live_ += d.bytes();
+    peak_ = std::max(peak_, live_);
   }
+  if (dequantized_[i]) return d;
+  const std::int64_t n = q_[i].numel;
+  if (b16) {
+    dequantize(params_[i], Unmanaged1<bf16>(static_cast<bf16*>(d.at(dense_at_[i])), n));
+  } else {
+    dequantize(params_[i], Unmanaged1<float>(static_cast<float*>(d.at(dense_at_[i])), n));
+  }
+  dequantized_[i] = 1;
   return d;
 }
 
-void Nf4Weights::give_dense(int i) {
-  live_ -= dense_[i].bytes();
-  dense_[i].give(pool_);
-  give(widened_[i]);
+void Nf4Weights::give_dense(int block) {
+  live_ -= block_dense_[block].bytes();
+  block_dense_[block].give(pool_);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (block_of_[i] != block) continue;
+    dequantized_[i] = 0;
+    give(widened_[i]);
+  }
 }
 
 Unmanaged1<const bf16> Nf4Weights::weight_bf16(int param) {
   if (storage() != WeightStorage::bf16) return {};
-  return dense(param).bf16s(0, q_[index_[param]].numel);
+  const int i = index_[param];
+  return dense(i).bf16s(dense_at_[i], q_[i].numel);
 }
 
 Unmanaged1<const float> Nf4Weights::weight(int param) {
   const int i = index_[param];
   const std::int64_t n = q_[i].numel;
-  if (storage() != WeightStorage::bf16) return dense(param).f32(0, n);
+  if (storage() != WeightStorage::bf16) return dense(i).f32(dense_at_[i], n);
   // The model reads bf16 matrices through weight_bf16; a caller asking for fp32 gets them widened, kept
   // until the block's last release.
   if (widened_[i].extent(0) == 0) {

@@ -10,7 +10,8 @@
 // when nothing prefetched them), kept until the block's last release. A weight is
 // dequantized into the compute dtype the first time the model reads it after its block's acquire, into a
 // pooled buffer given back at the block's last release: only the layers being computed exist in full
-// precision. The values the model reads are
+// precision. A block's matrices share one such buffer, in layout order, so a layer's q, k and v lie
+// back to back (the model's stacked projection, model/linear.hpp Linear::stack), and so do gate and up. The values the model reads are
 // dequantize(quantize(W)) rounded to the compute dtype (bf16: nearest even; fp16: fp16 values in fp32).
 #include <cstdint>
 #include <functional>
@@ -104,10 +105,16 @@ class Nf4Weights {
   View1<float> take(std::int64_t n, const char* label);  // pooled, counted in live_
   void give(View1<float>& v);
   WeightStorage storage() const;        // the compute weights' storage: bf16 for bf16 compute, else fp32
-  const WeightBuffer& dense(int param);  // dequantized on first use
-  void give_dense(int i);
+  // The block buffer holding params_ entry i, i dequantized into it on first use (the buffer taken on
+  // its block's first use).
+  const WeightBuffer& dense(int i);
+  void give_dense(int block);
   std::vector<std::vector<RequestPtr>> in_flight_;  // per params_ entry: its gathers not yet waited for
-  std::vector<WeightBuffer> dense_;      // per params_ entry: dequantized in storage(), while acquired
+  std::vector<WeightBuffer> block_dense_;  // per block: its matrices dequantized in storage(), while acquired
+  std::vector<std::int64_t> block_numel_;  // per block: its NF4 matrices' values
+  std::vector<int> block_of_;            // per params_ entry: its block
+  std::vector<std::int64_t> dense_at_;   // per params_ entry: its first element in its block's buffer
+  std::vector<char> dequantized_;        // per params_ entry: written into its block's buffer
   std::vector<View1<float>> widened_;    // per params_ entry: bf16 storage read as fp32 (weight()), the same
   std::vector<int> refcount_;            // per block
   std::int64_t live_ = 0, peak_ = 0;     // bytes taken from the pool and not given back
