@@ -8,6 +8,9 @@ namespace shardft {
 
 namespace {
 
+using Team = TeamLaunch;
+using Member = Team::member_type;
+
 KOKKOS_INLINE_FUNCTION std::uint64_t mix(std::uint64_t z) { return kmath::splitmix64(z); }
 
 KOKKOS_INLINE_FUNCTION bool kept(std::uint64_t row_hash, std::uint64_t col, std::uint32_t threshold) {
@@ -28,18 +31,23 @@ void apply_mask(const char* name, const DropoutMask& m, Unmanaged2<const In> x, 
   if (x.extent(0) != out.extent(0) || x.extent(1) != out.extent(1) || m.row_key.extent(0) < x.extent(0)) {
     throw std::invalid_argument("dropout_apply: x and out must have one shape and a row key per row");
   }
-  const std::int64_t cols = static_cast<std::int64_t>(x.extent(1));
+  const int cols = static_cast<int>(x.extent(1));
   const std::uint32_t threshold = drop_threshold(m.p);
   const float scale = 1.f / (1.f - m.p);
   const std::uint64_t stream = m.stream;
   const Unmanaged1<const std::uint64_t> key = m.row_key;
-  // One element per thread (coalesced on the GPU); the row's hash is recomputed per element.
+  // A team per row, its threads over the columns (coalesced on the GPU). Each thread hashes the row once
+  // and each element once: one splitmix64 per element, not three, and no 64-bit division to find the
+  // row (integer multiplies, not memory, bound this kernel on a GPU).
   Kokkos::parallel_for(
-      name, Range(0, static_cast<std::int64_t>(x.extent(0)) * cols), KOKKOS_LAMBDA(const std::int64_t i) {
-        const std::int64_t n = i / cols, c = i % cols;
-        const bool keep = kept(mix(stream ^ mix(key(n))), static_cast<std::uint64_t>(c), threshold);
-        const float v = keep ? value_of(x(n, c)) * scale : 0.f;
-        store(out(n, c), beta == 0.f ? v : beta * value_of(out(n, c)) + v);
+      name, Team(static_cast<int>(x.extent(0)), Kokkos::AUTO), KOKKOS_LAMBDA(const Member& t) {
+        const int n = t.league_rank();
+        const std::uint64_t row_hash = mix(stream ^ mix(key(n)));
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(t, cols), [&](const int c) {
+          const bool keep = kept(row_hash, static_cast<std::uint64_t>(c), threshold);
+          const float v = keep ? value_of(x(n, c)) * scale : 0.f;
+          store(out(n, c), beta == 0.f ? v : beta * value_of(out(n, c)) + v);
+        });
       });
 }
 
