@@ -37,6 +37,10 @@
 #            ms/step beside bench's (losses may differ in low bits: GEMMs for fewer SMs)       cap 150 s each
 #   chunk    (only when named) the bench step with logits_chunk_tokens PROBE_LOGITS_CHUNK (auto: the run
 #            decides, 4096 on an H100/H200; bench runs 2048): ms/step beside bench's           cap 150 s
+#   lora, torch_lora (only when named) the bench shape fine-tuned with LoRA as trl does it (r
+#            PROBE_LORA_R 16, alpha 2r, lora_dropout PROBE_LORA_DROPOUT 0.05, every linear layer; the
+#            base frozen in bf16): shardft's step, and PyTorch's through PEFT (or torch_bench.py's own
+#            LoRA layer where PEFT is not importable)                                   cap 150 s, 120 s
 #   train    the default recipe on one GPU, PROBE_TRAIN_EPOCHS (3) of its 8 epochs: held-out exact
 #            match >= 0.90 (3 epochs reach 1.0 on the CPU build)                                  cap 90 s
 # then, whatever happened, in --out ($OUT when set, else .cache/gpu-probe-<mode>/out):
@@ -69,8 +73,8 @@ while [ $# -gt 0 ]; do
     --kit) [ $# -ge 2 ] || die "--kit needs a folder"; kit=$2; shift ;;
     --out) [ $# -ge 2 ] || die "--out needs a folder"; out=$2; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    setup|bench|torch|kernels|test|train|ncu|overlap|nondet|sms|sms2|chunk) stages+=("$1") ;;
-    *) die "unknown argument '$1' (expected --no-gpu, --kit DIR, --out DIR or stages: setup bench torch kernels test train ncu overlap nondet sms sms2 chunk)" ;;
+    setup|bench|torch|kernels|test|train|ncu|overlap|nondet|sms|sms2|chunk|lora|torch_lora) stages+=("$1") ;;
+    *) die "unknown argument '$1' (expected --no-gpu, --kit DIR, --out DIR or stages: setup bench torch kernels test train ncu overlap nondet sms sms2 chunk lora torch_lora)" ;;
   esac
   shift
 done
@@ -283,6 +287,8 @@ stage_nondet() { run_bench nondet "nondet=1"; }
 stage_sms() { run_bench sms "overlap_sms=${PROBE_OVERLAP_SMS:-16}"; }
 stage_sms2() { run_bench sms2 "overlap_sms=${PROBE_OVERLAP_SMS2:-32}"; }
 stage_chunk() { run_bench chunk "logits_chunk=${PROBE_LOGITS_CHUNK:-auto}"; }
+lora_shape() { echo "lora_r=${PROBE_LORA_R:-16} lora_dropout=${PROBE_LORA_DROPOUT:-0.05}"; }
+stage_lora() { run_bench lora "$(lora_shape)"; }
 run_bench() {  # STAGE EXTRA_SHAPE_ARG
   local stage=$1
   have_prefix || { result "$stage" skipped 0 reason="no kit prefix (setup did not unpack it)"; return 0; }
@@ -303,27 +309,29 @@ run_bench() {  # STAGE EXTRA_SHAPE_ARG
 }
 
 # ---- torch: the same step in PyTorch -----------------------------------------------------------
-stage_torch() {
-  local probe device=cuda shape
+stage_torch() { run_torch torch ""; }
+stage_torch_lora() { run_torch torch_lora "$(lora_shape)"; }
+run_torch() {  # STAGE EXTRA_SHAPE_ARGS
+  local stage=$1 probe device=cuda shape
   if ! probe=$(timeout 120 "$torch_py" -c "import torch, transformers; print(torch.__version__, torch.cuda.is_available())" 2>&1); then
-    result torch skipped 0 reason="torch and transformers are not importable by $torch_py ($(tail -n 1 <<<"$probe" | cut -c1-200)); set TORCH_PYTHON"
+    result "$stage" skipped 0 reason="torch and transformers are not importable by $torch_py ($(tail -n 1 <<<"$probe" | cut -c1-200)); set TORCH_PYTHON"
     return 0
   fi
   case "$probe" in *False) device=cpu ;; esac
-  if [ "$mode" = gpu ] && [ "$device" = cpu ]; then result torch failed 0 reason="torch ($probe) sees no CUDA device"; return 1; fi
+  if [ "$mode" = gpu ] && [ "$device" = cpu ]; then result "$stage" failed 0 reason="torch ($probe) sees no CUDA device"; return 1; fi
   if [ "$device" = cuda ]; then shape=$(bench_shape llama-1b 16 "${BENCH_STEPS:-10}" 2)
   else shape="name=tiny hidden=128 layers=2 heads=4 kv_heads=2 inter=384 vocab=1024 seq=128 batch=2 steps=3 warmup=1 rope_theta=10000"; fi
-  local c; c=$(cap torch 120 40) || { result torch skipped 0 reason="out of budget: under 40 s left"; return 0; }
-  local shape_args; read -ra shape_args <<<"$shape"
-  local dir=$state/torch log=$state/logs/bench_torch.log t0 rc=0
+  local c; c=$(cap "$stage" 120 40) || { result "$stage" skipped 0 reason="out of budget: under 40 s left"; return 0; }
+  local shape_args; read -ra shape_args <<<"$shape $2"
+  local dir=$state/$stage log=$state/logs/bench_$stage.log t0 rc=0
   rm -rf "$dir"; mkdir -p "$dir"
-  echo "probe: torch on $device (cap $c s; log $log)"
+  echo "probe: $stage on $device (cap $c s; log $log)"
   t0=$(now)
   sample_start "$dir"
   timeout -k 10 "$c" "$torch_py" "$root/jobs/gpu/torch_bench.py" --device "$device" --peak-tflops "$peak" "${shape_args[@]}" \
     > "$dir/raw.json" 2> "$log" || rc=$?
   sample_stop
-  python3 "$util" torch-result "$dir/raw.json" "$log" "$state/results/torch.json" "$(since "$t0")" "$rc" "$c" "$dir"
+  python3 "$util" torch-result "$dir/raw.json" "$log" "$state/results/$stage.json" "$(since "$t0")" "$rc" "$c" "$dir"
 }
 
 # ---- kernels: shares at PROBE_KERNEL_LAYERS (4) layers ------------------------------------------------------

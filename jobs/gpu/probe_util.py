@@ -356,12 +356,14 @@ def cmd_train(metrics, log, out, seconds, rc, cap, epochs):
 
 # ---- report ------------------------------------------------------------------------------------
 
-STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap", "nondet", "sms", "sms2", "chunk")
+STAGES = ("setup", "bench", "torch", "kernels", "test", "train", "ncu", "overlap", "nondet", "sms", "sms2", "chunk",
+          "lora", "torch_lora")
 TITLES = {"setup": "unpack, ldd, versions, MPI", "bench": "1B step, shardft", "torch": "1B step, PyTorch",
           "kernels": "kernel shares", "test": "unit tests", "train": "default recipe",
           "ncu": "elementwise kernels under ncu", "overlap": "1B step, optimizer_overlap: false",
           "nondet": "1B step, deterministic_attention: false", "sms": "1B step, optimizer_overlap_sms",
-          "sms2": "1B step, optimizer_overlap_sms (second value)", "chunk": "1B step, logits_chunk_tokens"}
+          "sms2": "1B step, optimizer_overlap_sms (second value)", "chunk": "1B step, logits_chunk_tokens",
+          "lora": "1B LoRA step, shardft", "torch_lora": "1B LoRA step, PyTorch + PEFT"}
 
 
 def sms_name(r):
@@ -387,6 +389,8 @@ def cmd_report(state, out_dir, mode, budget):
     b, tb, k, t, tr = (R.get(s) or {} for s in ("bench", "torch", "kernels", "test", "train"))
     ok = lambda r: r.get("status") == "ok"  # noqa: E731
     ratio = b["step_ms"] / tb["step_ms"] if ok(b) and ok(tb) and tb.get("step_ms") else None
+    lb, ltb = R.get("lora") or {}, R.get("torch_lora") or {}
+    lora_ratio = lb["step_ms"] / ltb["step_ms"] if ok(lb) and ok(ltb) and ltb.get("step_ms") else None
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record = {
         "card": card, "gpu_name": gpu.get("name"), "date": now, "commit": kit.get("commit"),
@@ -398,6 +402,11 @@ def cmd_report(state, out_dir, mode, budget):
         "mfu": b.get("mfu") if ok(b) else None,
         "peak_memory_bytes": b.get("peak_memory_bytes") if ok(b) else None,
         "pytorch_peak_memory_bytes": tb.get("peak_memory_bytes") if ok(tb) else None,
+        "lora_step_ms": lb.get("step_ms") if ok(lb) else None,
+        "pytorch_lora_step_ms": ltb.get("step_ms") if ok(ltb) else None,
+        "lora_shardft_over_pytorch": lora_ratio,
+        "lora_peak_memory_bytes": lb.get("peak_memory_bytes") if ok(lb) else None,
+        "pytorch_lora_peak_memory_bytes": ltb.get("peak_memory_bytes") if ok(ltb) else None,
         "unit_tests": {"passed": t.get("passed"), "failed": t.get("failed"), "skipped": t.get("skipped"),
                        "status": t.get("status")},
         "kernel_shares": [{"kernel": r["kernel"], "share": round(r["share"], 4), "count": r["count"]}
@@ -488,6 +497,24 @@ def cmd_report(state, out_dir, mode, budget):
     L.append("")
     L.append(f"shardft ÷ PyTorch (step time): **{fmt(ratio, '.2f')}**" if ratio else
              "shardft ÷ PyTorch: - (needs both steps)")
+    if lb or ltb:
+        L += ["", "## 1B LoRA step (the same shape, LoRA on every linear layer, base frozen in bf16)", "",
+              "| framework | ms/step | tokens/s | peak GPU memory | notes |", "| --- | --- | --- | --- | --- |"]
+        for name, r in (("shardft", lb), ("PyTorch", ltb)):
+            if not r:
+                continue
+            if not ok(r):
+                L.append(f"| {name} | - | - | - | {r.get('status')}: {str(r.get('reason', ''))[:300].replace('|', '/')} |")
+                continue
+            shape = r.get("shape") or {}
+            notes = (f"r {shape.get('lora_r')}, lora_dropout {shape.get('lora_dropout')}; "
+                     + (f"loss {' -> '.join(fmt(x, '.3f') for x in r.get('loss_first_last') or [])}" if name == "shardft"
+                        else f"{r.get('lora')}; {r.get('trainable_parameters')} trainable; allocator peak "
+                             f"{mib(r.get('max_memory_allocated_bytes'))}"))
+            L.append(f"| {name} | {fmt(r.get('step_ms'), '.1f')} | {fmt(r.get('tokens_per_second'), '.0f')} | "
+                     f"{mib(r.get('peak_memory_bytes'))} | {notes} |")
+        L += ["", f"shardft ÷ PyTorch (LoRA step time): **{fmt(lora_ratio, '.2f')}**" if lora_ratio else
+              "shardft ÷ PyTorch (LoRA): - (needs both steps)"]
 
     if k:
         timing = k.get("timing") or "every kernel fenced"

@@ -335,6 +335,9 @@ def cmd_bench_recipe(d, peak, *items):
         recipe["optimizer_overlap_sms"] = int(s["overlap_sms"])
     if "logits_chunk" in s:  # probe.sh's chunk stage: another logits_chunk_tokens (auto: the run decides)
         recipe["logits_chunk_tokens"] = s["logits_chunk"]
+    if s.get("lora_r"):  # probe.sh's lora stage: trl's LoRA on every linear layer (torch_bench.py's lora_r)
+        recipe.update({"use_peft": "true", "lora_r": s["lora_r"], "lora_alpha": 2 * s["lora_r"],
+                       "lora_dropout": s.get("lora_dropout", 0.05), "lora_target_modules": "all-linear"})
     with open(os.path.join(d, "recipe.yaml"), "w") as f:
         f.write(f"# jobs/gpu/validate.sh benchmark: {s['name']}, {params(s) / 1e9:.3f} B parameters\n")
         for k, v in recipe.items():
