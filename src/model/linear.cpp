@@ -146,20 +146,54 @@ GemmOperand Linear::lora_u(int i, const GemmOperand& xi) const {
   return Unmanaged2<const float>(u);
 }
 
-void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
-  const std::int64_t N = static_cast<std::int64_t>(y.extent(0));
-  for (int i = 0; i < num_lora_; ++i) {
-    const LoraTerm& t = lora_[i];
+namespace {
+// y += alpha a op_b(b): an fp32 y, or a bf16 one (the sum in fp32, rounded once)
+void gemm_add(Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, Unmanaged2<float> y) {
+  gemm_mixed(Op::N, op_b, alpha, a, b, 1.f, y);
+}
+void gemm_add(Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, Unmanaged2<bf16> y) {
+  gemm_mixed_bf16_out(Op::N, op_b, alpha, a, b, y, 1.f);
+}
+
+// y[:, each term's columns] += s u B^T, u_of(i) giving term i's u
+template <class T, class UOf>
+void add_lora_outputs(const LoraTerm* terms, int n, std::int64_t out_features, const UOf& u_of, Unmanaged2<T> y) {
+  for (int i = 0; i < n; ++i) {
+    const LoraTerm& t = terms[i];
     const std::int64_t out = static_cast<std::int64_t>(t.b.extent(0));
-    const GemmOperand u = lora_u(i, lora_input(i, x));
-    if (out == out_features()) {
-      gemm_mixed(Op::N, Op::T, t.scale, u, t.b, 1.f, y);
+    const GemmOperand u = u_of(i);
+    if (out == out_features) {
+      gemm_add(Op::T, t.scale, u, t.b, y);
     } else {
-      const auto v = kernel_scratch<float>("lora_v", N, out);
+      const auto v = kernel_scratch<float>("lora_v", y.extent(0), out);
       gemm_mixed(Op::N, Op::T, t.scale, u, t.b, 0.f, v);
       add_column_block(v, y, t.col0);
     }
   }
+}
+
+// dx += du A through each term's dropout mask, du_of(i) giving term i's du
+template <class T, class DuOf>
+void add_lora_input_grads(const LoraTerm* terms, int n, const DuOf& du_of, Unmanaged2<T> dx) {
+  for (int i = 0; i < n; ++i) {
+    const LoraTerm& t = terms[i];
+    if (!t.dropout.on()) {
+      gemm_add(Op::N, 1.f, du_of(i), t.a, dx);
+      continue;
+    }
+    const auto dxd = kernel_scratch<float>("lora_dropped_dx", dx.extent(0), dx.extent(1));
+    gemm_mixed(Op::N, Op::N, 1.f, du_of(i), t.a, 0.f, dxd);
+    dropout_apply(t.dropout, Unmanaged2<const float>(dxd), dx, 1.f);
+  }
+}
+}  // namespace
+
+void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
+  add_lora_outputs(lora_, num_lora_, out_features(), [&](int i) { return lora_u(i, lora_input(i, x)); }, y);
+}
+
+void Linear::lora_forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
+  add_lora_outputs(lora_, num_lora_, out_features(), [&](int i) { return lora_u(i, lora_input(i, x)); }, y);
 }
 
 LoraTermGrad Linear::lora_term_grad(int i, const LinearGrad& g, const char* scratch) const {
@@ -256,22 +290,6 @@ void Linear::forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
   lora_forward_bf16(x, y);
 }
 
-void Linear::lora_forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
-  const std::int64_t N = static_cast<std::int64_t>(y.extent(0));
-  for (int i = 0; i < num_lora_; ++i) {
-    const LoraTerm& t = lora_[i];
-    const std::int64_t out = static_cast<std::int64_t>(t.b.extent(0));
-    const GemmOperand u = lora_u(i, lora_input(i, x));
-    if (out == out_features()) {
-      gemm_mixed_bf16_out(Op::N, Op::T, t.scale, u, t.b, y, 1.f);
-    } else {
-      const auto v = kernel_scratch<float>("lora_v", N, out);
-      gemm_mixed(Op::N, Op::T, t.scale, u, t.b, 0.f, v);
-      add_column_block(v, y, t.col0);
-    }
-  }
-}
-
 void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const LinearGrads& grads,
                              float dw_beta) const {
   const Unmanaged2<const float> dy = g.f32;
@@ -300,29 +318,11 @@ void Linear::backward_input_bf16(const LinearGrad& g, Unmanaged2<bf16> dx) const
 }
 
 void Linear::lora_backward_input(const LinearGrad& g, Unmanaged2<float> dx) const {
-  for (int i = 0; i < num_lora_; ++i) {
-    const GemmOperand du = lora_term_grad(i, g).du;
-    if (!lora_[i].dropout.on()) {
-      gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 1.f, dx);
-      continue;
-    }
-    const auto dxd = kernel_scratch<float>("lora_dropped_dx", dx.extent(0), dx.extent(1));
-    gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 0.f, dxd);
-    dropout_apply(lora_[i].dropout, Unmanaged2<const float>(dxd), dx, 1.f);
-  }
+  add_lora_input_grads(lora_, num_lora_, [&](int i) { return lora_term_grad(i, g).du; }, dx);
 }
 
 void Linear::lora_backward_input(const LinearGrad& g, Unmanaged2<bf16> dx) const {
-  for (int i = 0; i < num_lora_; ++i) {
-    const GemmOperand du = lora_term_grad(i, g).du;
-    if (!lora_[i].dropout.on()) {
-      gemm_mixed_bf16_out(Op::N, Op::N, 1.f, du, lora_[i].a, dx, 1.f);
-      continue;
-    }
-    const auto dxd = kernel_scratch<float>("lora_dropped_dx", dx.extent(0), dx.extent(1));
-    gemm_mixed(Op::N, Op::N, 1.f, du, lora_[i].a, 0.f, dxd);
-    dropout_apply(lora_[i].dropout, Unmanaged2<const float>(dxd), dx, 1.f);
-  }
+  add_lora_input_grads(lora_, num_lora_, [&](int i) { return lora_term_grad(i, g).du; }, dx);
 }
 
 void Linear::backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,
