@@ -303,7 +303,6 @@ GemmOperand stacked_qkv_backward(const AttentionWeights& w, const AttentionGrads
     const std::int64_t in = w.qkv.in_features();
     const auto dw = b.qkv_dw.mat(w.qkv.out_features(), in);
     stacked.weight = dw;
-    stacked.overwrite_weight = false;
     w.qkv.backward_weight(h, dqkv, stacked, 0.f);
     std::int64_t row = 0;
     const std::pair<const LinearGrads*, std::int64_t> parts[] = {
