@@ -72,26 +72,26 @@ struct Panel {
   int ld;
 };
 Panel a_panel(Op op, const GemmOperand& a, std::int64_t m0, std::int64_t rows, std::int64_t k) {
-  const std::int64_t ld = static_cast<std::int64_t>(a.extent(1));
-  if (!a.is_bf16) return {a.f32.data() + (op == Op::N ? m0 * ld : m0), static_cast<int>(ld)};
+  const std::int64_t ld = a.ld();
+  if (!a.is_bf16) return {a.f32_data() + (op == Op::N ? m0 * ld : m0), static_cast<int>(ld)};
   float* dst = kernel_scratch<float>("gemm_bf16_widened_a", rows * k).data();
   if (op == Op::N) {
-    widen_block(a.b16.data(), ld, m0, 0, rows, k, dst);
+    widen_block(a.b16_data(), ld, m0, 0, rows, k, dst);
     return {dst, static_cast<int>(k)};
   }
-  widen_block(a.b16.data(), ld, 0, m0, k, rows, dst);
+  widen_block(a.b16_data(), ld, 0, m0, k, rows, dst);
   return {dst, static_cast<int>(rows)};
 }
 // Columns [n0, n0 + cols) of op(B) over all of K, the same way (op N: B's columns; op T: B's rows).
 Panel b_panel(Op op, const GemmOperand& b, std::int64_t n0, std::int64_t cols, std::int64_t k) {
-  const std::int64_t ld = static_cast<std::int64_t>(b.extent(1));
-  if (!b.is_bf16) return {b.f32.data() + (op == Op::N ? n0 : n0 * ld), static_cast<int>(ld)};
+  const std::int64_t ld = b.ld();
+  if (!b.is_bf16) return {b.f32_data() + (op == Op::N ? n0 : n0 * ld), static_cast<int>(ld)};
   float* dst = kernel_scratch<float>("gemm_bf16_widened_b", cols * k).data();
   if (op == Op::N) {
-    widen_block(b.b16.data(), ld, 0, n0, k, cols, dst);
+    widen_block(b.b16_data(), ld, 0, n0, k, cols, dst);
     return {dst, static_cast<int>(cols)};
   }
-  widen_block(b.b16.data(), ld, n0, 0, cols, k, dst);
+  widen_block(b.b16_data(), ld, n0, 0, cols, k, dst);
   return {dst, static_cast<int>(k)};
 }
 struct MixedShape {
@@ -111,16 +111,29 @@ MixedShape mixed_shape(Op op_a, Op op_b, const GemmOperand& a, const GemmOperand
   return {m, n, k};
 }
 
+// Both operands fp32: one sgemm over the operands' own memory, C row-major with row stride ldc.
+void fp32_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta, float* c,
+                  std::int64_t ldc, const MixedShape& s) {
+  count_gemm(false, false, s.m, s.n, s.k);
+  sgemm_raw(op_a, op_b, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), alpha, a.f32_data(),
+            static_cast<int>(a.ld()), b.f32_data(), static_cast<int>(b.ld()), beta, c, static_cast<int>(ldc));
+}
+
+// A C that BLAS and cuBLAS can write with a row stride: each row's elements back to back (columns_of).
+template <class T>
+void check_output_columns(const Strided2<T>& c, const char* what) {
+  if (c.extent(1) > 1 && c.stride_1() != 1) {
+    throw std::invalid_argument(std::string(what) + ": C's columns must be contiguous within a row");
+  }
+}
+
 }  // namespace
 
 void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<const float> b, float beta,
           Unmanaged2<float> c) {
   const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
   if (s.m == 0 || s.n == 0) return;
-  count_gemm(false, false, s.m, s.n, s.k);
-  sgemm_raw(op_a, op_b, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), alpha, a.data(),
-            static_cast<int>(a.extent(1)), b.data(), static_cast<int>(b.extent(1)), beta, c.data(),
-            static_cast<int>(c.extent(1)));
+  fp32_product(op_a, op_b, alpha, a, b, beta, c.data(), static_cast<std::int64_t>(c.extent(1)), s);
 }
 
 void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
@@ -132,11 +145,11 @@ void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a,
 
 namespace {
 
-// Rows [m_begin, m_end) of C = alpha op(A) op(B) + beta C, C row-major with ldc n and `c` at row m_begin,
-// each bf16 operand widened a tile at a time into sgemm (gemm.hpp gemm_mixed); a fp32 operand is read in
-// place.
+// Rows [m_begin, m_end) of C = alpha op(A) op(B) + beta C, C row-major with row stride ldc and `c` at row
+// m_begin, each bf16 operand widened a tile at a time into sgemm (gemm.hpp gemm_mixed); a fp32 operand is
+// read in place.
 void tiled_product_rows(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-                        float* c, const MixedShape& s, std::int64_t m_begin, std::int64_t m_end) {
+                        float* c, std::int64_t ldc, const MixedShape& s, std::int64_t m_begin, std::int64_t m_end) {
   const std::int64_t n = s.n, k = s.k, m = m_end - m_begin;
   // A fp32 operand is never tiled; a bf16 one in whole rows (columns) of K, as many as fit a tile.
   const std::int64_t per_tile = std::max<std::int64_t>(1, g_tile_elements / std::max<std::int64_t>(k, 1));
@@ -151,7 +164,7 @@ void tiled_product_rows(Op op_a, Op op_b, float alpha, const GemmOperand& a, con
                      const Panel& pb) {
     // A widened panel keeps its operand's orientation, so op_a and op_b stand.
     sgemm_raw(op_a, op_b, static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), alpha, pa.p, pa.ld,
-              pb.p, pb.ld, beta, c + (m0 - m_begin) * n + n0, static_cast<int>(n));
+              pb.p, pb.ld, beta, c + (m0 - m_begin) * ldc + n0, static_cast<int>(ldc));
   };
   if (outer_m) {
     for (std::int64_t m0 = m_begin; m0 < m_end; m0 += mt) {
@@ -174,23 +187,23 @@ void tiled_product_rows(Op op_a, Op op_b, float alpha, const GemmOperand& a, con
   }
 }
 
-// C (fp32, row-major, ldc n) = alpha op(A) op(B) + beta C with at least one bf16 operand, as tiles. Host
-// memory: one launch as the GPU path counts it (one cuBLAS GEMM when both operands are bf16); the tiles'
-// widening and sgemms are the CPU's way of running it and are not counted.
+// C (fp32, row-major, row stride ldc) = alpha op(A) op(B) + beta C with at least one bf16 operand, as
+// tiles. Host memory: one launch as the GPU path counts it (one cuBLAS GEMM when both operands are bf16);
+// the tiles' widening and sgemms are the CPU's way of running it and are not counted.
 void widened_tiles_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-                           float* c, const MixedShape& s) {
+                           float* c, std::int64_t ldc, const MixedShape& s) {
   const VendorKernel launch(a.is_bf16 && b.is_bf16 ? "gemm bf16 x bf16 (host: widened tiles)" : "gemm mixed bf16/fp32");
   std::optional<UncountedLaunches> uncounted;
   if (!kGemmOnDevice) uncounted.emplace();
-  tiled_product_rows(op_a, op_b, alpha, a, b, beta, c, s, 0, s.m);
+  tiled_product_rows(op_a, op_b, alpha, a, b, beta, c, ldc, s, 0, s.m);
 }
 
 // C = alpha op(A) op(B) + beta C in bf16 without cuBLAS: blocks of C's rows in fp32 scratch of at most a
-// tile (at least one row; C's values widened there first where beta is not 0), each rounded once into C:
-// the values cuBLAS's bf16 output has, without an fp32 copy of all of C. One launch, as the GPU path
-// counts it.
+// tile (at least one row; C's values widened there first where beta is not 0), each rounded once into C
+// (row stride ldc): the values cuBLAS's bf16 output has, without an fp32 copy of all of C. One launch, as
+// the GPU path counts it.
 void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
-                                bf16* c, const MixedShape& s) {
+                                bf16* c, std::int64_t ldc, const MixedShape& s) {
   const VendorKernel launch("gemm -> bf16 (host: widened tiles)");
   std::optional<UncountedLaunches> uncounted;
   if (!kGemmOnDevice) uncounted.emplace();
@@ -198,10 +211,19 @@ void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand
   const auto c32 = kernel_scratch<float>("gemm_bf16_out_f32", std::min(block, s.m) * s.n);
   for (std::int64_t m0 = 0; m0 < s.m; m0 += block) {
     const std::int64_t rows = std::min(block, s.m - m0);
-    const Unmanaged1<float> block_f32(c32.data(), rows * s.n);
-    if (beta != 0.f) to_f32(Unmanaged1<const bf16>(c + m0 * s.n, rows * s.n), block_f32);
-    tiled_product_rows(op_a, op_b, alpha, a, b, beta, c32.data(), s, m0, m0 + rows);
-    to_bf16(Unmanaged1<const float>(c32.data(), rows * s.n), Unmanaged1<bf16>(c + m0 * s.n, rows * s.n));
+    const Unmanaged2<float> block_f32(c32.data(), rows, s.n);
+    if (ldc == s.n) {  // C's rows back to back: flat conversions
+      if (beta != 0.f) to_f32(Unmanaged1<const bf16>(c + m0 * s.n, rows * s.n), flat(block_f32));
+      tiled_product_rows(op_a, op_b, alpha, a, b, beta, c32.data(), s.n, s, m0, m0 + rows);
+      to_bf16(Unmanaged1<const float>(c32.data(), rows * s.n), Unmanaged1<bf16>(c + m0 * s.n, rows * s.n));
+      continue;
+    }
+    const Kokkos::LayoutStride layout(static_cast<std::size_t>(rows), static_cast<std::size_t>(ldc),
+                                      static_cast<std::size_t>(s.n), 1);
+    const Strided2<bf16> c_rows(c + m0 * ldc, layout);
+    if (beta != 0.f) to_f32(Strided2<const bf16>(c_rows), block_f32);
+    tiled_product_rows(op_a, op_b, alpha, a, b, beta, c32.data(), s.n, s, m0, m0 + rows);
+    to_bf16(Unmanaged2<const float>(block_f32), c_rows);
   }
 }
 
@@ -220,13 +242,13 @@ void device_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, co
   const char* kind = c_bf16 ? "gemm bf16 x bf16 -> bf16 (tensor cores)" : "gemm bf16 x bf16 (tensor cores)";
   const VendorKernel launch(kernel_timer_installed() ? timed_gemm_name(kind, op_a, op_b, s).c_str() : kind);
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
-  const int lda = static_cast<int>(a.extent(1)), ldb = static_cast<int>(b.extent(1));
+  const int lda = static_cast<int>(a.ld()), ldb = static_cast<int>(b.ld());
   if (c_bf16) {
-    device_backend::gemm_bf16_bf16(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda,
-                                   bits(b.b16.data()), ldb, beta, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
+    device_backend::gemm_bf16_bf16(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16_data()), lda,
+                                   bits(b.b16_data()), ldb, beta, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
   } else {
-    device_backend::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16.data()), lda,
-                                  bits(b.b16.data()), ldb, beta, c_f32, ldc);
+    device_backend::gemm_bf16_f32(op_a == Op::T, op_b == Op::T, m, n, k, alpha, bits(a.b16_data()), lda,
+                                  bits(b.b16_data()), ldb, beta, c_f32, ldc);
   }
 }
 
@@ -237,8 +259,8 @@ void amx_bf16_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const
   const char* kind = c_bf16 ? "gemm bf16 x bf16 -> bf16 (host: AMX tiles)" : "gemm bf16 x bf16 (host: AMX tiles)";
   const VendorKernel launch(kernel_timer_installed() ? timed_gemm_name(kind, op_a, op_b, s).c_str() : kind);
   amx::gemm_bf16(op_a == Op::T, op_b == Op::T, static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k),
-                 alpha, bits(a.b16.data()), static_cast<int>(a.extent(1)), bits(b.b16.data()),
-                 static_cast<int>(b.extent(1)), beta, c_f32, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
+                 alpha, bits(a.b16_data()), static_cast<int>(a.ld()), bits(b.b16_data()), static_cast<int>(b.ld()),
+                 beta, c_f32, reinterpret_cast<std::uint16_t*>(c_bf16), ldc);
 }
 
 // Both operands bf16: the product as one tensor-core GEMM on a device, or on AMX tiles on a CPU that has
@@ -258,26 +280,56 @@ bool on_tensor_cores(Op op_a, Op op_b, float alpha, const GemmOperand& a, const 
 
 }  // namespace
 
+namespace {
+// C [c_rows, c_cols] at c with row stride ldc, in fp32 (c_f32) or bf16 (c_bf16).
+void mixed_product(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta, float* c_f32,
+                   bf16* c_bf16, std::size_t c_rows, std::size_t c_cols, std::int64_t ldc) {
+  const MixedShape s = mixed_shape(op_a, op_b, a, b, c_rows, c_cols);
+  if (s.m == 0 || s.n == 0) return;
+  if (c_f32 != nullptr && !a.is_bf16 && !b.is_bf16) return fp32_product(op_a, op_b, alpha, a, b, beta, c_f32, ldc, s);
+  count_gemm(a.is_bf16, b.is_bf16, s.m, s.n, s.k);
+  if (on_tensor_cores(op_a, op_b, alpha, a, b, beta, c_f32, c_bf16, static_cast<int>(ldc), s)) return;
+  if (c_f32 != nullptr) return widened_tiles_product(op_a, op_b, alpha, a, b, beta, c_f32, ldc, s);
+  widened_tiles_product_bf16(op_a, op_b, alpha, a, b, beta, c_bf16, ldc, s);
+}
+}  // namespace
+
 void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                 Unmanaged2<float> c) {
-  if (!a.is_bf16 && !b.is_bf16) {
-    gemm(op_a, op_b, alpha, a.f32, b.f32, beta, c);
-    return;
-  }
-  const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
-  if (s.m == 0 || s.n == 0) return;
-  count_gemm(a.is_bf16, b.is_bf16, s.m, s.n, s.k);
-  if (on_tensor_cores(op_a, op_b, alpha, a, b, beta, c.data(), nullptr, static_cast<int>(c.extent(1)), s)) return;
-  widened_tiles_product(op_a, op_b, alpha, a, b, beta, c.data(), s);
+  mixed_product(op_a, op_b, alpha, a, b, beta, c.data(), nullptr, c.extent(0), c.extent(1),
+                static_cast<std::int64_t>(c.extent(1)));
+}
+
+void gemm_mixed_to_columns(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                           Strided2<float> c) {
+  check_output_columns(c, "gemm_mixed_to_columns");
+  mixed_product(op_a, op_b, alpha, a, b, beta, c.data(), nullptr, c.extent(0), c.extent(1),
+                static_cast<std::int64_t>(c.stride_0()));
 }
 
 void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b,
                          Unmanaged2<bf16> c, float beta) {
-  const MixedShape s = mixed_shape(op_a, op_b, a, b, c.extent(0), c.extent(1));
-  if (s.m == 0 || s.n == 0) return;
-  count_gemm(a.is_bf16, b.is_bf16, s.m, s.n, s.k);
-  if (on_tensor_cores(op_a, op_b, alpha, a, b, beta, nullptr, c.data(), static_cast<int>(c.extent(1)), s)) return;
-  widened_tiles_product_bf16(op_a, op_b, alpha, a, b, beta, c.data(), s);
+  mixed_product(op_a, op_b, alpha, a, b, beta, nullptr, c.data(), c.extent(0), c.extent(1),
+                static_cast<std::int64_t>(c.extent(1)));
+}
+
+void gemm_mixed_bf16_out_to_columns(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b,
+                                    Strided2<bf16> c, float beta) {
+  check_output_columns(c, "gemm_mixed_bf16_out_to_columns");
+  mixed_product(op_a, op_b, alpha, a, b, beta, nullptr, c.data(), c.extent(0), c.extent(1),
+                static_cast<std::int64_t>(c.stride_0()));
+}
+
+GemmOperand GemmOperand::columns(const GemmOperand& whole, std::int64_t col0, std::int64_t cols) {
+  if (!whole.whole()) throw std::invalid_argument("GemmOperand::columns: the operand is already a column block");
+  if (col0 < 0 || cols < 0 || col0 + cols > whole.ld()) {
+    throw std::invalid_argument("GemmOperand::columns: columns [" + std::to_string(col0) + ", " +
+                                std::to_string(col0 + cols) + ") leave a matrix of " + std::to_string(whole.ld()));
+  }
+  GemmOperand block = whole;
+  block.col0_ = col0;
+  block.cols_ = cols;
+  return block;
 }
 
 void gemm_set_bf16_tile_elements(std::int64_t n) { g_tile_elements = std::max<std::int64_t>(1, n); }

@@ -23,15 +23,33 @@ void gemm(Op op_a, Op op_b, float alpha, Unmanaged2<const float> a, Unmanaged2<c
 void gemm_ld(Op op_a, Op op_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
              float beta, float* c, int ldc);
 
-// A GEMM operand as it is stored: fp32, or bf16 (bf16 compute: half the bytes). Row-major, contiguous.
+// A GEMM operand as it is stored: fp32, or bf16 (bf16 compute: half the bytes). Row-major: a whole
+// matrix, or a block of its columns (columns(): a LoRA term's share of a stacked layer's output gradient,
+// read in place with the matrix's row stride, where a copy would move the block through memory first).
 struct GemmOperand {
   GemmOperand(Unmanaged2<const float> v) : f32(v) {}                  // NOLINT: implicit, like the view
   GemmOperand(Unmanaged2<const bf16> v) : b16(v), is_bf16(true) {}  // NOLINT
-  std::size_t extent(int i) const { return is_bf16 ? b16.extent(i) : f32.extent(i); }
+  // Columns [col0, col0 + cols) of `whole` (itself a whole matrix); throws std::invalid_argument where
+  // they leave it.
+  static GemmOperand columns(const GemmOperand& whole, std::int64_t col0, std::int64_t cols);
 
+  std::size_t extent(int i) const {
+    if (i == 1 && cols_ >= 0) return static_cast<std::size_t>(cols_);
+    return is_bf16 ? b16.extent(i) : f32.extent(i);
+  }
+  // The row stride in elements (the stored matrix's width) and the operand's first element.
+  std::int64_t ld() const { return static_cast<std::int64_t>(is_bf16 ? b16.extent(1) : f32.extent(1)); }
+  const float* f32_data() const { return f32.data() + col0_; }
+  const bf16* b16_data() const { return b16.data() + col0_; }
+  bool whole() const { return cols_ < 0; }
+
+  // The stored matrix: all of it, also for a column block (read a block through extent, ld and *_data).
   Unmanaged2<const float> f32;
   Unmanaged2<const bf16> b16;
   bool is_bf16 = false;
+
+ private:
+  std::int64_t col0_ = 0, cols_ = -1;  // cols_ -1: the whole matrix
 };
 
 // The same product with operands of either storage; C is fp32 and every product accumulates in fp32.
@@ -42,6 +60,10 @@ struct GemmOperand {
 // tile of C is one sgemm over all of K. Widening is exact, so the products are those of the bf16 values.
 void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
                 Unmanaged2<float> c);
+// C a block of a wider matrix's columns (kernels/types.hpp columns_of), written in place: a LoRA term's
+// share of a stacked layer's output. Its rows must be contiguous (stride_1 1).
+void gemm_mixed_to_columns(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, float beta,
+                           Strided2<float> c);
 // The same product written in bf16: each element alpha times the fp32 accumulator, plus beta times C's
 // value where beta is not 0 (C read; a residual branch added into a bf16 stream), in fp32, rounded once to
 // nearest even, as rounding an fp32 C would. Both bf16 on the GPU: cuBLAS's bf16 output
@@ -49,6 +71,8 @@ void gemm_mixed(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmO
 // scratch, then rounded.
 void gemm_mixed_bf16_out(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b,
                          Unmanaged2<bf16> c, float beta = 0.f);
+void gemm_mixed_bf16_out_to_columns(Op op_a, Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b,
+                                    Strided2<bf16> c, float beta = 0.f);  // C a column block, as above
 // The widening scratch: elements per operand tile (default 1M, 4 MB of fp32; at least one row or column
 // of K is always taken). Held from the first mixed GEMM until Kokkos::finalize.
 void gemm_set_bf16_tile_elements(std::int64_t n);

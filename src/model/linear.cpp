@@ -4,7 +4,6 @@
 #include <string>
 
 #include "kernels/bias.hpp"
-#include "kernels/column_block.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/fp16.hpp"
 #include "kernels/kernel_scratch.hpp"
@@ -147,28 +146,28 @@ GemmOperand Linear::lora_u(int i, const GemmOperand& xi) const {
 }
 
 namespace {
-// y += alpha a op_b(b): an fp32 y, or a bf16 one (the sum in fp32, rounded once)
+// y += alpha a op_b(b): an fp32 y, or a bf16 one (the sum in fp32, rounded once); y may be a block of a
+// wider matrix's columns (a term of a stacked layer), written in place
 void gemm_add(Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, Unmanaged2<float> y) {
   gemm_mixed(Op::N, op_b, alpha, a, b, 1.f, y);
 }
 void gemm_add(Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, Unmanaged2<bf16> y) {
   gemm_mixed_bf16_out(Op::N, op_b, alpha, a, b, y, 1.f);
 }
+void gemm_add(Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, Strided2<float> y) {
+  gemm_mixed_to_columns(Op::N, op_b, alpha, a, b, 1.f, y);
+}
+void gemm_add(Op op_b, float alpha, const GemmOperand& a, const GemmOperand& b, Strided2<bf16> y) {
+  gemm_mixed_bf16_out_to_columns(Op::N, op_b, alpha, a, b, y, 1.f);
+}
 
-// y[:, each term's columns] += s u B^T, u_of(i) giving term i's u
+// y[:, each term's columns] += s u B^T, u_of(i) giving term i's u: one GEMM per term, beta 1, writing the
+// term's columns of y in place
 template <class T, class UOf>
-void add_lora_outputs(const LoraTerm* terms, int n, std::int64_t out_features, const UOf& u_of, Unmanaged2<T> y) {
+void add_lora_outputs(const LoraTerm* terms, int n, const UOf& u_of, Unmanaged2<T> y) {
   for (int i = 0; i < n; ++i) {
     const LoraTerm& t = terms[i];
-    const std::int64_t out = static_cast<std::int64_t>(t.b.extent(0));
-    const GemmOperand u = u_of(i);
-    if (out == out_features) {
-      gemm_add(Op::T, t.scale, u, t.b, y);
-    } else {
-      const auto v = kernel_scratch<float>("lora_v", y.extent(0), out);
-      gemm_mixed(Op::N, Op::T, t.scale, u, t.b, 0.f, v);
-      add_column_block(v, y, t.col0);
-    }
+    gemm_add(Op::T, t.scale, u_of(i), t.b, columns_of(y, t.col0, static_cast<std::int64_t>(t.b.extent(0))));
   }
 }
 
@@ -189,30 +188,21 @@ void add_lora_input_grads(const LoraTerm* terms, int n, const DuOf& du_of, Unman
 }  // namespace
 
 void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
-  add_lora_outputs(lora_, num_lora_, out_features(), [&](int i) { return lora_u(i, lora_input(i, x)); }, y);
+  add_lora_outputs(lora_, num_lora_, [&](int i) { return lora_u(i, lora_input(i, x)); }, y);
 }
 
 void Linear::lora_forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
-  add_lora_outputs(lora_, num_lora_, out_features(), [&](int i) { return lora_u(i, lora_input(i, x)); }, y);
+  add_lora_outputs(lora_, num_lora_, [&](int i) { return lora_u(i, lora_input(i, x)); }, y);
 }
 
 LoraTermGrad Linear::lora_term_grad(int i, const LinearGrad& g, const char* scratch) const {
   const std::int64_t rows = static_cast<std::int64_t>(g.gemm.extent(0));
   const std::int64_t out = static_cast<std::int64_t>(lora_[i].b.extent(0));
   const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
-  const std::string term = std::to_string(i), dy_name = scratch + ("_lora_dy" + term),
-                    du_name = scratch + ("_lora_du" + term);
+  const std::string du_name = scratch + ("_lora_du" + std::to_string(i));
   LoraTermGrad t;
-  t.dy = g.gemm;
-  if (out != out_features() && g.gemm.is_bf16) {
-    const auto part = kernel_scratch<bf16>(dy_name.c_str(), rows, out);
-    copy_column_block(g.gemm.b16, lora_[i].col0, part);
-    t.dy = Unmanaged2<const bf16>(part);
-  } else if (out != out_features()) {
-    const auto part = kernel_scratch<float>(dy_name.c_str(), rows, out);
-    copy_column_block(g.gemm.f32, lora_[i].col0, part);
-    t.dy = Unmanaged2<const float>(part);
-  }
+  // A term on some of the layer's columns reads them in place (the GEMMs take dy's row stride).
+  t.dy = out == out_features() ? g.gemm : GemmOperand::columns(g.gemm, lora_[i].col0, out);
   if (dtype_ == ComputeDtype::bf16) {
     const auto du = kernel_scratch<bf16>(du_name.c_str(), rows, r);
     gemm_mixed_bf16_out(Op::N, Op::N, lora_[i].scale, t.dy, lora_[i].b, du);
