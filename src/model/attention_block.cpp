@@ -121,7 +121,7 @@ QkvColumns columns(Unmanaged2<bf16> qkv, std::int64_t qd, std::int64_t kvd) {
 void project_qkv_packed(const AttentionWeights& w, const AttentionTokens& t, AttentionActivations& a,
                         const GemmOperand& h, std::int64_t N, std::int64_t qd, std::int64_t kvd) {
   const auto qkv = a.qkv.bf16_output(N, qd + 2 * kvd);
-  w.qkv.forward_bf16(h, qkv);
+  w.qkv.forward_bf16(h, qkv, &a.qkv_lora);
   const QkvColumns c = columns(qkv, qd, kvd);
   rope_rotate_qk(c.q, c.k, t.positions, *t.rope, false);
 }
@@ -292,18 +292,20 @@ QkvGrads attention_grads(const AttentionWeights& w, const AttentionGrads& g, con
 }
 
 // The stacked projection's backward: dW_qkv += dqkv^T h into the parts' gradients (one GEMM where they lie
-// back to back, else into scratch and added to each), then dh = dqkv [Wq; Wk; Wv] (returned).
+// back to back, else into scratch and added to each), then dh = dqkv [Wq; Wk; Wv] (returned). kept_u: the
+// LoRA u the packed path's forward kept (the staged path's forward projects q, k and v apart: recomputed).
 GemmOperand stacked_qkv_backward(const AttentionWeights& w, const AttentionGrads& g, const GemmOperand& h,
-                                 const LinearGrad& dqkv_in, NormOutputGrad& dh, AttentionGradBuffers& b) {
+                                 const LinearGrad& dqkv_in, LoraKept& kept_u, NormOutputGrad& dh,
+                                 AttentionGradBuffers& b) {
   const LinearGrad dqkv = w.qkv.with_lora_operands(dqkv_in, "attn_dqkv");  // LoRA's du, once for both halves
   LinearGrads stacked;
   if (stack_linear_grads({&g.q, &g.k, &g.v}, stacked)) {
-    w.qkv.backward_weight(h, dqkv, stacked);
+    w.qkv.backward_weight(h, dqkv, stacked, 1.f, &kept_u);
   } else {  // the weights' gradients into scratch (beta 0), then to each part; LoRA's as stacked says
     const std::int64_t in = w.qkv.in_features();
     const auto dw = b.qkv_dw.mat(w.qkv.out_features(), in);
     stacked.weight = dw;
-    w.qkv.backward_weight(h, dqkv, stacked, 0.f);
+    w.qkv.backward_weight(h, dqkv, stacked, 0.f, &kept_u);
     std::int64_t row = 0;
     const std::pair<const LinearGrads*, std::int64_t> parts[] = {
         {&g.q, w.q.out_features()}, {&g.k, w.k.out_features()}, {&g.v, w.v.out_features()}};
@@ -364,7 +366,7 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
     project_qkv_packed(w, t, a, h, N, qd, kvd);
     copy_stream(x, out);
     attend_packed(t, a, qd, kvd);
-    w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out);
+    w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out, &a.o_lora);
     return;
   }
   const Qkv qkv = project_qkv(w, t, a, h, N, qd, kvd, how, scratch.kept);
@@ -375,12 +377,12 @@ void attention_block_forward(const AttentionWeights& w, const AttentionTokens& t
   copy_stream(x, out);
   if (t.fused && cache == nullptr) {
     attend_fused(t, qkv, a, how, qd, kvd);
-    w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out);
+    w.o.forward_add(Unmanaged2<const bf16>(a.o.bf16_output(N, qd)), out, &a.o_lora);
     return;
   }
   const auto o_staged = a.o.staging(N, qd, dt, scratch.gemm_input);  // h is kept: the staging is free again
   attend(t, qkv.q, qkv.k, qkv.v, a, o_staged, cache);
-  w.o.forward_add(a.o.keep(o_staged, dt), out);
+  w.o.forward_add(a.o.keep(o_staged, dt), out, &a.o_lora);
 }
 
 void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g, const AttentionTokens& t,
@@ -391,7 +393,7 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   const ComputeDtype dt = w.q.dtype();
   const Kept how = kept_as(dt, a.every_layer);
   const LinearGrad dout = w.o.grad_operand(dx, dx_rounded, "attn_o_dy_bf16");
-  w.o.backward_weight(a.o.kept(N, qd, dt), dout, g.o);
+  w.o.backward_weight(a.o.kept(N, qd, dt), dout, g.o, 1.f, &a.o_lora);
   QkvGrads dqkv;
   if (packed_qkv(w, how, t)) {
     dqkv.qkv = attention_grads_packed(w, t, a, dout, b);
@@ -401,7 +403,7 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   }
   const GemmOperand h = a.h.kept(N, d, dt);
   if (dqkv.stacked) {
-    rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), stacked_qkv_backward(w, g, h, dqkv.qkv, dh, b), dx, g.norm,
+    rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), stacked_qkv_backward(w, g, h, dqkv.qkv, a.qkv_lora, dh, b), dx, g.norm,
                           dx_rounded);
     return;
   }

@@ -81,6 +81,7 @@ struct AttentionActivations {
   bool every_layer = false;  // one of every layer's, kept together until backward (model/linear.hpp Kept)
   LinearInput h{"attn_h"}, o{"o"};
   KeptActivation q{"q"}, k{"k"}, v{"v"}, q_proj{"q_proj"}, k_proj{"k_proj"}, qkv{"qkv"};
+  LoraKept qkv_lora{"qkv_lora_u"}, o_lora{"o_lora_u"};  // the stacked q/k/v's and o's LoRA u (packed path: qkv)
   GrowingBuffer rstd{"attn_rstd"}, q_rstd{"q_rstd"}, k_rstd{"k_rstd"}, probs{"probs"}, lse{"lse"};
 };
 

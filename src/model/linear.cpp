@@ -131,18 +131,29 @@ GemmOperand Linear::lora_input(int i, const GemmOperand& x) const {
   return Unmanaged2<const float>(xd);
 }
 
-GemmOperand Linear::lora_u(int i, const GemmOperand& xi) const {
+GemmOperand Linear::lora_u(int i, const GemmOperand& x, const GemmOperand& xi, LoraKept* keep_u) const {
   const std::int64_t N = static_cast<std::int64_t>(xi.extent(0));
   const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
+  if (keep_u != nullptr) keep_u->input_[i] = x.is_bf16 ? static_cast<const void*>(x.b16_data()) : x.f32_data();
   if (dtype_ == ComputeDtype::bf16) {
-    const auto u = kernel_scratch<bf16>("lora_u_bf16", N, r);
+    const auto u = keep_u != nullptr ? keep_u->b16_[i].mat(N, r) : kernel_scratch<bf16>("lora_u_bf16", N, r);
     gemm_mixed_bf16_out(Op::N, Op::T, 1.f, xi, lora_[i].a, u);
     return Unmanaged2<const bf16>(u);
   }
-  const auto u = kernel_scratch<float>("lora_u", N, r);
+  const auto u = keep_u != nullptr ? keep_u->f32_[i].mat(N, r) : kernel_scratch<float>("lora_u", N, r);
   gemm_mixed(Op::N, Op::T, 1.f, xi, lora_[i].a, 0.f, u);
   round_activation(u, dtype_);  // lora_B reads lora_A's output as autocast hands it on
   return Unmanaged2<const float>(u);
+}
+
+GemmOperand Linear::lora_u_for_backward(int i, const GemmOperand& x, const GemmOperand& xi, LoraKept* kept_u) const {
+  const void* input = x.is_bf16 ? static_cast<const void*>(x.b16_data()) : x.f32_data();
+  if (kept_u == nullptr || kept_u->input_[i] != input) return lora_u(i, x, xi);
+  kept_u->input_[i] = nullptr;  // read once: a later backward without its own forward recomputes
+  const std::int64_t N = static_cast<std::int64_t>(xi.extent(0));
+  const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
+  if (dtype_ == ComputeDtype::bf16) return Unmanaged2<const bf16>(kept_u->b16_[i].mat(N, r));
+  return Unmanaged2<const float>(kept_u->f32_[i].mat(N, r));
 }
 
 namespace {
@@ -187,12 +198,9 @@ void add_lora_input_grads(const LoraTerm* terms, int n, const DuOf& du_of, Unman
 }
 }  // namespace
 
-void Linear::lora_forward(const GemmOperand& x, Unmanaged2<float> y) const {
-  add_lora_outputs(lora_, num_lora_, [&](int i) { return lora_u(i, lora_input(i, x)); }, y);
-}
-
-void Linear::lora_forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
-  add_lora_outputs(lora_, num_lora_, [&](int i) { return lora_u(i, lora_input(i, x)); }, y);
+template <class T>
+void Linear::lora_forward(const GemmOperand& x, Unmanaged2<T> y, LoraKept* keep_u) const {
+  add_lora_outputs(lora_, num_lora_, [&](int i) { return lora_u(i, x, lora_input(i, x), keep_u); }, y);
 }
 
 LoraTermGrad Linear::lora_term_grad(int i, const LinearGrad& g, const char* scratch) const {
@@ -231,30 +239,30 @@ void Linear::forward(Unmanaged2<float> x, Unmanaged2<float> y) const {
   forward(GemmOperand(Unmanaged2<const float>(x)), y);
 }
 
-void Linear::forward(const GemmOperand& x, Unmanaged2<float> y) const {
+void Linear::forward(const GemmOperand& x, Unmanaged2<float> y, LoraKept* keep_u) const {
   gemm_mixed(Op::N, Op::T, 1.f, x, weight_, 0.f, y);
   if (has_bias()) bias_forward(y, bias_);
   if (num_lora_ > 0 && dtype_ == ComputeDtype::bf16) round_activation(y, dtype_);  // as forward_bf16 rounds it
-  lora_forward(x, y);
+  lora_forward(x, y, keep_u);
 }
 
-void Linear::forward_add(const GemmOperand& x, Unmanaged2<float> y) const {
+void Linear::forward_add(const GemmOperand& x, Unmanaged2<float> y, LoraKept* keep_u) const {
   gemm_mixed(Op::N, Op::T, 1.f, x, weight_, 1.f, y);
   if (has_bias()) bias_forward(y, bias_);
   if (num_lora_ > 0 && dtype_ == ComputeDtype::bf16) round_activation(y, dtype_);  // as a bf16 stream rounds it
-  lora_forward(x, y);
+  lora_forward(x, y, keep_u);
 }
 
-void Linear::forward_add(const GemmOperand& x, const Residual& y) const {
-  if (!y.is_bf16) return forward_add(x, y.f32);
+void Linear::forward_add(const GemmOperand& x, const Residual& y, LoraKept* keep_u) const {
+  if (!y.is_bf16) return forward_add(x, y.f32, keep_u);
   if (!has_bias()) {
     gemm_mixed_bf16_out(Op::N, Op::T, 1.f, x, weight_, y.b16, 1.f);
-    lora_forward_bf16(x, y.b16);
+    lora_forward(x, y.b16, keep_u);
     return;
   }
   const auto wide = kernel_scratch<float>("residual_stream_f32", y.rows(), y.cols());
   to_f32(flat(Unmanaged2<const bf16>(y.b16)), flat(wide));
-  forward_add(x, wide);
+  forward_add(x, wide, keep_u);
   to_bf16(flat(Unmanaged2<const float>(wide)), flat(y.b16));
 }
 
@@ -274,14 +282,14 @@ LinearGrad Linear::grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf1
   return with_lora_operands({dy, rounded}, scratch_name);
 }
 
-void Linear::forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const {
+void Linear::forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y, LoraKept* keep_u) const {
   if (has_bias()) throw std::logic_error("Linear::forward_bf16: a layer with a bias writes fp32");
   gemm_mixed_bf16_out(Op::N, Op::T, 1.f, x, weight_, y);
-  lora_forward_bf16(x, y);
+  lora_forward(x, y, keep_u);
 }
 
-void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const LinearGrads& grads,
-                             float dw_beta) const {
+void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const LinearGrads& grads, float dw_beta,
+                             LoraKept* kept_u) const {
   const Unmanaged2<const float> dy = g.f32;
   const float beta = grads.overwrite_weight ? 0.f : dw_beta;  // beta 0: the stale values are not read
   if (grads.weight.extent(0) > 0) gemm_mixed(Op::T, Op::N, 1.f, g.gemm, x, beta, grads.weight);
@@ -290,9 +298,15 @@ void Linear::backward_weight(const GemmOperand& x, const LinearGrad& g, const Li
     const LoraTermGrad d = lora_term_grad(i, g);
     const GemmOperand xi = lora_input(i, x);
     const LoraGrads& gi = grads.lora[i];
-    gemm_mixed(Op::T, Op::N, lora_[i].scale, d.dy, lora_u(i, xi), gi.overwrite_b ? 0.f : 1.f, gi.b);
+    gemm_mixed(Op::T, Op::N, lora_[i].scale, d.dy, lora_u_for_backward(i, x, xi, kept_u), gi.overwrite_b ? 0.f : 1.f,
+               gi.b);
     gemm_mixed(Op::T, Op::N, 1.f, d.du, xi, gi.overwrite_a ? 0.f : 1.f, gi.a);
   }
+}
+
+template <class T>
+void Linear::lora_backward_input(const LinearGrad& g, Unmanaged2<T> dx) const {
+  add_lora_input_grads(lora_, num_lora_, [&](int i) { return lora_term_grad(i, g).du; }, dx);
 }
 
 void Linear::backward_input(const LinearGrad& g, Unmanaged2<float> dx, float dx_beta) const {
@@ -305,14 +319,6 @@ void Linear::backward_input_bf16(const LinearGrad& g, Unmanaged2<bf16> dx) const
   if (has_bias()) throw std::logic_error("Linear::backward_input_bf16: a layer with a bias writes fp32");
   gemm_mixed_bf16_out(Op::N, Op::N, 1.f, g.gemm, weight_, dx);
   lora_backward_input(g, dx);
-}
-
-void Linear::lora_backward_input(const LinearGrad& g, Unmanaged2<float> dx) const {
-  add_lora_input_grads(lora_, num_lora_, [&](int i) { return lora_term_grad(i, g).du; }, dx);
-}
-
-void Linear::lora_backward_input(const LinearGrad& g, Unmanaged2<bf16> dx) const {
-  add_lora_input_grads(lora_, num_lora_, [&](int i) { return lora_term_grad(i, g).du; }, dx);
 }
 
 void Linear::backward(const GemmOperand& x, Unmanaged2<const float> dy, Unmanaged2<float> dx, float dx_beta,

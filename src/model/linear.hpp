@@ -51,7 +51,7 @@ struct Residual {
 // LoRA's term (PEFT's lora_A / lora_B) on the output columns [col0, col0 + out) of a linear layer:
 //   y[:, cols] += s * (x A^T) B^T,  A [r, in], B [out, r], s = lora_alpha / r (or / sqrt(r), rsLoRA)
 // Backward adds dB += s dy^T u and dA += du^T x, and dx += du A, where du = s dy B and u = x A^T is
-// recomputed (r columns: cheaper than keeping it). A fused layer ([gate | up]) has one term per half.
+// forward's, kept (LoraKept: r columns), or recomputed. A fused layer ([gate | up]) has one term per half.
 // With dropout (training only), the term reads d(x) = x * mask / (1 - p) instead of x (PEFT's
 // lora_B(lora_A(dropout(x)))): u = d(x) A^T, dA += du^T d(x), and LoRA's share of dx is (du A) * mask /
 // (1 - p). The mask is a function of its coordinates (kernels/dropout_mask.hpp), so backward redraws it.
@@ -74,6 +74,24 @@ struct LoraGrads {
   bool overwrite_a = false, overwrite_b = false;
 };
 constexpr int kMaxLoraTerms = 3;
+
+// Each LoRA term's u = x_i A^T as a layer's forward made it, kept for that forward's backward (dB = s dy^T u),
+// which would otherwise multiply x (through dropout's mask) by A again: one GEMM fewer per term, for N x r
+// values each (about 1 MB per layer of the 1B shape at r 16, all terms). A u is read at most once, and
+// only for the input forward read, so a backward that follows another layer's forward (checkpointing's
+// rebuild of a block whose forward stops early) recomputes it instead. bf16 in bf16 compute, else fp32.
+class LoraKept {
+ public:
+  explicit LoraKept(const char* name)
+      : b16_{GrowingBufferBf16(name), GrowingBufferBf16(name), GrowingBufferBf16(name)},
+        f32_{GrowingBuffer(name), GrowingBuffer(name), GrowingBuffer(name)} {}
+
+ private:
+  friend class Linear;
+  GrowingBufferBf16 b16_[kMaxLoraTerms];
+  GrowingBuffer f32_[kMaxLoraTerms];
+  const void* input_[kMaxLoraTerms] = {};  // the x whose u the buffer holds; null: none (or read already)
+};
 
 // An activation gradient as a layer's backward GEMMs read it. bf16 compute: rounded to bf16 once, where
 // autocast's activation gradients are bf16 tensors, so dgrad and wgrad are bf16 x bf16 GEMMs on tensor
@@ -124,16 +142,17 @@ class Linear {
 
   // y = x W^T + b on an fp32 input, first rounded in place in bf16 compute (x as the GEMM sees it)
   void forward(Unmanaged2<float> x, Unmanaged2<float> y) const;
-  // y = x W^T + b on an input as LinearInput::keep made it (already in compute precision)
-  void forward(const GemmOperand& x, Unmanaged2<float> y) const;
+  // y = x W^T + b on an input as LinearInput::keep made it (already in compute precision). keep_u: where
+  // the LoRA terms' u are kept for backward_weight (else scratch), in each forward below too.
+  void forward(const GemmOperand& x, Unmanaged2<float> y, LoraKept* keep_u = nullptr) const;
   // y += x W^T + b: a residual branch added into the stream. A bf16 stream: the sum in fp32, rounded once
   // (one GEMM with beta 1 for a layer without bias, then its LoRA terms as above; a bias adds in fp32
   // scratch first).
-  void forward_add(const GemmOperand& x, Unmanaged2<float> y) const;
-  void forward_add(const GemmOperand& x, const Residual& y) const;
+  void forward_add(const GemmOperand& x, Unmanaged2<float> y, LoraKept* keep_u = nullptr) const;
+  void forward_add(const GemmOperand& x, const Residual& y, LoraKept* keep_u = nullptr) const;
   // y = x W^T written in bf16 (each element the fp32 accumulator rounded once: what forward() and a
   // rounding keep() give), LoRA terms added as above, for a layer without bias; throws otherwise.
-  void forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const;
+  void forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y, LoraKept* keep_u = nullptr) const;
   bool has_bias() const { return bias_.extent(0) > 0; }
 
   // dW += dy^T x and db += sum_n dy, then dx = dy W + dx_beta dx. Weights first, so dx may be x's
@@ -149,9 +168,10 @@ class Linear {
   LinearGrad grad_operand(Unmanaged2<const float> dy, Unmanaged2<const bf16> rounded,
                           const char* scratch_name) const;
   // The two halves of backward: dW = dw_beta dW + dy^T x (dW = dy^T x where grads.overwrite_weight; and
-  // db += sum_n dy); dx = dy W + dx_beta dx.
+  // db += sum_n dy); dx = dy W + dx_beta dx. kept_u: the LoraKept forward kept u in, read (once) where it
+  // holds u for this x.
   void backward_weight(const GemmOperand& x, const LinearGrad& dy, const LinearGrads& grads,
-                       float dw_beta = 1.f) const;
+                       float dw_beta = 1.f, LoraKept* kept_u = nullptr) const;
   void backward_input(const LinearGrad& dy, Unmanaged2<float> dx, float dx_beta) const;
   // dx = dy W written in bf16 (each element the fp32 accumulator rounded once; LoRA terms added as
   // above), for a layer without bias whose input gradient is read as bf16 next; throws otherwise.
@@ -179,26 +199,29 @@ class Linear {
   std::int64_t in_features() const { return static_cast<std::int64_t>(weight_.extent(1)); }
 
  private:
-  void lora_forward(const GemmOperand& x, Unmanaged2<float> y) const;
+  // y += LoRA's terms (y's values the base product, rounded in bf16 compute): fp32 or bf16 y
+  template <class T>
+  void lora_forward(const GemmOperand& x, Unmanaged2<T> y, LoraKept* keep_u) const;
   // The input term i reads: x, or with dropout d(x) in scratch, rounded to the compute dtype
   GemmOperand lora_input(int i, const GemmOperand& x) const;
   // Term i's operands of g: dy's columns as the GEMMs read them (g.gemm: bf16 in bf16 compute, the
-  // gradient at lora_B's output as autocast hands it on), dy itself when the term covers every column,
-  // else a copy in scratch `scratch + "_lora_dy"`; and du = s dy_i B in scratch `scratch + "_lora_du"` (both
-  // with the term's index): in bf16 compute written in bf16 (autocast's gradient at lora_A's output, so
-  // dA = du^T x and du A are bf16 x bf16 products, x not widened), else fp32.
+  // gradient at lora_B's output as autocast hands it on), in place (GemmOperand::columns where the term
+  // covers some of the columns); and du = s dy_i B in scratch `scratch + "_lora_du"` with the term's index:
+  // in bf16 compute written in bf16 (autocast's gradient at lora_A's output, so dA = du^T x and du A are
+  // bf16 x bf16 products, x not widened), else fp32.
   LoraTermGrad lora_term_grad(int i, const LinearGrad& g, const char* scratch) const;
   // g's own (made by grad_operand) or made now
   LoraTermGrad lora_term_grad(int i, const LinearGrad& g) const;
-  // u = x_i A^T (x_i: lora_input's), as lora_B reads it, in scratch: in bf16 compute written in bf16 (each
-  // element the fp32 accumulator rounded once, the values rounding it in place gave, and lora_B's product
-  // then bf16 x bf16); else fp32, rounded to the compute dtype in place.
-  GemmOperand lora_u(int i, const GemmOperand& xi) const;
-  // y += LoRA's terms on a bf16 output (y's values the base product rounded)
-  void lora_forward_bf16(const GemmOperand& x, Unmanaged2<bf16> y) const;
+  // u = x_i A^T (x_i: lora_input's of x), as lora_B reads it, in keep_u's buffer (noted as x's) or in
+  // scratch: in bf16 compute written in bf16 (each element the fp32 accumulator rounded once, the values
+  // rounding it in place gave, and lora_B's product then bf16 x bf16); else fp32, rounded to the compute
+  // dtype in place.
+  GemmOperand lora_u(int i, const GemmOperand& x, const GemmOperand& xi, LoraKept* keep_u = nullptr) const;
+  // u as backward reads it: kept_u's, once, where it holds x's; else lora_u's recomputation
+  GemmOperand lora_u_for_backward(int i, const GemmOperand& x, const GemmOperand& xi, LoraKept* kept_u) const;
   // dx += LoRA's share of the input gradient (through each term's dropout mask), on fp32 or bf16 dx
-  void lora_backward_input(const LinearGrad& g, Unmanaged2<float> dx) const;
-  void lora_backward_input(const LinearGrad& g, Unmanaged2<bf16> dx) const;
+  template <class T>
+  void lora_backward_input(const LinearGrad& g, Unmanaged2<T> dx) const;
 
   GemmOperand weight_{Unmanaged2<const float>()};
   Unmanaged1<const float> bias_;

@@ -59,12 +59,12 @@ LinearGrad down_and_swiglu_backward(const MlpWeights& w, const MlpGrads& g, MlpA
     const Unmanaged2<bf16> s = down_input_grad_bf16(w.down, dy, N, I);  // ds, until SwiGLU's backward
     const auto gu = a.gu.bf16_output(N, 2 * I);
     swiglu_backward_packed_bf16(gu, s, s);  // gu now holds [dg | du], s forward's s again
-    w.down.backward_weight(Unmanaged2<const bf16>(s), dy, g.down);
+    w.down.backward_weight(Unmanaged2<const bf16>(s), dy, g.down, 1.f, &a.down_lora);
     return w.gate_up.with_lora_operands({Unmanaged2<const float>(), Unmanaged2<const bf16>(gu)}, "mlp_dgu_bf16");
   }
   // fp32: s's own buffer, read by dWd before dx is written
   const auto ds = a.s.reusable(N, I, dt, scratch.gemm_input);
-  w.down.backward_weight(a.s.kept(N, I, dt), dy, g.down);
+  w.down.backward_weight(a.s.kept(N, I, dt), dy, g.down, 1.f, &a.down_lora);
   w.down.backward_input(dy, ds, 0.f);
   round_activation(ds, dt);  // bf16: as the path above rounds it
   const auto gu = a.gu.values(N, 2 * I, kept_as(dt, a.every_layer), scratch.kept);
@@ -115,14 +115,14 @@ void mlp_block_forward(const MlpWeights& w, const Residual& x, MlpActivations& a
   GemmOperand s = Unmanaged2<const float>();  // the down projection's input (kept, or recomputed by backward)
   if (bf16_activations(w, a)) {
     const auto gu = a.gu.bf16_output(N, 2 * I);
-    w.gate_up.forward_bf16(h, gu);
+    w.gate_up.forward_bf16(h, gu, &a.gate_up_lora);
     if (out.empty()) return;  // a rebuild for backward, which recomputes s from the kept gu itself
     const auto s16 = s_scratch(N, I);
     swiglu_forward_packed_bf16(gu, s16);
     s = Unmanaged2<const bf16>(s16);
   } else {
     const auto gu = a.gu.staging(N, 2 * I, how, scratch.kept);
-    w.gate_up.forward(h, gu);
+    w.gate_up.forward(h, gu, &a.gate_up_lora);
     a.gu.keep(gu, how);
     const auto s_staged = a.s.staging(N, I, dt, scratch.gemm_input);  // h is kept: the staging is free again
     swiglu_forward_packed(gu, s_staged);
@@ -130,7 +130,7 @@ void mlp_block_forward(const MlpWeights& w, const Residual& x, MlpActivations& a
   }
   if (out.empty()) return;
   copy_stream(x, out);
-  w.down.forward_add(s, out);
+  w.down.forward_add(s, out, &a.down_lora);
 }
 
 void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperand& x, MlpActivations& a,
@@ -145,15 +145,15 @@ void mlp_block_backward(const MlpWeights& w, const MlpGrads& g, const GemmOperan
   LinearGrads gate_up_grads{{}, {}, {g.gate_up_lora[0], g.gate_up_lora[1]}};
   const Unmanaged1<float> gate = g.gate.values, up = g.up.values;
   if (gate.extent(0) == 0) {  // frozen (LoRA): only the LoRA terms' gradients
-    w.gate_up.backward_weight(h, dgu, gate_up_grads);
+    w.gate_up.backward_weight(h, dgu, gate_up_grads, 1.f, &a.gate_up_lora);
   } else if (up.data() == gate.data() + I * d && g.gate.overwrite == g.up.overwrite) {
     gate_up_grads.weight = Unmanaged2<float>(gate.data(), 2 * I, d);
     gate_up_grads.overwrite_weight = g.gate.overwrite;
-    w.gate_up.backward_weight(h, dgu, gate_up_grads);
+    w.gate_up.backward_weight(h, dgu, gate_up_grads, 1.f, &a.gate_up_lora);
   } else {
     auto dw = b.gate_up_dw.mat(2 * I, d);
     gate_up_grads.weight = dw;
-    w.gate_up.backward_weight(h, dgu, gate_up_grads, 0.f);
+    w.gate_up.backward_weight(h, dgu, gate_up_grads, 0.f, &a.gate_up_lora);
     const std::pair<const GradWrite*, std::int64_t> halves[] = {{&g.gate, 0}, {&g.up, I * d}};
     for (const auto& [half, at] : halves) {
       const Unmanaged1<const float> part(dw.data() + at, I * d);

@@ -31,6 +31,7 @@ struct MlpActivations {
   bool every_layer = false;  // one of every layer's, kept together until backward (model/linear.hpp Kept)
   LinearInput h{"mlp_h"}, s{"s"};
   KeptActivation gu{"gu"};
+  LoraKept gate_up_lora{"gate_up_lora_u"}, down_lora{"down_lora_u"};  // their LoRA terms' u
   GrowingBuffer rstd{"mlp_rstd"};
 };
 

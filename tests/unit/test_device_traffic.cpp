@@ -121,6 +121,7 @@ struct KernelVariant {
   const char* name;
   int stage;
   bool bf16, checkpointing;
+  bool lora = false;  // LoRA on every linear layer, trl's dropout 0.05, the base frozen
 };
 
 class StepKernelCounts : public testing::TestWithParam<KernelVariant> {};
@@ -132,6 +133,10 @@ TEST_P(StepKernelCounts, BfloatGemmsStayOnTensorCores) {
   cfg.zero_stage = v.stage;
   cfg.bf16 = v.bf16;
   cfg.gradient_checkpointing = v.checkpointing;
+  if (v.lora) {
+    cfg.use_peft = true;
+    cfg.lora_target_modules = "all-linear";
+  }
   Trainer tr(cfg, 10, self());
   const auto batches = micro_batches();
   tr.step(batches);
@@ -152,7 +157,13 @@ TEST_P(StepKernelCounts, BfloatGemmsStayOnTensorCores) {
   const double per_layer = launches_per_layer(k, cfg.model.num_hidden_layers);
   EXPECT_GT(per_layer, 0);
   EXPECT_GT(k.launches, k.layer_launches) << "the embedding, LM head and optimizer launch outside the layers";
-  if (v.bf16 && !v.checkpointing && v.stage == 0) {
+  if (v.lora) {
+    // A LoRA layer of that step: the base's forward and dgrad GEMMs and kernels as above (no base wgrad),
+    // and per term (7) its own small GEMMs (u = x A^T, kept for backward; s u B^T added into the base
+    // output's columns in place; du = s dy B, dB, dA, du A) and dropout's masks (forward, backward's
+    // recomputed input, the input gradient). Fewer is progress; more is a regression.
+    EXPECT_LE(per_layer, 81.0);
+  } else if (v.bf16 && !v.checkpointing && v.stage == 0) {
     // What one bf16 layer launches today, as a GPU build would: 12 GEMMs (forward [q; k; v], o,
     // [gate; up], down; each one's dgrad and wgrad), attention forward and backward, two RMSNorms forward
     // (each keeping the residual stream it reads, reading its bf16 weight) and backward (each summing its
@@ -169,7 +180,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, StepKernelCounts,
                          testing::Values(KernelVariant{"bf16_stage0", 0, true, false},
                                          KernelVariant{"bf16_stage3", 3, true, false},
                                          KernelVariant{"bf16_stage2_checkpointing", 2, true, true},
-                                         KernelVariant{"fp32_stage0", 0, false, false}),
+                                         KernelVariant{"fp32_stage0", 0, false, false},
+                                         KernelVariant{"bf16_lora_stage0", 0, true, false, true}),
                          [](const testing::TestParamInfo<KernelVariant>& i) { return std::string(i.param.name); });
 
 // qwZ counts non-finite weights on the device as it quantizes them; the step's read-back reports them.

@@ -183,5 +183,84 @@ TEST(LoraBf16Gemms, GradientsMarkedOverwriteReplaceStaleValues) {
   EXPECT_EQ(to_host(db_written), to_host(db_added));
 }
 
+// u = x A^T kept by forward (LoraKept) for backward's dB = s dy^T u: the same gradients bit for bit as
+// backward multiplying x by A again, one GEMM fewer per term, for a term under dropout and one without
+// (bf16 and fp32 compute). A kept u is read once and only for the x forward read: a second backward, or
+// one on another input, recomputes it.
+TEST(LoraBf16Gemms, KeptUGivesTheRecomputedGradientsWithOneGemmFewerPerTerm) {
+  const int N = 9, in = 16, out = 24, r = 4;
+  const auto w = rounded_to_bf16(random_vector(out * in, 491)), a0 = rounded_to_bf16(random_vector(r * in, 492));
+  const auto a1 = rounded_to_bf16(random_vector(r * in, 493)), b0 = rounded_to_bf16(random_vector(out / 2 * r, 494));
+  const auto b1 = rounded_to_bf16(random_vector(out / 2 * r, 495));
+  const auto x = rounded_to_bf16(random_vector(N * in, 496)), x2 = rounded_to_bf16(random_vector(N * in, 497));
+  for (const bool bf16_compute : {true, false}) {
+    SCOPED_TRACE(bf16_compute ? "bf16" : "fp32");
+    const View2<bf16> w16 = to_device_bf16(w, out, in, "w"), x16 = to_device_bf16(x, N, in, "x");
+    const View2<bf16> x2_16 = to_device_bf16(x2, N, in, "x2");
+    const View2<bf16> a16[2] = {to_device_bf16(a0, r, in, "a0"), to_device_bf16(a1, r, in, "a1")};
+    const View2<bf16> b16[2] = {to_device_bf16(b0, out / 2, r, "b0"), to_device_bf16(b1, out / 2, r, "b1")};
+    const View2<float> w32 = to_device(w, out, in, "w32"), x32 = to_device(x, N, in, "x32");
+    const View2<float> x2_32 = to_device(x2, N, in, "x2_32");
+    const View2<float> a32[2] = {to_device(a0, r, in, "a0_32"), to_device(a1, r, in, "a1_32")};
+    const View2<float> b32[2] = {to_device(b0, out / 2, r, "b0_32"), to_device(b1, out / 2, r, "b1_32")};
+    Linear layer = bf16_compute ? Linear(Unmanaged2<const bf16>(w16), {})
+                                : Linear(Unmanaged2<const float>(w32), {}, ComputeDtype::fp32);
+    for (int t = 0; t < 2; ++t) {
+      const GemmOperand at = bf16_compute ? GemmOperand(Unmanaged2<const bf16>(a16[t])) : GemmOperand(Unmanaged2<const float>(a32[t]));
+      const GemmOperand bt = bf16_compute ? GemmOperand(Unmanaged2<const bf16>(b16[t])) : GemmOperand(Unmanaged2<const float>(b32[t]));
+      layer.add_lora(LoraTerm{at, bt, 0.5f + t, t * out / 2, {}});
+    }
+    std::vector<std::uint64_t> key_host(N);
+    for (int n = 0; n < N; ++n) key_host[n] = 2000 + n;
+    const View1<std::uint64_t> keys = to_device(key_host);
+    layer.set_lora_dropout(1, DropoutMask{0.25f, dropout_stream(5, 2, 0, 3), keys});
+    const GemmOperand xin = bf16_compute ? GemmOperand(Unmanaged2<const bf16>(x16)) : GemmOperand(Unmanaged2<const float>(x32));
+    const GemmOperand x2in =
+        bf16_compute ? GemmOperand(Unmanaged2<const bf16>(x2_16)) : GemmOperand(Unmanaged2<const float>(x2_32));
+    const View2<float> dy = to_device(random_vector(N * out, 498), N, out, "dy");  // g reads it in fp32 compute
+    const LinearGrad g = layer.grad_operand(dy);
+    struct Grads {
+      View2<float> a[2], b[2];
+      LinearGrads of() const { return LinearGrads{{}, {}, {LoraGrads{a[0], b[0]}, LoraGrads{a[1], b[1]}}}; }
+    };
+    auto fresh = [&]() {
+      return Grads{{View2<float>("da0", r, in), View2<float>("da1", r, in)},
+                   {View2<float>("db0", out / 2, r), View2<float>("db1", out / 2, r)}};
+    };
+    auto expect_same = [&](const Grads& got, const Grads& want, const char* what) {
+      SCOPED_TRACE(what);
+      for (int t = 0; t < 2; ++t) {
+        EXPECT_EQ(to_host(got.a[t]), to_host(want.a[t])) << "dA of term " << t;
+        EXPECT_EQ(to_host(got.b[t]), to_host(want.b[t])) << "dB of term " << t;
+      }
+    };
+    View2<float> y("y", N, out);
+    const Grads recomputed = fresh();
+    layer.forward(xin, y);
+    layer.backward_weight(xin, g, recomputed.of());
+
+    LoraKept kept("kept_u");
+    layer.forward(xin, y, &kept);
+    const Grads from_kept = fresh();
+    const GemmCounters before = gemm_counters();
+    layer.backward_weight(xin, g, from_kept.of(), 1.f, &kept);
+    EXPECT_EQ(gemm_counters().since(before).calls, 4);  // dB and dA per term; recomputing u adds one each
+    expect_same(from_kept, recomputed, "u kept by forward");
+
+    const Grads again = fresh();  // read once: the second backward recomputes, with the same result
+    const GemmCounters before_again = gemm_counters();
+    layer.backward_weight(xin, g, again.of(), 1.f, &kept);
+    EXPECT_EQ(gemm_counters().since(before_again).calls, 6);
+    expect_same(again, recomputed, "a second backward");
+
+    layer.forward(x2in, y, &kept);  // u of x2 kept: a backward on x recomputes x's
+    const Grads other_input = fresh();
+    const GemmCounters before_other = gemm_counters();
+    layer.backward_weight(xin, g, other_input.of(), 1.f, &kept);
+    EXPECT_EQ(gemm_counters().since(before_other).calls, 6);
+    expect_same(other_input, recomputed, "u kept of another input");
+  }
+}
+
 }  // namespace
 }  // namespace shardft
