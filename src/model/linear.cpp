@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/bias.hpp"
 #include "kernels/elementwise.hpp"
@@ -182,7 +183,9 @@ void add_lora_outputs(const LoraTerm* terms, int n, const UOf& u_of, Unmanaged2<
   }
 }
 
-// dx += du A through each term's dropout mask, du_of(i) giving term i's du
+// dx += du A through each term's dropout mask, du_of(i) giving term i's du. Under dropout du A goes
+// through scratch first: in bf16 where dx is bf16, rounded once as lora_A's backward under autocast hands
+// it to dropout's backward (half the bytes of an fp32 buffer, written and read again); an fp32 dx, fp32.
 template <class T, class DuOf>
 void add_lora_input_grads(const LoraTerm* terms, int n, const DuOf& du_of, Unmanaged2<T> dx) {
   for (int i = 0; i < n; ++i) {
@@ -191,9 +194,15 @@ void add_lora_input_grads(const LoraTerm* terms, int n, const DuOf& du_of, Unman
       gemm_add(Op::N, 1.f, du_of(i), t.a, dx);
       continue;
     }
-    const auto dxd = kernel_scratch<float>("lora_dropped_dx", dx.extent(0), dx.extent(1));
-    gemm_mixed(Op::N, Op::N, 1.f, du_of(i), t.a, 0.f, dxd);
-    dropout_apply(t.dropout, Unmanaged2<const float>(dxd), dx, 1.f);
+    if constexpr (std::is_same_v<T, bf16>) {
+      const auto dxd = kernel_scratch<bf16>("lora_dropped_dx_bf16", dx.extent(0), dx.extent(1));
+      gemm_mixed_bf16_out(Op::N, Op::N, 1.f, du_of(i), t.a, dxd);
+      dropout_apply(t.dropout, Unmanaged2<const bf16>(dxd), dx, 1.f);
+    } else {
+      const auto dxd = kernel_scratch<float>("lora_dropped_dx", dx.extent(0), dx.extent(1));
+      gemm_mixed(Op::N, Op::N, 1.f, du_of(i), t.a, 0.f, dxd);
+      dropout_apply(t.dropout, Unmanaged2<const float>(dxd), dx, 1.f);
+    }
   }
 }
 }  // namespace

@@ -61,7 +61,8 @@ struct Residual {
 // base product is rounded to bf16 first (its GEMM writes bf16, or y is rounded in place), then the term's
 // s u B^T is added in fp32 and the sum rounded once (a GEMM writing bf16 with beta 1, or a rounding
 // later); a residual layer's base product is added into the stream and rounded, then its term. The
-// input gradient likewise: dy W rounded, then du A (through dropout's mask) added and the sum rounded.
+// input gradient likewise: dy W rounded, then du A (through dropout's mask) added and the sum rounded;
+// under dropout du A is rounded first, as lora_A's backward under autocast hands it to dropout's.
 struct LoraTerm {
   GemmOperand a{Unmanaged2<const float>()}, b{Unmanaged2<const float>()};
   float scale = 0.f;

@@ -77,7 +77,8 @@ TEST(LoraBf16Gemms, EveryProductIsBf16AndNothingIsWidened) {
 // A LoRA layer of a bf16 step writing bf16 (the packed q/k/v and [gate | up] projections, the residual
 // layers, their dgrads), with a term on each half of its output as the fused [gate | up] layer has, one
 // of them under dropout: y = round(round(x W^T) + s u B^T) per half, what forward()'s fp32 output rounded
-// gives; dx = round(round(dy W) + du A) per term (through the mask). Every product bf16 x bf16.
+// gives; dx = round(round(dy W) + du A) per term (through the mask, du A first rounded to bf16 as lora_A's
+// backward under autocast hands it to dropout's). Every product bf16 x bf16.
 TEST(LoraBf16Gemms, LayerWritingBf16RoundsTheBaseThenAddsEachTerm) {
   const int N = 10, in = 16, out = 12, half = 6, r = 4;
   const float p = 0.25f, scale[2] = {0.5f, 2.f};
@@ -151,7 +152,7 @@ TEST(LoraBf16Gemms, LayerWritingBf16RoundsTheBaseThenAddsEachTerm) {
           lora[t] += round_to_bf16(scale[t] * du) * a[t][j * in + k];
         }
       }
-      const float dropped = keep[n * in + k] != 0.f ? lora[0] / (1.f - p) : 0.f;
+      const float dropped = keep[n * in + k] != 0.f ? round_to_bf16(lora[0]) / (1.f - p) : 0.f;
       const float want = round_to_bf16(round_to_bf16(round_to_bf16(base) + dropped) + lora[1]);
       EXPECT_NEAR(dx[n * in + k], want, 2 * tol * (1.0 + std::abs(want))) << "dx " << n << "," << k;
     }
