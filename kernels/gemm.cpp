@@ -212,18 +212,18 @@ void widened_tiles_product_bf16(Op op_a, Op op_b, float alpha, const GemmOperand
   for (std::int64_t m0 = 0; m0 < s.m; m0 += block) {
     const std::int64_t rows = std::min(block, s.m - m0);
     const Unmanaged2<float> block_f32(c32.data(), rows, s.n);
-    if (ldc == s.n) {  // C's rows back to back: flat conversions
-      if (beta != 0.f) to_f32(Unmanaged1<const bf16>(c + m0 * s.n, rows * s.n), flat(block_f32));
-      tiled_product_rows(op_a, op_b, alpha, a, b, beta, c32.data(), s.n, s, m0, m0 + rows);
-      to_bf16(Unmanaged1<const float>(c32.data(), rows * s.n), Unmanaged1<bf16>(c + m0 * s.n, rows * s.n));
-      continue;
-    }
     const Kokkos::LayoutStride layout(static_cast<std::size_t>(rows), static_cast<std::size_t>(ldc),
                                       static_cast<std::size_t>(s.n), 1);
     const Strided2<bf16> c_rows(c + m0 * ldc, layout);
-    if (beta != 0.f) to_f32(Strided2<const bf16>(c_rows), block_f32);
+    const bool back_to_back = ldc == s.n;  // C's rows contiguous: the flat conversions
+    if (beta != 0.f && back_to_back) to_f32(Unmanaged1<const bf16>(c + m0 * ldc, rows * s.n), flat(block_f32));
+    if (beta != 0.f && !back_to_back) to_f32(Strided2<const bf16>(c_rows), block_f32);
     tiled_product_rows(op_a, op_b, alpha, a, b, beta, c32.data(), s.n, s, m0, m0 + rows);
-    to_bf16(Unmanaged2<const float>(block_f32), c_rows);
+    if (back_to_back) {
+      to_bf16(flat(Unmanaged2<const float>(block_f32)), Unmanaged1<bf16>(c + m0 * ldc, rows * s.n));
+    } else {
+      to_bf16(Unmanaged2<const float>(block_f32), c_rows);
+    }
   }
 }
 

@@ -403,8 +403,8 @@ void attention_block_backward(const AttentionWeights& w, const AttentionGrads& g
   }
   const GemmOperand h = a.h.kept(N, d, dt);
   if (dqkv.stacked) {
-    rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), stacked_qkv_backward(w, g, h, dqkv.qkv, a.qkv_lora, dh, b), dx, g.norm,
-                          dx_rounded);
+    const GemmOperand dh_values = stacked_qkv_backward(w, g, h, dqkv.qkv, a.qkv_lora, dh, b);
+    rmsnorm_backward_kept(x, w.norm, a.rstd.vec(N), dh_values, dx, g.norm, dx_rounded);
     return;
   }
   // Three dgrads summed into one fp32 dh (beta 1), as autograd sums the input's three gradients.

@@ -132,10 +132,17 @@ GemmOperand Linear::lora_input(int i, const GemmOperand& x) const {
   return Unmanaged2<const float>(xd);
 }
 
+namespace {
+// The input a kept u was made from, as LoraKept notes it
+const void* first_element(const GemmOperand& x) {
+  return x.is_bf16 ? static_cast<const void*>(x.b16_data()) : x.f32_data();
+}
+}  // namespace
+
 GemmOperand Linear::lora_u(int i, const GemmOperand& x, const GemmOperand& xi, LoraKept* keep_u) const {
   const std::int64_t N = static_cast<std::int64_t>(xi.extent(0));
   const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
-  if (keep_u != nullptr) keep_u->input_[i] = x.is_bf16 ? static_cast<const void*>(x.b16_data()) : x.f32_data();
+  if (keep_u != nullptr) keep_u->input_[i] = first_element(x);
   if (dtype_ == ComputeDtype::bf16) {
     const auto u = keep_u != nullptr ? keep_u->b16_[i].mat(N, r) : kernel_scratch<bf16>("lora_u_bf16", N, r);
     gemm_mixed_bf16_out(Op::N, Op::T, 1.f, xi, lora_[i].a, u);
@@ -148,8 +155,7 @@ GemmOperand Linear::lora_u(int i, const GemmOperand& x, const GemmOperand& xi, L
 }
 
 GemmOperand Linear::lora_u_for_backward(int i, const GemmOperand& x, const GemmOperand& xi, LoraKept* kept_u) const {
-  const void* input = x.is_bf16 ? static_cast<const void*>(x.b16_data()) : x.f32_data();
-  if (kept_u == nullptr || kept_u->input_[i] != input) return lora_u(i, x, xi);
+  if (kept_u == nullptr || kept_u->input_[i] != first_element(x)) return lora_u(i, x, xi);
   kept_u->input_[i] = nullptr;  // read once: a later backward without its own forward recomputes
   const std::int64_t N = static_cast<std::int64_t>(xi.extent(0));
   const std::int64_t r = static_cast<std::int64_t>(lora_[i].a.extent(0));
